@@ -1,0 +1,66 @@
+/* ocrd-example: a C processor built on libmqproc, used by the demo and the tests.
+ *
+ * It logs what it was asked to do into the job log, then follows its parameters:
+ *   "sleep_ms": N        work for N ms
+ *   "fail": true         fail every try (the error is recorded)
+ *   "fail_tries": N      fail the first N tries of the job, then succeed
+ *   "marker": "/path"    append "<job_id> <attempt> <try>\n" to this file (a visible
+ *                        side effect: how many times did the job really run?)
+ *
+ *   ocrd-example processing-server --queue=amqp://… --database=postgresql://…
+ */
+#include <jansson.h>
+#include <mqproc/mqproc.h>
+#include <stdio.h>
+#include <time.h>
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+}
+
+static int append_marker(mqproc_job_t *job, const char *path) {
+  FILE *f = fopen(path, "a");
+  if (f == NULL) {
+    mqproc_job_fail(job, "cannot open marker file %s", path);
+    return -1;
+  }
+  fprintf(f, "%s %d %d\n", mqproc_job_id(job), mqproc_job_attempt(job), mqproc_job_try(job));
+  fclose(f);
+  return 0;
+}
+
+static int process(mqproc_job_t *job, void *userdata) {
+  json_t *params = json_loads(mqproc_job_parameters_json(job), 0, NULL);
+  const char *marker = json_string_value(json_object_get(params, "marker"));
+  long sleep = (long)json_integer_value(json_object_get(params, "sleep_ms"));
+  long fail_tries = (long)json_integer_value(json_object_get(params, "fail_tries"));
+  int rc = 0;
+  (void)userdata;
+  mqproc_job_log(job, "ocrd-example: job %s, METS %s, %zu input group(s), first %s",
+                 mqproc_job_id(job),
+                 mqproc_job_path_to_mets(job) ? mqproc_job_path_to_mets(job) : "(workspace)",
+                 mqproc_job_input_file_grp_count(job), mqproc_job_input_file_grp(job, 0));
+  if (sleep > 0)
+    sleep_ms(sleep);
+  if (marker != NULL)
+    rc = append_marker(job, marker);
+  if (rc == 0 &&
+      (json_is_true(json_object_get(params, "fail")) || mqproc_job_try(job) <= fail_tries)) {
+    mqproc_job_fail(job, "failing on purpose (try %d)", mqproc_job_try(job));
+    rc = 1;
+  }
+  json_decref(params);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  static const mqproc_processor_t processor = {
+      .name = "ocrd-example",
+      .version = "1.0.0",
+      .description = "example C processor: logs the job, optionally sleeps, fails or marks",
+      .process = process,
+  };
+  return mqproc_main(argc, argv, &processor);
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Install every Debian 12 package mqproc needs (build, tests, local services, compose check).
+#
+#   bash scripts/setup.sh            # skips apt entirely when everything is installed
+#   MQPROC_SETUP_FORCE=1 bash scripts/setup.sh   # always apt-get update + install
+#
+# Runs as root, or through sudo for a normal user. After an install it stops whatever the
+# packages auto-started (system RabbitMQ, the postgresql 15 main cluster, the rabbitmq
+# user's epmd on 4369): the project runs its own private servers (scripts/services.sh).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git ca-certificates clang-format
+  librabbitmq-dev amqp-tools libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev
+  libcriterion-dev libmicrohttpd-dev libxml2-dev
+  rabbitmq-server postgresql
+  python3 python3-pika python3-yaml python3-jsonschema
+  docker-compose curl procps iproute2
+)
+
+log() { printf 'setup: %s\n' "$*"; }
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+  else
+    log "not root and sudo is not installed: run this script as root" >&2
+    exit 1
+  fi
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [ "$status" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ] && [ "${MQPROC_SETUP_FORCE:-0}" != 1 ]; then
+  log "all ${#PACKAGES[@]} packages already installed; skipping apt (MQPROC_SETUP_FORCE=1 forces it)"
+  exit 0
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  log "missing packages: ${missing[*]}"
+else
+  log "MQPROC_SETUP_FORCE=1: running apt anyway"
+fi
+
+t0=$SECONDS
+log "apt-get update"
+"${SUDO[@]}" apt-get update
+log "apt-get install -y --no-install-recommends ${PACKAGES[*]}"
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+log "apt done in $((SECONDS - t0)) s"
+
+# --- stop what the packages may have auto-started --------------------------------------
+# (Nothing starts in containers where policy-rc.d denies it; on a normal Debian box the
+# system RabbitMQ node and the 15/main cluster do. Each step only acts if it is running.)
+if pgrep -u rabbitmq -x beam.smp >/dev/null 2>&1; then
+  log "stopping the system rabbitmq-server (auto-started by the package)"
+  "${SUDO[@]}" service rabbitmq-server stop || log "warning: 'service rabbitmq-server stop' failed"
+  for _ in $(seq 1 50); do
+    pgrep -u rabbitmq -x beam.smp >/dev/null 2>&1 || break
+    sleep 0.2
+  done
+fi
+
+if command -v pg_lsclusters >/dev/null 2>&1; then
+  # "15 main 5432 online postgres ..." -> stop only a running 15/main
+  if pg_lsclusters --no-header 2>/dev/null | awk '$1 == "15" && $2 == "main" && $4 ~ /^online/ { f = 1 } END { exit !f }'; then
+    log "stopping the postgresql 15/main cluster (auto-started by the package)"
+    "${SUDO[@]}" pg_ctlcluster 15 main stop || log "warning: 'pg_ctlcluster 15 main stop' failed"
+  fi
+fi
+
+# Any rabbitmqctl call (even from the init script) leaves a daemonised epmd on 0.0.0.0:4369
+# running as user rabbitmq. Kill it by pid, only when it belongs to the rabbitmq user.
+if id rabbitmq >/dev/null 2>&1; then
+  for pid in $(pgrep -u rabbitmq -x epmd 2>/dev/null || true); do
+    log "killing the rabbitmq user's epmd (pid $pid)"
+    "${SUDO[@]}" kill "$pid" 2>/dev/null || true
+  done
+fi
+
+log "done in $((SECONDS - t0)) s"

@@ -1,0 +1,151 @@
+/* Broker interface: consume deliveries, ack/nack them, publish with confirms.
+ *
+ * A backend fills a struct mqproc__broker_class (one comment per slot) and puts a
+ * pointer to it first in its private state; callers use the mqproc__broker_* wrappers.
+ * Backends: broker_amqp.c (RabbitMQ via rabbitmq-c). A directory queue comes later.
+ *
+ * Event model: the server's loop watches mqproc__broker_fd() and calls
+ * mqproc__broker_pump() when it is readable, when mqproc__broker_pending() says data
+ * is buffered, and at least once a second (this is what services heartbeats). pump()
+ * reports what arrived through the events table. A delivery's tag is valid only within
+ * the connection epoch it arrived on: after a reconnect the broker redelivers, and acking
+ * an old tag is refused here (MQPROC_EBROKER_CLOSED) instead of being sent.
+ */
+#ifndef MQPROC_BROKER_H
+#define MQPROC_BROKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mqproc__broker mqproc__broker_t;
+
+/* One delivery as the broker hands it over. All pointers are valid only during the
+ * on_message callback (copy what you keep). */
+typedef struct mqproc__broker_msg {
+  uint64_t epoch;  /* connection generation */
+  uint64_t tag;    /* delivery tag within that epoch */
+  int redelivered; /* the broker's hint; never trusted alone */
+  const void *body;
+  size_t len;
+  const char *content_type; /* "" when absent */
+  const char *message_id;   /* "" when absent */
+  const char *routing_key;
+} mqproc__broker_msg_t;
+
+typedef struct mqproc__broker_events {
+  void (*on_message)(void *ud, const mqproc__broker_msg_t *msg);
+  /* The publish with this sequence number ended: MQPROC_OK (confirmed),
+   * MQPROC_EBROKER_UNROUTABLE (returned, mandatory), MQPROC_EBROKER_NACKED, or
+   * MQPROC_EBROKER_CLOSED (connection lost before the confirm). */
+  void (*on_confirm)(void *ud, uint64_t seq, int status);
+  /* The connection is gone (every pending confirm was reported CLOSED first). */
+  void (*on_down)(void *ud, const char *reason);
+  void *ud;
+} mqproc__broker_events_t;
+
+typedef struct mqproc__broker_header {
+  const char *key;
+  const char *value;
+} mqproc__broker_header_t;
+
+typedef struct mqproc__publish {
+  const char *exchange; /* "" = the default exchange */
+  const char *routing_key;
+  const void *body;
+  size_t len;
+  const char *content_type; /* NULL = none */
+  const char *message_id;   /* NULL = none */
+  int persistent;           /* delivery_mode 2 */
+  int mandatory;            /* ask for basic.return when unroutable */
+  const mqproc__broker_header_t *headers;
+  size_t n_headers;
+} mqproc__publish_t;
+
+typedef struct mqproc__topology {
+  const char *exchange;          /* direct exchange the job queue is bound to */
+  const char *queue;             /* job queue = processor name, bound with routing key = queue */
+  const char *dead_queue;        /* where given-up messages go (declared, durable like queue) */
+  int durable;                   /* queues durable; the exchange is always declared non-durable
+                                    as OCR-D does, passively first */
+  const char *const *queue_args; /* NULL-terminated "key=value" list; ints if numeric */
+  int prefetch;
+  int heartbeat_s;
+} mqproc__topology_t;
+
+struct mqproc__broker_class {
+  const char *name;
+  /* connect: open the connection, declare the topology, start consuming. */
+  int (*connect)(mqproc__broker_t *b, char *err);
+  /* fd: the socket to watch, -1 when not connected. */
+  int (*fd)(mqproc__broker_t *b);
+  /* pending: nonzero when frames are buffered and pump() must run without waiting. */
+  int (*pending)(mqproc__broker_t *b);
+  /* pump: read what is available, dispatch events, service heartbeats. An error means
+     the connection is down (on_down was called). */
+  int (*pump)(mqproc__broker_t *b, char *err);
+  /* ack / nack: settle a delivery of the given epoch. */
+  int (*ack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, char *err);
+  int (*nack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, int requeue, char *err);
+  /* publish: send with confirms; *seq identifies the on_confirm event. */
+  int (*publish)(mqproc__broker_t *b, const mqproc__publish_t *p, uint64_t *seq, char *err);
+  /* declare_queue: declare a queue like the job queue and bind it (result queues). */
+  int (*declare_queue)(mqproc__broker_t *b, const char *queue, char *err);
+  /* cancel: stop consuming (no more on_message), keep the connection for acks. */
+  int (*cancel)(mqproc__broker_t *b, char *err);
+  /* epoch: the current connection generation (0 = never connected). */
+  uint64_t (*epoch)(mqproc__broker_t *b);
+  /* disconnect: close the connection (pending confirms report CLOSED; no on_down). */
+  void (*disconnect)(mqproc__broker_t *b);
+  /* destroy: disconnect and free. */
+  void (*destroy)(mqproc__broker_t *b);
+};
+
+struct mqproc__broker {
+  const struct mqproc__broker_class *klass;
+};
+
+/* The AMQP backend. url is copied; topology strings must outlive the broker. */
+int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
+                            const mqproc__broker_events_t *ev, char *err);
+
+static inline int mqproc__broker_connect(mqproc__broker_t *b, char *err) {
+  return b->klass->connect(b, err);
+}
+static inline int mqproc__broker_fd(mqproc__broker_t *b) {
+  return b->klass->fd(b);
+}
+static inline int mqproc__broker_pending(mqproc__broker_t *b) {
+  return b->klass->pending(b);
+}
+static inline int mqproc__broker_pump(mqproc__broker_t *b, char *err) {
+  return b->klass->pump(b, err);
+}
+static inline int mqproc__broker_ack(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, char *err) {
+  return b->klass->ack(b, epoch, tag, err);
+}
+static inline int mqproc__broker_nack(mqproc__broker_t *b, uint64_t epoch, uint64_t tag,
+                                      int requeue, char *err) {
+  return b->klass->nack(b, epoch, tag, requeue, err);
+}
+static inline int mqproc__broker_publish(mqproc__broker_t *b, const mqproc__publish_t *p,
+                                         uint64_t *seq, char *err) {
+  return b->klass->publish(b, p, seq, err);
+}
+static inline int mqproc__broker_declare_queue(mqproc__broker_t *b, const char *queue, char *err) {
+  return b->klass->declare_queue(b, queue, err);
+}
+static inline int mqproc__broker_cancel(mqproc__broker_t *b, char *err) {
+  return b->klass->cancel(b, err);
+}
+static inline uint64_t mqproc__broker_epoch(mqproc__broker_t *b) {
+  return b->klass->epoch(b);
+}
+static inline void mqproc__broker_disconnect(mqproc__broker_t *b) {
+  b->klass->disconnect(b);
+}
+static inline void mqproc__broker_destroy(mqproc__broker_t *b) {
+  if (b != NULL)
+    b->klass->destroy(b);
+}
+
+#endif

@@ -1,0 +1,641 @@
+/* AMQP 0-9-1 broker backend on rabbitmq-c 0.11 (RabbitMQ).
+ *
+ * Channels: 1 consumes (manual ack, basic.qos prefetch), 2 publishes (confirm mode,
+ * mandatory), 3 declares (a passive declare that fails closes its channel, so it gets
+ * its own). Any channel.close, connection.close, basic.cancel from the server, socket
+ * error or missed heartbeat takes the whole connection down: the server reconnects,
+ * the epoch grows, and tags of the old epoch are never sent.
+ *
+ * Returned (unroutable) messages are matched to their publish by the x-mqproc-seq
+ * header this backend adds, since basic.return carries no sequence number.
+ */
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "log.h"
+#include "util.h"
+
+#define CH_CONSUME 1
+#define CH_PUBLISH 2
+#define CH_DECLARE 3
+#define SEQ_HEADER "x-mqproc-seq"
+
+typedef struct pending_pub {
+  uint64_t seq;
+  int returned;
+  struct pending_pub *next;
+} pending_pub_t;
+
+typedef struct amqp_broker {
+  struct mqproc__broker base; /* first: klass */
+  char *url;
+  mqproc__topology_t topo;
+  mqproc__broker_events_t ev;
+  amqp_connection_state_t conn;
+  int connected;
+  int broken; /* an operation failed: pump() reports down */
+  char broken_reason[MQPROC_ERR_LEN];
+  uint64_t epoch;
+  uint64_t next_seq;      /* last publish sequence number on channel 2 */
+  pending_pub_t *pending; /* oldest first */
+  int consuming;
+  amqp_bytes_t consumer_tag;
+} amqp_broker_t;
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+/* Formats the outcome of the last RPC into err and returns a status; *code (may be
+ * NULL) gets the server's reply code when it closed the channel (404 = not found). A
+ * server close of a channel or the connection is answered with close-ok here. */
+static int rpc_status(amqp_broker_t *b, int ch, const char *what, int fail_status, int *code,
+                      char *err) {
+  amqp_rpc_reply_t r = amqp_get_rpc_reply(b->conn);
+  if (code != NULL)
+    *code = 0;
+  if (r.reply_type == AMQP_RESPONSE_NORMAL)
+    return MQPROC_OK;
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: %s", what,
+                       amqp_error_string2(r.library_error));
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    amqp_channel_close_t *c = r.reply.decoded;
+    amqp_channel_close_ok_t ok;
+    mqproc__err(err, fail_status, "%s: server closed channel: %u %.*s", what, c->reply_code,
+                (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+    amqp_send_method(b->conn, (amqp_channel_t)ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    if (code != NULL)
+      *code = c->reply_code;
+    return fail_status;
+  }
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+      r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    amqp_connection_close_t *c = r.reply.decoded;
+    amqp_connection_close_ok_t ok;
+    mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: server closed connection: %u %.*s", what,
+                c->reply_code, (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+    amqp_send_method(b->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+    return MQPROC_EBROKER_CLOSED;
+  }
+  return mqproc__err(err, MQPROC_EBROKER_PROTOCOL, "%s: unexpected reply", what);
+}
+
+static int rpc_error(amqp_broker_t *b, int ch, const char *what, int fail_status, char *err) {
+  return rpc_status(b, ch, what, fail_status, NULL, err);
+}
+
+static void mark_broken(amqp_broker_t *b, const char *reason) {
+  if (!b->broken) {
+    b->broken = 1;
+    snprintf(b->broken_reason, sizeof(b->broken_reason), "%s", reason);
+  }
+}
+
+/* ---- connect and declare ------------------------------------------------------------ */
+
+static int open_channel(amqp_broker_t *b, int ch, char *err) {
+  amqp_channel_open(b->conn, (amqp_channel_t)ch);
+  return rpc_error(b, ch, "channel.open", MQPROC_EBROKER_PROTOCOL, err);
+}
+
+/* Builds an AMQP table from "key=value" strings; integers and true/false are typed. */
+static int build_args(const char *const *kv, amqp_table_t *t, amqp_table_entry_t *ents, size_t cap,
+                      char *err) {
+  size_t n = 0;
+  t->num_entries = 0;
+  t->entries = ents;
+  for (; kv != NULL && *kv != NULL; kv++) {
+    const char *eq = strchr(*kv, '=');
+    char *end;
+    long long iv;
+    if (eq == NULL || eq == *kv || n == cap)
+      return mqproc__err(err, MQPROC_ECONFIG, "queue argument '%s': expected key=value", *kv);
+    ents[n].key.bytes = (void *)*kv;
+    ents[n].key.len = (size_t)(eq - *kv);
+    errno = 0;
+    iv = strtoll(eq + 1, &end, 10);
+    if (eq[1] != '\0' && *end == '\0' && errno == 0) {
+      ents[n].value.kind = AMQP_FIELD_KIND_I64;
+      ents[n].value.value.i64 = iv;
+    } else if (strcmp(eq + 1, "true") == 0 || strcmp(eq + 1, "false") == 0) {
+      ents[n].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+      ents[n].value.value.boolean = eq[1] == 't';
+    } else {
+      ents[n].value.kind = AMQP_FIELD_KIND_UTF8;
+      ents[n].value.value.bytes = amqp_cstring_bytes(eq + 1);
+    }
+    n++;
+  }
+  t->num_entries = (int)n;
+  return MQPROC_OK;
+}
+
+/* Passive declare first so an existing queue is used as it is (its arguments may
+ * differ from ours); declare it with our arguments only when it does not exist. */
+static int declare_queue_inner(amqp_broker_t *b, const char *queue, char *err) {
+  amqp_table_entry_t ents[32];
+  amqp_table_t args;
+  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents), err);
+  if (rc != MQPROC_OK)
+    return rc;
+  amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 1, b->topo.durable, 0, 0,
+                     amqp_empty_table);
+  rc = rpc_status(b, CH_DECLARE, "queue.declare (passive)", MQPROC_EBROKER_DECLARE, &code, err);
+  if (rc == MQPROC_EBROKER_DECLARE && code == 404) {
+    if ((rc = open_channel(b, CH_DECLARE, err)) != MQPROC_OK)
+      return rc;
+    amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 0, b->topo.durable, 0, 0,
+                       args);
+    rc = rpc_error(b, CH_DECLARE, "queue.declare", MQPROC_EBROKER_DECLARE, err);
+  }
+  return rc;
+}
+
+static int bind_queue(amqp_broker_t *b, const char *queue, char *err) {
+  amqp_queue_bind(b->conn, CH_DECLARE, amqp_cstring_bytes(queue),
+                  amqp_cstring_bytes(b->topo.exchange), amqp_cstring_bytes(queue),
+                  amqp_empty_table);
+  return rpc_error(b, CH_DECLARE, "queue.bind", MQPROC_EBROKER_DECLARE, err);
+}
+
+static int declare_exchange(amqp_broker_t *b, char *err) {
+  int code, rc;
+  amqp_exchange_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(b->topo.exchange),
+                        amqp_cstring_bytes("direct"), 1, 0, 0, 0, amqp_empty_table);
+  rc = rpc_status(b, CH_DECLARE, "exchange.declare (passive)", MQPROC_EBROKER_DECLARE, &code, err);
+  if (rc != MQPROC_EBROKER_DECLARE || code != 404)
+    return rc;
+  if ((rc = open_channel(b, CH_DECLARE, err)) != MQPROC_OK)
+    return rc;
+  amqp_exchange_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(b->topo.exchange),
+                        amqp_cstring_bytes("direct"), 0, 0, 0, 0, amqp_empty_table);
+  return rpc_error(b, CH_DECLARE, "exchange.declare", MQPROC_EBROKER_DECLARE, err);
+}
+
+static int declare_topology(amqp_broker_t *b, char *err) {
+  int rc = declare_exchange(b, err);
+  if (rc == MQPROC_OK)
+    rc = declare_queue_inner(b, b->topo.queue, err);
+  if (rc == MQPROC_OK)
+    rc = bind_queue(b, b->topo.queue, err);
+  if (rc == MQPROC_OK && b->topo.dead_queue != NULL)
+    rc = declare_queue_inner(b, b->topo.dead_queue, err);
+  return rc;
+}
+
+static int start_consuming(amqp_broker_t *b, char *err) {
+  amqp_basic_consume_ok_t *ok;
+  int rc;
+  amqp_basic_qos(b->conn, CH_CONSUME, 0, (uint16_t)b->topo.prefetch, 0);
+  if ((rc = rpc_error(b, CH_CONSUME, "basic.qos", MQPROC_EBROKER_PROTOCOL, err)) != MQPROC_OK)
+    return rc;
+  ok = amqp_basic_consume(b->conn, CH_CONSUME, amqp_cstring_bytes(b->topo.queue), amqp_empty_bytes,
+                          0, 0, 0, amqp_empty_table);
+  if ((rc = rpc_error(b, CH_CONSUME, "basic.consume", MQPROC_EBROKER_PROTOCOL, err)) != MQPROC_OK)
+    return rc;
+  amqp_bytes_free(b->consumer_tag);
+  b->consumer_tag = amqp_bytes_malloc_dup(ok->consumer_tag);
+  b->consuming = 1;
+  return MQPROC_OK;
+}
+
+static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *err) {
+  struct timeval tv = {10, 0};
+  amqp_socket_t *sock;
+  amqp_rpc_reply_t r;
+  const char *vhost = (ci->vhost == NULL || ci->vhost[0] == '\0') ? "/" : ci->vhost;
+  int rc;
+  b->conn = amqp_new_connection();
+  if (b->conn == NULL || (sock = amqp_tcp_socket_new(b->conn)) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  rc = amqp_socket_open_noblock(sock, ci->host, ci->port, &tv);
+  if (rc != AMQP_STATUS_OK)
+    return mqproc__err(err, MQPROC_EBROKER_CONNECT, "cannot connect to %s:%d: %s", ci->host,
+                       ci->port, amqp_error_string2(rc));
+  amqp_set_rpc_timeout(b->conn, &tv);
+  r = amqp_login(b->conn, vhost, 0, 131072, b->topo.heartbeat_s, AMQP_SASL_METHOD_PLAIN, ci->user,
+                 ci->password);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+        r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+      amqp_connection_close_t *c = r.reply.decoded;
+      return mqproc__err(err, MQPROC_EBROKER_CONNECT, "login to vhost '%s' refused: %u %.*s", vhost,
+                         c->reply_code, (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+    }
+    return mqproc__err(err, MQPROC_EBROKER_CONNECT, "login to vhost '%s' failed: %s", vhost,
+                       r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
+                           ? amqp_error_string2(r.library_error)
+                           : "refused by the server");
+  }
+  return MQPROC_OK;
+}
+
+static void teardown(amqp_broker_t *b, int graceful);
+
+static int amqp_connect_(mqproc__broker_t *base, char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  struct amqp_connection_info ci;
+  char *buf = mqproc__strdup(b->url);
+  int rc;
+  if (buf == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  teardown(b, 0);
+  amqp_default_connection_info(&ci);
+  if (amqp_parse_url(buf, &ci) != AMQP_STATUS_OK) {
+    free(buf);
+    return mqproc__err(err, MQPROC_ECONFIG, "invalid AMQP URL");
+  }
+  rc = login(b, &ci, err);
+  free(buf);
+  if (rc == MQPROC_OK)
+    rc = open_channel(b, CH_CONSUME, err);
+  if (rc == MQPROC_OK)
+    rc = open_channel(b, CH_PUBLISH, err);
+  if (rc == MQPROC_OK)
+    rc = open_channel(b, CH_DECLARE, err);
+  if (rc == MQPROC_OK) {
+    amqp_confirm_select(b->conn, CH_PUBLISH);
+    rc = rpc_error(b, CH_PUBLISH, "confirm.select", MQPROC_EBROKER_PROTOCOL, err);
+  }
+  if (rc == MQPROC_OK)
+    rc = declare_topology(b, err);
+  if (rc == MQPROC_OK)
+    rc = start_consuming(b, err);
+  if (rc != MQPROC_OK) {
+    teardown(b, 0);
+    return rc;
+  }
+  b->connected = 1;
+  b->broken = 0;
+  b->epoch++;
+  b->next_seq = 0;
+  return MQPROC_OK;
+}
+
+/* ---- incoming frames ---------------------------------------------------------------- */
+
+static void settle_confirms(amqp_broker_t *b, uint64_t tag, int multiple, int status) {
+  pending_pub_t **pp = &b->pending;
+  while (*pp != NULL) {
+    pending_pub_t *p = *pp;
+    if (p->seq == tag || (multiple && p->seq < tag)) {
+      int st = status == MQPROC_OK && p->returned ? MQPROC_EBROKER_UNROUTABLE : status;
+      *pp = p->next;
+      b->ev.on_confirm(b->ev.ud, p->seq, st);
+      free(p);
+    } else {
+      pp = &p->next;
+    }
+  }
+}
+
+static void fail_all_confirms(amqp_broker_t *b) {
+  while (b->pending != NULL) {
+    pending_pub_t *p = b->pending;
+    b->pending = p->next;
+    b->ev.on_confirm(b->ev.ud, p->seq, MQPROC_EBROKER_CLOSED);
+    free(p);
+  }
+}
+
+static void on_return(amqp_broker_t *b, amqp_channel_t ch) {
+  amqp_message_t msg;
+  amqp_rpc_reply_t r = amqp_read_message(b->conn, ch, &msg, 0);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    mark_broken(b, "cannot read a returned message");
+    return;
+  }
+  if (msg.properties._flags & AMQP_BASIC_HEADERS_FLAG) {
+    amqp_table_t *h = &msg.properties.headers;
+    for (int i = 0; i < h->num_entries; i++) {
+      amqp_table_entry_t *e = &h->entries[i];
+      if (e->key.len == strlen(SEQ_HEADER) && memcmp(e->key.bytes, SEQ_HEADER, e->key.len) == 0 &&
+          e->value.kind == AMQP_FIELD_KIND_U64) {
+        for (pending_pub_t *p = b->pending; p != NULL; p = p->next)
+          if (p->seq == e->value.value.u64)
+            p->returned = 1;
+      }
+    }
+  }
+  amqp_destroy_message(&msg);
+}
+
+static void close_ok(amqp_broker_t *b, amqp_channel_t ch, amqp_method_number_t id) {
+  if (id == AMQP_CHANNEL_CLOSE_METHOD) {
+    amqp_channel_close_ok_t ok;
+    amqp_send_method(b->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+  } else {
+    amqp_connection_close_ok_t ok;
+    amqp_send_method(b->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+  }
+}
+
+static void on_method(amqp_broker_t *b, const amqp_frame_t *f) {
+  char why[MQPROC_ERR_LEN];
+  switch (f->payload.method.id) {
+  case AMQP_BASIC_ACK_METHOD: {
+    amqp_basic_ack_t *a = f->payload.method.decoded;
+    settle_confirms(b, a->delivery_tag, a->multiple, MQPROC_OK);
+    break;
+  }
+  case AMQP_BASIC_NACK_METHOD: {
+    amqp_basic_nack_t *n = f->payload.method.decoded;
+    settle_confirms(b, n->delivery_tag, n->multiple, MQPROC_EBROKER_NACKED);
+    break;
+  }
+  case AMQP_BASIC_RETURN_METHOD:
+    on_return(b, f->channel);
+    break;
+  case AMQP_BASIC_CANCEL_METHOD:
+    mark_broken(b, "the broker cancelled our consumer (queue deleted?)");
+    break;
+  case AMQP_CHANNEL_CLOSE_METHOD: {
+    amqp_channel_close_t *c = f->payload.method.decoded;
+    snprintf(why, sizeof(why), "broker closed channel %u: %u %.*s", f->channel, c->reply_code,
+             (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+    close_ok(b, f->channel, AMQP_CHANNEL_CLOSE_METHOD);
+    mark_broken(b, why);
+    break;
+  }
+  case AMQP_CONNECTION_CLOSE_METHOD: {
+    amqp_connection_close_t *c = f->payload.method.decoded;
+    snprintf(why, sizeof(why), "broker closed the connection: %u %.*s", c->reply_code,
+             (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+    close_ok(b, 0, AMQP_CONNECTION_CLOSE_METHOD);
+    mark_broken(b, why);
+    break;
+  }
+  default:
+    break; /* channel.flow, consume-ok after a reconnect race, …: nothing to do */
+  }
+}
+
+static void deliver(amqp_broker_t *b, amqp_envelope_t *env) {
+  mqproc__broker_msg_t m;
+  char ctype[256] = "", mid[256] = "", rkey[256] = "";
+  amqp_basic_properties_t *p = &env->message.properties;
+  if (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
+    snprintf(ctype, sizeof(ctype), "%.*s", (int)p->content_type.len,
+             (const char *)p->content_type.bytes);
+  if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+    snprintf(mid, sizeof(mid), "%.*s", (int)p->message_id.len, (const char *)p->message_id.bytes);
+  snprintf(rkey, sizeof(rkey), "%.*s", (int)env->routing_key.len,
+           (const char *)env->routing_key.bytes);
+  m.epoch = b->epoch;
+  m.tag = env->delivery_tag;
+  m.redelivered = env->redelivered;
+  m.body = env->message.body.bytes;
+  m.len = env->message.body.len;
+  m.content_type = ctype;
+  m.message_id = mid;
+  m.routing_key = rkey;
+  b->ev.on_message(b->ev.ud, &m);
+}
+
+static int report_down(amqp_broker_t *b, char *err) {
+  char reason[MQPROC_ERR_LEN];
+  snprintf(reason, sizeof(reason), "%s", b->broken_reason);
+  teardown(b, 0);
+  b->ev.on_down(b->ev.ud, reason);
+  return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s", reason);
+}
+
+static int amqp_pump_(mqproc__broker_t *base, char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  for (;;) {
+    struct timeval zero = {0, 0};
+    amqp_envelope_t env;
+    amqp_rpc_reply_t r;
+    if (!b->connected)
+      return mqproc__err(err, MQPROC_EBROKER_CLOSED, "not connected");
+    if (b->broken)
+      return report_down(b, err);
+    r = amqp_consume_message(b->conn, &env, &zero, 0);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+      if (env.channel == CH_CONSUME && b->consuming)
+        deliver(b, &env);
+      amqp_destroy_envelope(&env);
+    } else if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+               r.library_error == AMQP_STATUS_TIMEOUT) {
+      return MQPROC_OK;
+    } else if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+               r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t f;
+      int rc = amqp_simple_wait_frame(b->conn, &f);
+      if (rc != AMQP_STATUS_OK)
+        mark_broken(b, amqp_error_string2(rc));
+      else if (f.frame_type == AMQP_FRAME_METHOD)
+        on_method(b, &f);
+    } else {
+      mark_broken(b, r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
+                         ? amqp_error_string2(r.library_error)
+                         : "unexpected server reply");
+    }
+  }
+}
+
+/* ---- outgoing ----------------------------------------------------------------------- */
+
+static int usable(amqp_broker_t *b, uint64_t epoch, char *err) {
+  if (!b->connected || b->broken)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  if (epoch != 0 && epoch != b->epoch)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED,
+                       "delivery belongs to a closed connection (epoch %llu, now %llu)",
+                       (unsigned long long)epoch, (unsigned long long)b->epoch);
+  return MQPROC_OK;
+}
+
+static int sent(amqp_broker_t *b, int rc, const char *what, char *err) {
+  if (rc == AMQP_STATUS_OK)
+    return MQPROC_OK;
+  mark_broken(b, amqp_error_string2(rc));
+  return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: %s", what, amqp_error_string2(rc));
+}
+
+static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  int rc = usable(b, epoch, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  return sent(b, amqp_basic_ack(b->conn, CH_CONSUME, tag, 0), "basic.ack", err);
+}
+
+static int amqp_nack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int requeue,
+                      char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  int rc = usable(b, epoch, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  return sent(b, amqp_basic_nack(b->conn, CH_CONSUME, tag, 0, requeue), "basic.nack", err);
+}
+
+static int amqp_publish_(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq,
+                         char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  amqp_basic_properties_t props;
+  amqp_table_entry_t ents[17];
+  pending_pub_t *pend, **tail;
+  size_t n = 0;
+  int rc = usable(b, 0, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  if (p->n_headers > 16)
+    return mqproc__err(err, MQPROC_EINVAL, "too many headers");
+  if ((pend = mqproc__calloc(1, sizeof(*pend))) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  memset(&props, 0, sizeof(props));
+  for (; n < p->n_headers; n++) {
+    ents[n].key = amqp_cstring_bytes(p->headers[n].key);
+    ents[n].value.kind = AMQP_FIELD_KIND_UTF8;
+    ents[n].value.value.bytes = amqp_cstring_bytes(p->headers[n].value);
+  }
+  ents[n].key = amqp_cstring_bytes(SEQ_HEADER);
+  ents[n].value.kind = AMQP_FIELD_KIND_U64;
+  ents[n].value.value.u64 = b->next_seq + 1;
+  props._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
+  props.headers.num_entries = (int)n + 1;
+  props.headers.entries = ents;
+  props.delivery_mode = p->persistent ? 2 : 1;
+  if (p->content_type != NULL) {
+    props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
+    props.content_type = amqp_cstring_bytes(p->content_type);
+  }
+  if (p->message_id != NULL) {
+    props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+    props.message_id = amqp_cstring_bytes(p->message_id);
+  }
+  rc = amqp_basic_publish(b->conn, CH_PUBLISH, amqp_cstring_bytes(p->exchange),
+                          amqp_cstring_bytes(p->routing_key), p->mandatory, 0, &props,
+                          (amqp_bytes_t){.len = p->len, .bytes = (void *)p->body});
+  if (rc != AMQP_STATUS_OK) {
+    free(pend);
+    return sent(b, rc, "basic.publish", err);
+  }
+  pend->seq = ++b->next_seq;
+  for (tail = &b->pending; *tail != NULL; tail = &(*tail)->next)
+    ;
+  *tail = pend;
+  *seq = pend->seq;
+  return MQPROC_OK;
+}
+
+static int amqp_declare_queue_(mqproc__broker_t *base, const char *queue, char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  int rc = usable(b, 0, err);
+  if (rc == MQPROC_OK)
+    rc = declare_queue_inner(b, queue, err);
+  if (rc == MQPROC_OK)
+    rc = bind_queue(b, queue, err);
+  if (rc == MQPROC_EBROKER_CLOSED)
+    mark_broken(b, err != NULL ? err : "declare failed");
+  else if (rc != MQPROC_OK && open_channel(b, CH_DECLARE, NULL) != MQPROC_OK)
+    mark_broken(b, "cannot reopen the declare channel");
+  return rc;
+}
+
+static int amqp_cancel_(mqproc__broker_t *base, char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  int rc = usable(b, 0, err);
+  if (rc != MQPROC_OK || !b->consuming)
+    return rc;
+  b->consuming = 0; /* deliveries already in flight are dropped by the broker's requeue */
+  amqp_basic_cancel(b->conn, CH_CONSUME, b->consumer_tag);
+  rc = rpc_error(b, CH_CONSUME, "basic.cancel", MQPROC_EBROKER_PROTOCOL, err);
+  if (rc != MQPROC_OK)
+    mark_broken(b, "basic.cancel failed");
+  return rc;
+}
+
+static int amqp_fd_(mqproc__broker_t *base) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  return b->connected ? amqp_get_sockfd(b->conn) : -1;
+}
+
+static int amqp_pending_(mqproc__broker_t *base) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  if (!b->connected)
+    return 0;
+  return b->broken || amqp_frames_enqueued(b->conn) || amqp_data_in_buffer(b->conn);
+}
+
+static uint64_t amqp_epoch_(mqproc__broker_t *base) {
+  return ((amqp_broker_t *)base)->epoch;
+}
+
+/* ---- teardown ----------------------------------------------------------------------- */
+
+static void teardown(amqp_broker_t *b, int graceful) {
+  if (b->conn != NULL) {
+    if (graceful && b->connected && !b->broken) {
+      struct timeval tv = {2, 0};
+      amqp_set_rpc_timeout(b->conn, &tv);
+      amqp_connection_close(b->conn, AMQP_REPLY_SUCCESS);
+    }
+    amqp_destroy_connection(b->conn);
+    b->conn = NULL;
+  }
+  b->connected = 0;
+  b->consuming = 0;
+  fail_all_confirms(b);
+}
+
+static void amqp_disconnect_(mqproc__broker_t *base) {
+  teardown((amqp_broker_t *)base, 1);
+}
+
+static void amqp_destroy_(mqproc__broker_t *base) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  teardown(b, 1);
+  amqp_bytes_free(b->consumer_tag);
+  free(b->url);
+  free(b);
+}
+
+static const struct mqproc__broker_class amqp_class = {
+    "amqp",              /* name */
+    amqp_connect_,       /* connect */
+    amqp_fd_,            /* fd */
+    amqp_pending_,       /* pending */
+    amqp_pump_,          /* pump */
+    amqp_ack_,           /* ack */
+    amqp_nack_,          /* nack */
+    amqp_publish_,       /* publish */
+    amqp_declare_queue_, /* declare_queue */
+    amqp_cancel_,        /* cancel */
+    amqp_epoch_,         /* epoch */
+    amqp_disconnect_,    /* disconnect */
+    amqp_destroy_,       /* destroy */
+};
+
+int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
+                            const mqproc__broker_events_t *ev, char *err) {
+  amqp_broker_t *b = mqproc__calloc(1, sizeof(*b));
+  struct amqp_connection_info ci;
+  char *check;
+  if (b == NULL || (b->url = mqproc__strdup(url)) == NULL ||
+      (check = mqproc__strdup(url)) == NULL) {
+    if (b != NULL)
+      free(b->url);
+    free(b);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  if (amqp_parse_url(check, &ci) != AMQP_STATUS_OK) {
+    free(check);
+    free(b->url);
+    free(b);
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "--queue: not an AMQP URL (expected amqp://user:pass@host:port/vhost)");
+  }
+  free(check);
+  b->base.klass = &amqp_class;
+  b->topo = *topo;
+  b->ev = *ev;
+  b->consumer_tag = amqp_empty_bytes;
+  *out = &b->base;
+  return MQPROC_OK;
+}

@@ -1,0 +1,121 @@
+/* Command line: `processing-server`, `migrate`, `--help`, `--version`, shared by the
+ * mqproc program (any command as processor) and by C processors (mqproc_main). */
+#include "cli.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+#define MQPROC_API __attribute__((visibility("default")))
+
+static void usage(FILE *out, const char *prog, mqproc__cli_kind_t kind,
+                  const mqproc_processor_t *proc) {
+  if (kind == MQPROC__CLI_C && proc->description != NULL)
+    fprintf(out, "%s: %s\n\n", proc->name, proc->description);
+  fprintf(out,
+          "Usage: %s processing-server%s --queue=AMQP_URL --database=PG_URL [OPTIONS]\n"
+          "       %s migrate --database=PG_URL\n"
+          "       %s --help | --version\n\n"
+          "processing-server  consume jobs from the queue named after the processor, run them,\n"
+          "                   record every state change in PostgreSQL and publish the results\n"
+          "migrate            create or upgrade the job tables (mqproc_jobs, ...)\n\n"
+          "Options (each also read from its environment variable; the command line wins):\n",
+          prog, kind == MQPROC__CLI_GENERIC ? " --processor=NAME --exec='CMD ARGS...'" : "", prog,
+          prog);
+  mqproc__config_help(out, kind);
+  fprintf(out, "\nSignals: SIGTERM/SIGINT stop consuming and let running jobs finish; a second "
+               "one stops them now\n(their jobs are released to the queue).\n");
+}
+
+static int cmd_migrate(mqproc__config_t *cfg) {
+  char err[MQPROC_ERR_LEN];
+  mqproc__store_t *store = NULL;
+  int rc;
+  if (cfg->database == NULL) {
+    fprintf(stderr, "migrate: --database (or MQPROC_DATABASE) is required\n");
+    return 2;
+  }
+  rc = mqproc__store_pg_new(&store, cfg->database, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_migrate(store, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_open(store, err);
+  mqproc__store_destroy(store);
+  if (rc != MQPROC_OK) {
+    fprintf(stderr, "migrate: %s\n", err);
+    return 1;
+  }
+  printf("mqproc schema is up to date (%zu migration%s)\n", mqproc__n_migrations,
+         mqproc__n_migrations == 1 ? "" : "s");
+  return 0;
+}
+
+int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
+                     const mqproc_processor_t *proc) {
+  const char *prog = kind == MQPROC__CLI_C ? proc->name : "mqproc";
+  char err[MQPROC_ERR_LEN];
+  mqproc__config_t cfg;
+  int rc, level;
+  if (argc < 2) {
+    usage(stderr, prog, kind, proc);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout, prog, kind, proc);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    if (kind == MQPROC__CLI_C)
+      printf("%s %s (mqproc %s)\n", proc->name, proc->version != NULL ? proc->version : "0",
+             MQPROC_VERSION);
+    else
+      printf("mqproc %s\n", MQPROC_VERSION);
+    return 0;
+  }
+  if (strcmp(argv[1], "processing-server") != 0 && strcmp(argv[1], "migrate") != 0) {
+    fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, argv[1]);
+    return 2;
+  }
+  if (mqproc__config_load(&cfg, kind, argc - 2, argv + 2, err) != MQPROC_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  if ((level = mqproc__log_level_parse(cfg.log_level)) < 0) {
+    fprintf(stderr, "%s: --log-level: expected debug, info, warn or error\n", prog);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  mqproc__log_set_level((mqproc__log_level_t)level);
+  if (!strcmp(argv[1], "migrate")) {
+    rc = cmd_migrate(&cfg);
+    mqproc__config_free(&cfg);
+    return rc;
+  }
+  if (kind == MQPROC__CLI_C && cfg.processor == NULL)
+    cfg.processor = mqproc__strdup(proc->name);
+  if (mqproc__config_check_server(&cfg, kind, err) != MQPROC_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  rc = mqproc__server_run(&cfg, proc);
+  curl_global_cleanup();
+  mqproc__config_free(&cfg);
+  return rc;
+}
+
+MQPROC_API int mqproc_main(int argc, char **argv, const mqproc_processor_t *processor) {
+  if (processor == NULL || processor->name == NULL || processor->process == NULL) {
+    fprintf(stderr, "mqproc_main: the processor needs a name and a process function\n");
+    return 2;
+  }
+  return mqproc__cli_main(argc, argv, MQPROC__CLI_C, processor);
+}

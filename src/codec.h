@@ -1,0 +1,90 @@
+/* Codec: processing messages (JSON or OCR-D's YAML) in, result messages out.
+ *
+ * API:
+ *   mqproc__codec_parse()      bytes -> json_t document (syntax only), remembers the format
+ *   mqproc__doc_job_id()       best-effort job_id of a document that failed validation
+ *   mqproc__msg_validate()     document -> validated mqproc__msg_t (precise reason on error)
+ *   mqproc__msg_free()
+ *   mqproc__result_encode()    {job_id, state, path_to_mets, workspace_id} in JSON or YAML
+ *   mqproc__yaml_load()/_dump() the YAML <-> json_t bridge (libyaml), YAML 1.1 core typing
+ *   mqproc__yaml_plain_type()  how YAML 1.1 would resolve a plain scalar (used by both ways)
+ *
+ * To accept a new message key: add it to the key table in codec.c (with its type check).
+ */
+#ifndef MQPROC_CODEC_H
+#define MQPROC_CODEC_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef enum mqproc__format { MQPROC__FMT_JSON = 0, MQPROC__FMT_YAML = 1 } mqproc__format_t;
+
+/* A validated processing message. All const char * / json_t * fields are borrowed
+ * views into doc and live as long as the message; NULL when absent. */
+typedef struct mqproc__msg {
+  json_t *doc;             /* owned: the decoded request (a JSON object) */
+  mqproc__format_t format; /* how the request was encoded */
+  const char *job_id;
+  const char *processor_name;
+  long long created_time;   /* -1 when absent */
+  json_t *input_file_grps;  /* array of strings, >= 1 item */
+  json_t *output_file_grps; /* array of strings or NULL */
+  const char *path_to_mets; /* exactly one of path_to_mets / workspace_id is set */
+  const char *workspace_id;
+  const char *page_id;
+  json_t *parameters; /* object; an empty object when absent */
+  const char *result_queue_name;
+  const char *callback_url;
+  const char *internal_callback_url;
+} mqproc__msg_t;
+
+/* Parses body (len bytes, need not be NUL-terminated) as JSON when it looks like JSON
+ * and parses as such, else as YAML. On success *doc is a new reference (caller
+ * json_decref()s it) and *fmt says which syntax matched. On failure returns
+ * MQPROC_ECODEC_SYNTAX and err (MQPROC_ERR_LEN) says where (line/column) and why. */
+int mqproc__codec_parse(const void *body, size_t len, json_t **doc, mqproc__format_t *fmt,
+                        char *err);
+
+/* Returns doc["job_id"] if doc is an object and that is a non-empty string, else NULL.
+ * Borrowed from doc. */
+const char *mqproc__doc_job_id(const json_t *doc);
+
+/* Validates doc against the processing-message schema (OCR-D's rules: required keys,
+ * types, no unknown keys, exactly one of path_to_mets/workspace_id, processor_name ==
+ * processor when processor is not NULL, http(s) callback URLs). Takes ownership of doc
+ * in every case. On success *out is a new message (mqproc__msg_free()). On failure
+ * returns MQPROC_ECODEC_INVALID, *out is NULL and err names the field and the problem,
+ * e.g. "input_file_grps: must be a non-empty array of strings". */
+int mqproc__msg_validate(json_t *doc, mqproc__format_t fmt, const char *processor,
+                         mqproc__msg_t **out, char *err);
+
+void mqproc__msg_free(mqproc__msg_t *msg);
+
+/* Encodes the result message {job_id, state, path_to_mets, workspace_id} for msg
+ * (missing path/workspace become "") in fmt. *out is malloc()ed, NUL-terminated,
+ * *len excludes the NUL; caller free()s. */
+int mqproc__result_encode(const mqproc__msg_t *msg, const char *state, mqproc__format_t fmt,
+                          char **out, size_t *len);
+
+/* YAML (1.1, one document, as PyYAML safe_load accepts; no aliases, no custom tags)
+ * to a json_t. Mapping keys must be scalars and unique. */
+int mqproc__yaml_load(const char *buf, size_t len, json_t **out, char *err);
+
+/* json_t to YAML as PyYAML's yaml.dump() writes it: block style, keys sorted, indentless
+ * sequences, width 80, ASCII only, strings quoted where YAML 1.1 would read them as
+ * another type. *out malloc()ed and NUL-terminated; caller free()s. */
+int mqproc__yaml_dump(const json_t *v, char **out, size_t *len, char *err);
+
+typedef enum mqproc__yaml_type {
+  MQPROC__YAML_STR = 0,
+  MQPROC__YAML_NULL,
+  MQPROC__YAML_BOOL,
+  MQPROC__YAML_INT,
+  MQPROC__YAML_FLOAT,
+  MQPROC__YAML_TIMESTAMP
+} mqproc__yaml_type_t;
+
+/* How YAML 1.1 (PyYAML's resolver) types the plain scalar s of length n. */
+mqproc__yaml_type_t mqproc__yaml_plain_type(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,260 @@
+/* Configuration: one table of options drives defaults, environment, argv and --help. */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+typedef enum opt_type { OPT_STR, OPT_INT, OPT_LONG, OPT_BOOL, OPT_LIST } opt_type_t;
+
+typedef struct opt {
+  const char *name; /* --name */
+  const char *env;  /* MQPROC_… */
+  opt_type_t type;
+  size_t offset;
+  const char *def;  /* default as text; NULL = none */
+  long min, max;    /* for numbers */
+  int generic_only; /* only for the mqproc program */
+  const char *help;
+} opt_t;
+
+#define F(field) offsetof(mqproc__config_t, field)
+
+static const opt_t OPTS[] = {
+    {"queue", "MQPROC_QUEUE", OPT_STR, F(queue_url), NULL, 0, 0, 0,
+     "AMQP URL of the broker, amqp://user:pass@host:port/vhost (required)"},
+    {"database", "MQPROC_DATABASE", OPT_STR, F(database), NULL, 0, 0, 0,
+     "PostgreSQL URL or conninfo of the job store (required)"},
+    {"processor", "MQPROC_PROCESSOR", OPT_STR, F(processor), NULL, 0, 0, 0,
+     "processor name = job queue name (required for mqproc; overrides a C processor's name)"},
+    {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, 1,
+     "command run per job, split like sh words (no shell); gets the job as JSON on stdin"},
+    {"exchange", "MQPROC_EXCHANGE", OPT_STR, F(exchange), "ocrd-network-default", 0, 0, 0,
+     "direct exchange the job and result queues are bound to"},
+    {"dead-letter-queue", "MQPROC_DEAD_LETTER_QUEUE", OPT_STR, F(dead_letter_queue), NULL, 0, 0, 0,
+     "queue for messages given up on (default: <processor>.dead)"},
+    {"queue-arg", "MQPROC_QUEUE_ARGS", OPT_LIST, F(queue_args), NULL, 0, 0, 0,
+     "extra queue argument key=value, repeatable (env: comma-separated); used only when the "
+     "queue does not exist yet"},
+    {"queue-durable", "MQPROC_QUEUE_DURABLE", OPT_BOOL, F(queue_durable), "true", 0, 0, 0,
+     "declare queues durable (OCR-D core <= 3.12 declares them non-durable)"},
+    {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), "1", 1, 65535, 0,
+     "deliveries in flight per server (basic.qos)"},
+    {"retries", "MQPROC_RETRIES", OPT_INT, F(retries), "3", 0, 100, 0,
+     "extra local tries after a failed try"},
+    {"retry-backoff-ms", "MQPROC_RETRY_BACKOFF_MS", OPT_INT, F(retry_backoff_ms), "200", 0, 3600000,
+     0, "wait before the first local retry, doubled per retry (with jitter)"},
+    {"max-requeues", "MQPROC_MAX_REQUEUES", OPT_INT, F(max_requeues), "1", 0, 1000, 0,
+     "times a job whose local tries all failed goes back to the queue before it is FAILED"},
+    {"heartbeat", "MQPROC_HEARTBEAT", OPT_INT, F(heartbeat_s), "30", 0, 3600, 0,
+     "AMQP heartbeat in seconds (0 = off, not advised)"},
+    {"lease", "MQPROC_LEASE", OPT_INT, F(lease_s), "30", 2, 86400, 0,
+     "seconds a running job's lease lasts; renewed while it runs"},
+    {"max-message-size", "MQPROC_MAX_MESSAGE_SIZE", OPT_LONG, F(max_message_bytes), "4194304", 64,
+     1L << 30, 0, "largest message body accepted, in bytes; larger ones are dead-lettered"},
+    {"callback-timeout-ms", "MQPROC_CALLBACK_TIMEOUT_MS", OPT_INT, F(callback_timeout_ms), "10000",
+     1, 600000, 0, "timeout of one callback POST"},
+    {"callback-retries", "MQPROC_CALLBACK_RETRIES", OPT_INT, F(callback_retries), "3", 0, 100, 0,
+     "extra tries of a failed callback POST"},
+    {"declare-result-queues", "MQPROC_DECLARE_RESULT_QUEUES", OPT_BOOL, F(declare_result_queues),
+     "true", 0, 0, 0, "declare and bind result_queue_name before publishing (as OCR-D does)"},
+    {"result-format", "MQPROC_RESULT_FORMAT", OPT_STR, F(result_format), "auto", 0, 0, 0,
+     "result message encoding: auto (like the request), json or yaml"},
+    {"log-dir", "MQPROC_LOG_DIR", OPT_STR, F(log_dir), "/tmp/mqproc-logs", 0, 0, 0,
+     "directory of the per-job log files"},
+    {"log-level", "MQPROC_LOG_LEVEL", OPT_STR, F(log_level), "info", 0, 0, 0,
+     "debug, info, warn or error"},
+    {"worker-id", "MQPROC_WORKER_ID", OPT_STR, F(worker_id), NULL, 0, 0, 0,
+     "this server's id in the job table (default: host:pid)"},
+    {"migrate", "MQPROC_MIGRATE", OPT_BOOL, F(migrate), "false", 0, 0, 0,
+     "create or upgrade the job tables at start"},
+};
+
+static void *field(mqproc__config_t *cfg, const opt_t *o) {
+  return (char *)cfg + o->offset;
+}
+
+static void list_free(char **list) {
+  for (size_t i = 0; list != NULL && list[i] != NULL; i++)
+    free(list[i]);
+  free(list);
+}
+
+static int list_add(char ***list, const char *item, size_t len) {
+  size_t n = 0;
+  char **grown;
+  while (*list != NULL && (*list)[n] != NULL)
+    n++;
+  grown = mqproc__realloc(*list, (n + 2) * sizeof(char *));
+  if (grown == NULL)
+    return MQPROC_ENOMEM;
+  *list = grown;
+  if ((grown[n] = mqproc__strndup(item, len)) == NULL)
+    return MQPROC_ENOMEM;
+  grown[n + 1] = NULL;
+  return MQPROC_OK;
+}
+
+static int parse_bool(const char *v, int *out) {
+  if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on"))
+    *out = 1;
+  else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off"))
+    *out = 0;
+  else
+    return -1;
+  return 0;
+}
+
+/* Sets option o from text v (from = "--x" or "MQPROC_X", for messages). */
+static int set_opt(mqproc__config_t *cfg, const opt_t *o, const char *v, int from_env, char *err) {
+  const char *src = from_env ? o->env : o->name;
+  const char *dash = from_env ? "" : "--";
+  char *end;
+  long n;
+  switch (o->type) {
+  case OPT_STR: {
+    char **p = field(cfg, o), *copy = mqproc__strdup(v);
+    if (copy == NULL)
+      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    free(*p);
+    *p = copy;
+    return MQPROC_OK;
+  }
+  case OPT_BOOL:
+    if (parse_bool(v, field(cfg, o)) < 0)
+      return mqproc__err(err, MQPROC_ECONFIG, "%s%s: expected true or false, got '%s'", dash, src,
+                         v);
+    return MQPROC_OK;
+  case OPT_LIST:
+    if (from_env) { /* comma-separated */
+      for (const char *p = v; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (len > 0 && list_add(field(cfg, o), p, len) != MQPROC_OK)
+          return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+        p += len + (p[len] == ',');
+      }
+      return MQPROC_OK;
+    }
+    return list_add(field(cfg, o), v, strlen(v)) == MQPROC_OK
+               ? MQPROC_OK
+               : mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  case OPT_INT:
+  case OPT_LONG:
+    errno = 0;
+    n = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || errno != 0 || n < o->min || n > o->max)
+      return mqproc__err(err, MQPROC_ECONFIG, "%s%s: expected an integer in [%ld, %ld], got '%s'",
+                         dash, src, o->min, o->max, v);
+    if (o->type == OPT_INT)
+      *(int *)field(cfg, o) = (int)n;
+    else
+      *(long *)field(cfg, o) = n;
+    return MQPROC_OK;
+  }
+  return MQPROC_EINVAL;
+}
+
+static const opt_t *find_opt(const char *name, size_t len, mqproc__cli_kind_t kind) {
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++) {
+    if (strlen(OPTS[i].name) == len && strncmp(OPTS[i].name, name, len) == 0 &&
+        (kind == MQPROC__CLI_GENERIC || !OPTS[i].generic_only))
+      return &OPTS[i];
+  }
+  return NULL;
+}
+
+/* Parses one argv option at *i (advancing it when the value is the next word). */
+static int parse_arg(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, char **argv, int *i,
+                     char *err) {
+  const char *a = argv[*i], *name = a + 2, *eq = strchr(a, '=');
+  size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+  const opt_t *o;
+  if (strncmp(a, "--", 2) != 0)
+    return mqproc__err(err, MQPROC_ECONFIG, "unexpected argument '%s' (see --help)", a);
+  if ((o = find_opt(name, len, kind)) != NULL) {
+    if (eq != NULL)
+      return set_opt(cfg, o, eq + 1, 0, err);
+    if (o->type == OPT_BOOL)
+      return set_opt(cfg, o, "true", 0, err);
+    if (*i + 1 >= argc)
+      return mqproc__err(err, MQPROC_ECONFIG, "--%s needs a value", o->name);
+    return set_opt(cfg, o, argv[++*i], 0, err);
+  }
+  if (eq == NULL && strncmp(name, "no-", 3) == 0 &&
+      (o = find_opt(name + 3, len - 3, kind)) != NULL && o->type == OPT_BOOL)
+    return set_opt(cfg, o, "false", 0, err);
+  return mqproc__err(err, MQPROC_ECONFIG, "unknown option '%.*s' (see --help)", (int)(len + 2), a);
+}
+
+int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, char **argv,
+                        char *err) {
+  int rc = MQPROC_OK;
+  memset(cfg, 0, sizeof(*cfg));
+  for (size_t i = 0; rc == MQPROC_OK && i < MQPROC__ARRAY_LEN(OPTS); i++)
+    if (OPTS[i].def != NULL)
+      rc = set_opt(cfg, &OPTS[i], OPTS[i].def, 0, err);
+  for (size_t i = 0; rc == MQPROC_OK && i < MQPROC__ARRAY_LEN(OPTS); i++) {
+    const char *v = getenv(OPTS[i].env);
+    if (v != NULL && (kind == MQPROC__CLI_GENERIC || !OPTS[i].generic_only))
+      rc = set_opt(cfg, &OPTS[i], v, 1, err);
+  }
+  for (int i = 0; rc == MQPROC_OK && i < argc; i++)
+    rc = parse_arg(cfg, kind, argc, argv, &i, err);
+  if (rc == MQPROC_OK) {
+    if (!strcmp(cfg->result_format, "auto"))
+      cfg->result_fmt = MQPROC__RESULT_AUTO;
+    else if (!strcmp(cfg->result_format, "json"))
+      cfg->result_fmt = MQPROC__RESULT_JSON;
+    else if (!strcmp(cfg->result_format, "yaml"))
+      cfg->result_fmt = MQPROC__RESULT_YAML;
+    else
+      rc = mqproc__err(err, MQPROC_ECONFIG, "--result-format: expected auto, json or yaml");
+  }
+  return rc;
+}
+
+int mqproc__config_check_server(const mqproc__config_t *cfg, mqproc__cli_kind_t kind, char *err) {
+  if (cfg->queue_url == NULL || cfg->queue_url[0] == '\0')
+    return mqproc__err(err, MQPROC_ECONFIG, "--queue (or MQPROC_QUEUE) is required");
+  if (cfg->database == NULL || cfg->database[0] == '\0')
+    return mqproc__err(err, MQPROC_ECONFIG, "--database (or MQPROC_DATABASE) is required");
+  if (cfg->processor == NULL || cfg->processor[0] == '\0')
+    return mqproc__err(err, MQPROC_ECONFIG, "--processor (or MQPROC_PROCESSOR) is required");
+  if (kind == MQPROC__CLI_GENERIC && (cfg->exec == NULL || cfg->exec[0] == '\0'))
+    return mqproc__err(err, MQPROC_ECONFIG, "--exec (or MQPROC_EXEC) is required");
+  return MQPROC_OK;
+}
+
+void mqproc__config_free(mqproc__config_t *cfg) {
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++) {
+    if (OPTS[i].type == OPT_STR) {
+      char **p = field(cfg, &OPTS[i]);
+      free(*p);
+      *p = NULL;
+    } else if (OPTS[i].type == OPT_LIST) {
+      char ***p = field(cfg, &OPTS[i]);
+      list_free(*p);
+      *p = NULL;
+    }
+  }
+}
+
+void mqproc__config_help(FILE *out, mqproc__cli_kind_t kind) {
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++) {
+    const opt_t *o = &OPTS[i];
+    const char *meta = o->type == OPT_BOOL                           ? ""
+                       : (o->type == OPT_STR || o->type == OPT_LIST) ? "=TEXT"
+                                                                     : "=N";
+    if (kind == MQPROC__CLI_C && o->generic_only)
+      continue;
+    fprintf(out, "  --%s%s%s\n      %s\n      env %s", o->name,
+            o->type == OPT_BOOL ? "[=BOOL]" : "", meta, o->help, o->env);
+    if (o->def != NULL)
+      fprintf(out, "; default %s", o->def);
+    fputc('\n', out);
+  }
+}

@@ -1,0 +1,58 @@
+/* Configuration: every server option, read from MQPROC_* environment variables and
+ * then from the command line (the command line wins). One table in config.c drives
+ * parsing, defaults and --help; to add an option, add a field here and a row there. */
+#ifndef MQPROC_CONFIG_H
+#define MQPROC_CONFIG_H
+
+#include <stdio.h>
+
+typedef enum mqproc__result_format {
+  MQPROC__RESULT_AUTO = 0, /* like the request */
+  MQPROC__RESULT_JSON,
+  MQPROC__RESULT_YAML
+} mqproc__result_format_t;
+
+typedef struct mqproc__config {
+  char *queue_url;           /* --queue */
+  char *database;            /* --database */
+  char *processor;           /* --processor: queue name = processor name */
+  char *exec;                /* --exec: command line of an external processor */
+  char *exchange;            /* --exchange */
+  char *dead_letter_queue;   /* --dead-letter-queue (default <processor>.dead) */
+  char **queue_args;         /* --queue-arg key=value (repeatable), NULL-terminated */
+  int queue_durable;         /* --queue-durable */
+  int prefetch;              /* --prefetch */
+  int retries;               /* --retries: extra local tries after a failure */
+  int retry_backoff_ms;      /* --retry-backoff-ms: first wait, doubled per retry */
+  int max_requeues;          /* --max-requeues */
+  int heartbeat_s;           /* --heartbeat */
+  int lease_s;               /* --lease */
+  long max_message_bytes;    /* --max-message-size */
+  int callback_timeout_ms;   /* --callback-timeout-ms */
+  int callback_retries;      /* --callback-retries */
+  int declare_result_queues; /* --declare-result-queues */
+  char *result_format;       /* --result-format auto|json|yaml */
+  char *log_dir;             /* --log-dir: per-job logs */
+  char *log_level;           /* --log-level */
+  char *worker_id;           /* --worker-id (default host:pid) */
+  int migrate;               /* --migrate: apply the schema at start */
+  /* derived */
+  mqproc__result_format_t result_fmt;
+} mqproc__config_t;
+
+typedef enum mqproc__cli_kind {
+  MQPROC__CLI_GENERIC, /* the mqproc program: --processor and --exec required */
+  MQPROC__CLI_C        /* a C processor: name and function are compiled in */
+} mqproc__cli_kind_t;
+
+/* Sets defaults, then reads the environment, then argv (options only; argv[0] is the
+ * first option). Returns MQPROC_ECONFIG with err naming the option on bad input. */
+int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, char **argv,
+                        char *err);
+/* Checks what a processing server needs (URLs, processor, exec). */
+int mqproc__config_check_server(const mqproc__config_t *cfg, mqproc__cli_kind_t kind, char *err);
+void mqproc__config_free(mqproc__config_t *cfg);
+/* Prints the option list (flag, env, default, help). */
+void mqproc__config_help(FILE *out, mqproc__cli_kind_t kind);
+
+#endif

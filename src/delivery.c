@@ -1,0 +1,761 @@
+/* The state machine of one delivery: decode -> claim -> run (local retries) -> record ->
+ * publish -> callbacks -> ack/nack. Read top to bottom, it is the processing protocol.
+ *
+ * API (delivery.h): mqproc__delivery_new/_start/_on_confirm/_tick/_stop/_free.
+ *
+ * States, in the order a successful job passes them (waits marked ~):
+ *
+ *   DECODE --invalid--------------------------------------------> DEAD_LETTER
+ *     | valid
+ *   CLAIM --done before: ACK | SUCCESS not sent: PUBLISH | FAILED: DEAD_LETTER
+ *     | new attempt                                  | RUNNING elsewhere: DEFER~ -> NACK
+ *   START_TRY -> RUNNING~ -> END_TRY --failed, tries left--> BACKOFF~ -> START_TRY
+ *                              | ok              | failed, no tries left
+ *                           SUCCEED            FAIL --requeues left--> NACK (requeue)
+ *                              |                 | FAILED
+ *                              |               DEAD_LETTER -> DEAD_WAIT~ -> PUBLISH
+ *   PUBLISH -> PUBLISH_WAIT~ -> PUBLISHED -> CALLBACK -> CALLBACK_WAIT~ -> CALLBACK_RECORD
+ *     -> ACK -> DONE
+ *
+ * Side exits: a store that is unavailable parks the delivery in STORE_WAIT~ and resumes
+ * the same state later; a write refused by the fencing token goes to FENCED (no
+ * record, no publish, no ack as owner: the copy is requeued); shutdown sends a claimed
+ * job through RELEASE (back to QUEUED) and NACK. A delivery whose connection died
+ * before the claim is dropped (the broker redelivers it); after the claim it runs to
+ * the end, so a job running during a broker outage is still recorded once.
+ *
+ * To add a state: add it to DELIVERY_STATES, write its step function, and add the case
+ * in step(). Waiting states return 0 from step() and are resumed by an event.
+ */
+#include "delivery.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "callback.h"
+#include "codec.h"
+#include "log.h"
+#include "policy.h"
+#include "util.h"
+
+#define DELIVERY_STATES(X)                                                                         \
+  X(DECODE)                                                                                        \
+  X(CLAIM)                                                                                         \
+  X(START_TRY)                                                                                     \
+  X(RUNNING)                                                                                       \
+  X(END_TRY)                                                                                       \
+  X(BACKOFF)                                                                                       \
+  X(SUCCEED)                                                                                       \
+  X(FAIL)                                                                                          \
+  X(RELEASE)                                                                                       \
+  X(FENCED)                                                                                        \
+  X(DEAD_LETTER)                                                                                   \
+  X(DEAD_WAIT)                                                                                     \
+  X(PUBLISH)                                                                                       \
+  X(PUBLISH_WAIT)                                                                                  \
+  X(PUBLISHED)                                                                                     \
+  X(CALLBACK)                                                                                      \
+  X(CALLBACK_WAIT)                                                                                 \
+  X(CALLBACK_RECORD)                                                                               \
+  X(DEFER)                                                                                         \
+  X(STORE_WAIT)                                                                                    \
+  X(ACK)                                                                                           \
+  X(NACK)                                                                                          \
+  X(DONE)
+
+typedef enum dstate {
+#define DSTATE_ENUM(name) S_##name,
+  DELIVERY_STATES(DSTATE_ENUM)
+#undef DSTATE_ENUM
+} dstate_t;
+
+static const char *const DSTATE_NAMES[] = {
+#define DSTATE_NAME(name) #name,
+    DELIVERY_STATES(DSTATE_NAME)
+#undef DSTATE_NAME
+};
+
+#define STORE_BACKOFF_MIN_MS 250
+#define STORE_BACKOFF_MAX_MS 5000
+
+struct mqproc__delivery {
+  mqproc__delivery_t *next; /* server's list */
+  mqproc__server_t *srv;
+  dstate_t state;
+  dstate_t resume;     /* STORE_WAIT resumes here */
+  dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
+  /* the delivery */
+  uint64_t epoch;
+  uint64_t tag;
+  int redelivered;
+  char *body;
+  size_t len;
+  /* the message */
+  mqproc__msg_t *msg;
+  char *request_json;
+  char *job_id; /* also set for invalid messages when readable */
+  /* the attempt */
+  int attempt; /* fencing token */
+  int tries_in_attempt;
+  int try_no; /* over the whole job */
+  mqproc__run_t *run;
+  mqproc__run_result_t last; /* how the last try ended */
+  const char *outcome;       /* "SUCCESS" / "FAILED" once final */
+  int send_result;           /* publish the result message */
+  int send_callbacks;        /* POST the callbacks */
+  int dead_recorded;
+  int stop_requested;
+  int fenced;
+  uint64_t timer;
+  int store_backoff_ms;
+  int64_t last_renew_ms;
+  char reason[MQPROC_ERR_LEN]; /* dead-letter reason / final error */
+  char publish_error[MQPROC_ERR_LEN];
+  int publish_status;
+  char callback_error[MQPROC_ERR_LEN];
+  char log_path[PATH_MAX];
+};
+
+static void advance(mqproc__delivery_t *d);
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static const char *jid(const mqproc__delivery_t *d) {
+  return d->job_id != NULL ? d->job_id : "(no job_id)";
+}
+
+static const mqproc__config_t *cfg(const mqproc__delivery_t *d) {
+  return d->srv->cfg;
+}
+
+static uint32_t rnd(void) {
+  return (uint32_t)random();
+}
+
+static int has_callbacks(const mqproc__msg_t *m) {
+  return m->callback_url != NULL || m->internal_callback_url != NULL;
+}
+
+/* The broker connection this delivery came on is gone (its tag is void). */
+static int stale(const mqproc__delivery_t *d) {
+  return d->epoch != mqproc__broker_epoch(d->srv->broker);
+}
+
+static void on_timer(mqproc__loop_t *loop, void *ud);
+
+static int wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
+  d->state = state;
+  d->timer = mqproc__loop_timer(d->srv->loop, ms, on_timer, d);
+  return 0;
+}
+
+/* A store call failed: fenced writes end the attempt's ownership; anything else parks
+ * the delivery until the store answers again (nothing is acked meanwhile). */
+static int store_failed(mqproc__delivery_t *d, int rc, const char *err) {
+  if (rc == MQPROC_ESTORE_FENCED) {
+    MQPROC__WARN("job %s: %s", jid(d), err);
+    d->state = S_FENCED;
+    return 1;
+  }
+  MQPROC__WARN("job %s: job store unavailable in %s (%s); retrying in %d ms", jid(d),
+               DSTATE_NAMES[d->state], err, d->store_backoff_ms);
+  d->resume = d->state;
+  wait_timer(d, S_STORE_WAIT, d->store_backoff_ms);
+  d->store_backoff_ms = d->store_backoff_ms * 2 > STORE_BACKOFF_MAX_MS ? STORE_BACKOFF_MAX_MS
+                                                                       : d->store_backoff_ms * 2;
+  return 0;
+}
+
+static int store_ok(mqproc__delivery_t *d, dstate_t next) {
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  d->state = next;
+  return 1;
+}
+
+static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->reason, sizeof(d->reason), fmt, ap);
+  va_end(ap);
+  d->after_dead = then;
+  d->state = S_DEAD_LETTER;
+}
+
+/* ---- decode and claim --------------------------------------------------------------- */
+
+static int step_decode(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  json_t *doc;
+  mqproc__format_t fmt;
+  const char *id;
+  if ((long)d->len > cfg(d)->max_message_bytes) {
+    to_dead_letter(d, S_ACK, "message of %zu bytes exceeds the limit of %ld bytes", d->len,
+                   cfg(d)->max_message_bytes);
+    return 1;
+  }
+  if (mqproc__codec_parse(d->body, d->len, &doc, &fmt, err) != MQPROC_OK) {
+    to_dead_letter(d, S_ACK, "undecodable message: %s", err);
+    return 1;
+  }
+  id = mqproc__doc_job_id(doc);
+  if (id != NULL && (d->job_id = mqproc__strdup(id)) == NULL) {
+    json_decref(doc);
+    return wait_timer(d, S_DEFER, 1000); /* out of memory: give the message back */
+  }
+  if (mqproc__msg_validate(doc, fmt, d->srv->processor, &d->msg, err) != MQPROC_OK) {
+    to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    return 1;
+  }
+  d->request_json = json_dumps(d->msg->doc, JSON_COMPACT | JSON_SORT_KEYS);
+  if (d->request_json == NULL)
+    return wait_timer(d, S_DEFER, 1000);
+  d->state = S_CLAIM;
+  return 1;
+}
+
+static int step_claim(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  mqproc__claim_t c = {.job_id = d->job_id,
+                       .processor = d->srv->processor,
+                       .worker_id = d->srv->worker_id,
+                       .request_json = d->request_json,
+                       .created_time = d->msg->created_time,
+                       .lease_ms = cfg(d)->lease_s * 1000};
+  int rc = mqproc__store_claim(d->srv->store, &c, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  switch (
+      mqproc__policy_after_claim(&c, d->msg->result_queue_name != NULL, has_callbacks(d->msg))) {
+  case MQPROC__CLAIM_RUN:
+    d->attempt = c.attempt;
+    MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), c.attempt,
+                 d->redelivered ? " (redelivered)" : "");
+    d->state = S_START_TRY;
+    return 1;
+  case MQPROC__CLAIM_REPLAY:
+    MQPROC__INFO("job %s: already SUCCESS; sending what was not sent, not running it again%s",
+                 jid(d), d->redelivered ? " (redelivered)" : "");
+    d->outcome = "SUCCESS";
+    d->send_result = !c.result_published;
+    d->send_callbacks = !c.callbacks_done;
+    d->state = S_PUBLISH;
+    return 1;
+  case MQPROC__CLAIM_ACK:
+    MQPROC__INFO("job %s: already %s; acked without running%s", jid(d), c.state,
+                 d->redelivered ? " (redelivered)" : "");
+    d->state = S_ACK;
+    return 1;
+  case MQPROC__CLAIM_DEAD:
+    to_dead_letter(d, S_ACK, "job is already FAILED (attempt %d); not run again", c.attempt);
+    return 1;
+  case MQPROC__CLAIM_DEFER:
+    break;
+  }
+  MQPROC__INFO("job %s: %s under a live lease of %s; holding this copy", jid(d), c.state,
+               c.worker_id_now);
+  return wait_timer(d, S_DEFER,
+                    mqproc__policy_defer_ms(c.lease_left_ms, cfg(d)->lease_s * 1000, rnd()));
+}
+
+/* ---- run with local retries --------------------------------------------------------- */
+
+static void on_run_done(void *ud, const mqproc__run_result_t *r) {
+  mqproc__delivery_t *d = ud;
+  d->run = NULL;
+  d->last = *r;
+  d->state = S_END_TRY;
+  advance(d);
+}
+
+static void job_log_path(mqproc__delivery_t *d) {
+  char safe[200];
+  size_t i;
+  for (i = 0; d->job_id[i] != '\0' && i < sizeof(safe) - 1; i++) {
+    char ch = d->job_id[i];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '_' || (ch == '.' && i > 0);
+    safe[i] = ok ? ch : '_';
+  }
+  safe[i] = '\0';
+  snprintf(d->log_path, sizeof(d->log_path), "%s/%s/%s.log", cfg(d)->log_dir, d->srv->processor,
+           safe);
+}
+
+static int step_start_try(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  mqproc__run_spec_t spec;
+  int rc;
+  if (d->stop_requested) {
+    d->state = S_RELEASE;
+    return 1;
+  }
+  job_log_path(d);
+  rc = mqproc__store_start_try(d->srv->store, d->job_id, d->attempt, d->srv->worker_id, d->log_path,
+                               &d->try_no, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  d->tries_in_attempt++;
+  spec = (mqproc__run_spec_t){.msg = d->msg,
+                              .request_json = d->request_json,
+                              .attempt = d->attempt,
+                              .try_no = d->try_no,
+                              .log_path = d->log_path,
+                              .worker_id = d->srv->worker_id};
+  d->last_renew_ms = mqproc__now_ms();
+  rc = mqproc__runner_start(d->srv->runner, d->srv->loop, &spec, on_run_done, d, &d->run, err);
+  if (rc != MQPROC_OK) { /* could not start: a failed try like any other */
+    memset(&d->last, 0, sizeof(d->last));
+    d->last.status = rc;
+    d->last.exit_code = -1;
+    snprintf(d->last.error, sizeof(d->last.error), "%s", err);
+    d->state = S_END_TRY;
+    return 1;
+  }
+  MQPROC__INFO("job %s: attempt %d try %d started (log %s)", jid(d), d->attempt, d->try_no,
+               d->log_path);
+  d->state = S_RUNNING;
+  return 0;
+}
+
+static int step_end_try(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  mqproc__try_end_t e = {.ok = d->last.status == MQPROC_OK,
+                         .exit_code = d->last.exit_code,
+                         .term_signal = d->last.term_signal,
+                         .duration_ms = d->last.duration_ms,
+                         .error = d->last.status == MQPROC_OK ? NULL : d->last.error};
+  int rc;
+  if (d->fenced) {
+    d->state = S_FENCED;
+    return 1;
+  }
+  rc = mqproc__store_end_try(d->srv->store, d->job_id, d->attempt, d->try_no, &e, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  if (e.ok)
+    return store_ok(d, S_SUCCEED);
+  MQPROC__WARN("job %s: attempt %d try %d failed: %s", jid(d), d->attempt, d->try_no,
+               d->last.error);
+  if (d->stop_requested)
+    return store_ok(d, S_RELEASE);
+  if (mqproc__policy_after_try(d->tries_in_attempt, cfg(d)->retries) == MQPROC__TRY_GIVE_UP)
+    return store_ok(d, S_FAIL);
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  return wait_timer(
+      d, S_BACKOFF,
+      mqproc__policy_backoff_ms(cfg(d)->retry_backoff_ms, d->tries_in_attempt, rnd()));
+}
+
+/* ---- outcomes ----------------------------------------------------------------------- */
+
+static int step_succeed(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  int rc = mqproc__store_succeed(d->srv->store, d->job_id, d->attempt, d->last.duration_ms, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
+               (long long)d->last.duration_ms, d->attempt, d->try_no);
+  d->outcome = "SUCCESS";
+  d->send_result = d->send_callbacks = 1;
+  return store_ok(d, S_PUBLISH);
+}
+
+static int step_fail(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  int requeued = 0;
+  int rc = mqproc__store_fail(d->srv->store, d->job_id, d->attempt, d->last.error,
+                              cfg(d)->max_requeues, &requeued, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  if (requeued) {
+    MQPROC__WARN("job %s: attempt %d failed after %d tries; requeued", jid(d), d->attempt,
+                 d->tries_in_attempt);
+    return store_ok(d, S_NACK);
+  }
+  MQPROC__ERROR("job %s: FAILED after attempt %d (%d tries in it): %s", jid(d), d->attempt,
+                d->tries_in_attempt, d->last.error);
+  d->outcome = "FAILED";
+  d->send_result = d->send_callbacks = 1;
+  to_dead_letter(d, S_PUBLISH, "job FAILED after %d attempts: %s", d->attempt, d->last.error);
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  return 1;
+}
+
+static int step_release(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  int rc = mqproc__store_release(d->srv->store, d->job_id, d->attempt,
+                                 "released: the server stopped before the job ended", err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  MQPROC__INFO("job %s: released (attempt %d) for another server", jid(d), d->attempt);
+  return store_ok(d, S_NACK);
+}
+
+static int step_fenced(mqproc__delivery_t *d) {
+  MQPROC__WARN("job %s: attempt %d was fenced off by a newer attempt: not recording, not "
+               "publishing, requeueing this copy",
+               jid(d), d->attempt);
+  d->state = S_NACK;
+  return 1;
+}
+
+/* ---- dead letters, results, callbacks ----------------------------------------------- */
+
+static int step_dead_letter(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  mqproc__broker_header_t h[4] = {{"x-mqproc-reason", d->reason},
+                                  {"x-mqproc-worker", d->srv->worker_id},
+                                  {"x-mqproc-queue", d->srv->processor},
+                                  {"x-mqproc-job-id", d->job_id}};
+  mqproc__publish_t p = {.exchange = "",
+                         .routing_key = d->srv->dead_queue,
+                         .body = d->body,
+                         .len = d->len,
+                         .persistent = 1,
+                         .mandatory = 1,
+                         .headers = h,
+                         .n_headers = d->job_id != NULL ? 4 : 3};
+  int rc;
+  if (d->after_dead == S_ACK && stale(d)) { /* nothing claimed: the broker redelivers */
+    d->state = S_DONE;
+    return 1;
+  }
+  if (!d->dead_recorded) {
+    rc = mqproc__store_record_dead(d->srv->store, d->srv->processor, d->job_id, d->body, d->len,
+                                   d->reason, d->srv->worker_id, err);
+    if (rc != MQPROC_OK)
+      return store_failed(d, rc, err);
+    d->dead_recorded = 1;
+    d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  }
+  MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
+  if (mqproc__server_publish(d->srv, d, &p, err) != MQPROC_OK) {
+    MQPROC__WARN("job %s: cannot dead-letter: %s", jid(d), err);
+    d->state = d->after_dead == S_ACK ? S_DONE : d->after_dead;
+    return 1;
+  }
+  d->state = S_DEAD_WAIT;
+  return 0;
+}
+
+static int step_publish(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  const char *q = d->msg->result_queue_name;
+  mqproc__format_t fmt = cfg(d)->result_fmt == MQPROC__RESULT_AUTO   ? d->msg->format
+                         : cfg(d)->result_fmt == MQPROC__RESULT_JSON ? MQPROC__FMT_JSON
+                                                                     : MQPROC__FMT_YAML;
+  mqproc__publish_t p = {.exchange = cfg(d)->exchange,
+                         .routing_key = q,
+                         .content_type =
+                             fmt == MQPROC__FMT_JSON ? "application/json" : "application/yaml",
+                         .message_id = d->job_id,
+                         .persistent = cfg(d)->queue_durable,
+                         .mandatory = 1};
+  char *body = NULL;
+  size_t len;
+  int rc;
+  d->state = S_CALLBACK;
+  if (!d->send_result || q == NULL)
+    return 1;
+  if (mqproc__server_result_queue(d->srv, q, err) != MQPROC_OK) {
+    MQPROC__ERROR("job %s: cannot declare result queue '%s': %s", jid(d), q, err);
+    return 1;
+  }
+  if (mqproc__result_encode(d->msg, d->outcome, fmt, &body, &len) != MQPROC_OK)
+    return 1;
+  p.body = body;
+  p.len = len;
+  rc = mqproc__server_publish(d->srv, d, &p, err);
+  free(body);
+  if (rc != MQPROC_OK) {
+    MQPROC__WARN("job %s: result not published (%s); it will be sent on redelivery", jid(d), err);
+    return 1;
+  }
+  d->state = S_PUBLISH_WAIT;
+  return 0;
+}
+
+static int step_published(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  int rc;
+  if (d->publish_status == MQPROC_EBROKER_CLOSED) { /* unknown fate: leave it unpublished */
+    d->state = S_CALLBACK;
+    return 1;
+  }
+  rc = mqproc__store_mark_published(d->srv->store, d->job_id,
+                                    d->publish_status == MQPROC_OK ? NULL : d->publish_error, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  return store_ok(d, S_CALLBACK);
+}
+
+static void callback_work(void *ud) {
+  mqproc__delivery_t *d = ud;
+  const char *urls[2] = {d->msg->callback_url, d->msg->internal_callback_url};
+  mqproc__callback_opts_t o = {.timeout_ms = cfg(d)->callback_timeout_ms,
+                               .retries = cfg(d)->callback_retries,
+                               .backoff_ms = 500};
+  char *body = NULL, err[MQPROC_ERR_LEN];
+  size_t len, used = 0;
+  d->callback_error[0] = '\0';
+  if (mqproc__result_encode(d->msg, d->outcome, MQPROC__FMT_JSON, &body, &len) != MQPROC_OK) {
+    snprintf(d->callback_error, sizeof(d->callback_error), "cannot encode the result");
+    return;
+  }
+  for (int i = 0; i < 2; i++) {
+    if (urls[i] == NULL || mqproc__callback_post(urls[i], body, &o, NULL, err) == MQPROC_OK)
+      continue;
+    used += (size_t)snprintf(d->callback_error + used, sizeof(d->callback_error) - used, "%s%s",
+                             used > 0 ? "; " : "", err);
+    if (used >= sizeof(d->callback_error))
+      used = sizeof(d->callback_error) - 1;
+  }
+  free(body);
+}
+
+static void callback_after(mqproc__loop_t *loop, void *ud) {
+  mqproc__delivery_t *d = ud;
+  (void)loop;
+  if (d->callback_error[0] != '\0')
+    MQPROC__WARN("job %s: callback failed: %s", jid(d), d->callback_error);
+  d->state = S_CALLBACK_RECORD;
+  advance(d);
+}
+
+static int step_callback(mqproc__delivery_t *d) {
+  if (!d->send_callbacks || !has_callbacks(d->msg)) {
+    d->state = S_ACK;
+    return 1;
+  }
+  if (mqproc__loop_work(d->srv->loop, callback_work, callback_after, d) != MQPROC_OK) {
+    snprintf(d->callback_error, sizeof(d->callback_error), "cannot start the callback thread");
+    d->state = S_CALLBACK_RECORD;
+    return 1;
+  }
+  d->state = S_CALLBACK_WAIT;
+  return 0;
+}
+
+static int step_callback_record(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  int rc = mqproc__store_record_callbacks(
+      d->srv->store, d->job_id, d->callback_error[0] != '\0' ? d->callback_error : NULL, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  return store_ok(d, S_ACK);
+}
+
+/* ---- settle ------------------------------------------------------------------------- */
+
+static int step_settle(mqproc__delivery_t *d, int ack) {
+  char err[MQPROC_ERR_LEN];
+  int rc = ack ? mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err)
+               : mqproc__broker_nack(d->srv->broker, d->epoch, d->tag, 1, err);
+  if (rc != MQPROC_OK)
+    MQPROC__WARN("job %s: cannot %s (%s); the broker will redeliver it", jid(d),
+                 ack ? "ack" : "requeue", err);
+  d->state = S_DONE;
+  return 1;
+}
+
+/* ---- the machine -------------------------------------------------------------------- */
+
+static int step(mqproc__delivery_t *d) {
+  if ((d->state == S_DECODE || d->state == S_CLAIM) && stale(d)) {
+    d->state = S_DONE; /* not claimed, and its tag is void: the broker redelivers it */
+    return 1;
+  }
+  switch (d->state) {
+  case S_DECODE:
+    return step_decode(d);
+  case S_CLAIM:
+    return step_claim(d);
+  case S_START_TRY:
+    return step_start_try(d);
+  case S_END_TRY:
+    return step_end_try(d);
+  case S_SUCCEED:
+    return step_succeed(d);
+  case S_FAIL:
+    return step_fail(d);
+  case S_RELEASE:
+    return step_release(d);
+  case S_FENCED:
+    return step_fenced(d);
+  case S_DEAD_LETTER:
+    return step_dead_letter(d);
+  case S_PUBLISH:
+    return step_publish(d);
+  case S_PUBLISHED:
+    return step_published(d);
+  case S_CALLBACK:
+    return step_callback(d);
+  case S_CALLBACK_RECORD:
+    return step_callback_record(d);
+  case S_ACK:
+    return step_settle(d, 1);
+  case S_NACK:
+    return step_settle(d, 0);
+  case S_RUNNING: /* waiting states: resumed by their event */
+  case S_BACKOFF:
+  case S_DEAD_WAIT:
+  case S_PUBLISH_WAIT:
+  case S_CALLBACK_WAIT:
+  case S_DEFER:
+  case S_STORE_WAIT:
+  case S_DONE:
+    return 0;
+  }
+  return 0;
+}
+
+static void advance(mqproc__delivery_t *d) {
+  while (step(d))
+    ;
+  if (d->state == S_DONE)
+    mqproc__server_delivery_done(d->srv, d);
+}
+
+static void on_timer(mqproc__loop_t *loop, void *ud) {
+  mqproc__delivery_t *d = ud;
+  (void)loop;
+  d->timer = 0;
+  if (d->state == S_BACKOFF)
+    d->state = S_START_TRY;
+  else if (d->state == S_STORE_WAIT)
+    d->state = d->resume;
+  else if (d->state == S_DEFER)
+    d->state = S_NACK;
+  advance(d);
+}
+
+void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
+  if (d->state == S_DEAD_WAIT) {
+    if (status == MQPROC_OK)
+      d->state = d->after_dead;
+    else if (status == MQPROC_EBROKER_CLOSED)
+      d->state = d->after_dead == S_ACK ? S_DONE : d->after_dead;
+    else { /* the dead-letter queue refused it: keep the message, try again later */
+      MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); requeueing later",
+                    jid(d), d->srv->dead_queue, mqproc_strerror(status));
+      wait_timer(d, S_DEFER, 5000);
+      return;
+    }
+  } else if (d->state == S_PUBLISH_WAIT) {
+    d->publish_status = status;
+    if (status == MQPROC_EBROKER_UNROUTABLE)
+      snprintf(d->publish_error, sizeof(d->publish_error),
+               "result message unroutable: no queue bound to '%s' on exchange '%s'",
+               d->msg->result_queue_name, cfg(d)->exchange);
+    else if (status != MQPROC_OK)
+      snprintf(d->publish_error, sizeof(d->publish_error), "result message not confirmed: %s",
+               mqproc_strerror(status));
+    if (status != MQPROC_OK)
+      MQPROC__ERROR("job %s: %s", jid(d), d->publish_error);
+    d->state = S_PUBLISHED;
+  } else {
+    return;
+  }
+  advance(d);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__broker_msg_t *m) {
+  mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
+  if (d == NULL || (d->body = mqproc__malloc(m->len)) == NULL) {
+    free(d);
+    return NULL;
+  }
+  memcpy(d->body, m->body, m->len);
+  d->len = m->len;
+  d->srv = srv;
+  d->epoch = m->epoch;
+  d->tag = m->tag;
+  d->redelivered = m->redelivered;
+  d->state = S_DECODE;
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  return d;
+}
+
+void mqproc__delivery_start(mqproc__delivery_t *d) {
+  advance(d);
+}
+
+void mqproc__delivery_tick(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  int64_t now = mqproc__now_ms();
+  int rc;
+  if ((d->state != S_RUNNING && d->state != S_BACKOFF) || d->fenced ||
+      now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
+    return;
+  rc = mqproc__store_renew(d->srv->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000, err);
+  if (rc == MQPROC_OK) {
+    d->last_renew_ms = now;
+  } else if (rc == MQPROC_ESTORE_FENCED) {
+    MQPROC__ERROR("job %s: lease of attempt %d lost to a newer attempt; stopping this try", jid(d),
+                  d->attempt);
+    d->fenced = 1;
+    if (d->run != NULL)
+      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
+    else if (d->state == S_BACKOFF) {
+      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+      d->state = S_FENCED;
+      advance(d);
+    }
+  } else {
+    MQPROC__WARN("job %s: lease renewal failed: %s", jid(d), err);
+  }
+}
+
+void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
+  d->stop_requested = 1;
+  switch (d->state) {
+  case S_DEFER:
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->state = S_NACK;
+    advance(d);
+    break;
+  case S_STORE_WAIT:
+    if (d->resume == S_CLAIM || d->resume == S_DECODE) {
+      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+      d->state = S_NACK;
+      advance(d);
+    }
+    break;
+  case S_BACKOFF:
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->state = S_RELEASE;
+    advance(d);
+    break;
+  case S_RUNNING:
+    if (force && d->run != NULL)
+      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
+    break;
+  default:
+    break; /* publishing, recording, calling back: let it finish */
+  }
+}
+
+void mqproc__delivery_free(mqproc__delivery_t *d) {
+  if (d == NULL)
+    return;
+  if (d->timer != 0)
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  mqproc__msg_free(d->msg);
+  free(d->request_json);
+  free(d->job_id);
+  free(d->body);
+  free(d);
+}
+
+mqproc__delivery_t **mqproc__delivery_next(mqproc__delivery_t *d) {
+  return &d->next;
+}

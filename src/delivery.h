@@ -1,0 +1,24 @@
+/* One delivery's state machine (see delivery.c for the states). */
+#ifndef MQPROC_DELIVERY_H
+#define MQPROC_DELIVERY_H
+
+#include "broker.h"
+#include "server.h"
+
+/* Copies what it needs from msg; NULL when out of memory (the message then stays
+ * unacked and comes back after a reconnect). */
+mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__broker_msg_t *msg);
+/* Runs the machine until it waits for something. */
+void mqproc__delivery_start(mqproc__delivery_t *d);
+/* The publish this delivery waited for ended with status. */
+void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status);
+/* Periodic work (lease renewal); called about once a second. */
+void mqproc__delivery_tick(mqproc__delivery_t *d);
+/* Shutdown: requeue what has not started; with force, also stop a running try. */
+void mqproc__delivery_stop(mqproc__delivery_t *d, int force);
+void mqproc__delivery_free(mqproc__delivery_t *d);
+
+/* List links, owned by the server. */
+mqproc__delivery_t **mqproc__delivery_next(mqproc__delivery_t *d);
+
+#endif

@@ -1,0 +1,14 @@
+/* The job handed to a C processing function (the public mqproc_job_t). */
+#ifndef MQPROC_JOB_H
+#define MQPROC_JOB_H
+
+#include "mqproc/mqproc.h"
+#include "runner.h"
+
+/* Builds a job for one try; takes ownership of log_fd (closed by mqproc__job_free). */
+int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_fd, char *err);
+void mqproc__job_free(mqproc_job_t *job);
+/* The text set by mqproc_job_fail(), or NULL. */
+const char *mqproc__job_error(const mqproc_job_t *job);
+
+#endif

@@ -1,0 +1,68 @@
+/* The event loop: one epoll instance that owns every fd, timer, signal and child of a
+ * server process.
+ *
+ * API:
+ *   mqproc__loop_new() / _free() / _run() / _stop()
+ *   mqproc__loop_io()            watch an fd (readable), or stop watching it (cb NULL)
+ *   mqproc__loop_timer()         one-shot timer in ms; _timer_cancel()
+ *   mqproc__loop_child()         call cb when a child pid exits (reaped here)
+ *   mqproc__loop_on_signal()     SIGTERM/SIGINT/SIGHUP delivered as loop events
+ *   mqproc__loop_work()          run work() on a new thread, then after() on the loop
+ *   mqproc__loop_set_prepare()   hook run before every poll; returns a max wait (ms)
+ *
+ * Threading: only mqproc__loop_work()'s work function runs off the loop thread, and it
+ * must not call any loop function; its completion is posted back through an eventfd
+ * (the one door between threads, as libuv's uv_async_send).
+ *
+ * Signals: mqproc__loop_new() blocks SIGCHLD, SIGTERM, SIGINT, SIGHUP in the calling
+ * thread (call it before any thread exists) and reads them from a signalfd; it ignores
+ * SIGPIPE. Children must restore both (see runner_proc.c).
+ */
+#ifndef MQPROC_LOOP_H
+#define MQPROC_LOOP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct mqproc__loop mqproc__loop_t;
+
+typedef void (*mqproc__io_cb)(mqproc__loop_t *loop, int fd, void *ud);
+typedef void (*mqproc__timer_cb)(mqproc__loop_t *loop, void *ud);
+typedef void (*mqproc__child_cb)(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud);
+typedef void (*mqproc__signal_cb)(mqproc__loop_t *loop, int signo, void *ud);
+typedef void (*mqproc__work_cb)(void *ud);
+typedef void (*mqproc__after_work_cb)(mqproc__loop_t *loop, void *ud);
+/* Returns the longest the loop may sleep in ms (-1 = no limit, 0 = do not sleep). */
+typedef int (*mqproc__prepare_cb)(mqproc__loop_t *loop, void *ud);
+
+int mqproc__loop_new(mqproc__loop_t **out, char *err);
+/* Frees the loop. Work threads still running are joined first. */
+void mqproc__loop_free(mqproc__loop_t *loop);
+/* Runs until mqproc__loop_stop(); returns 0 or an error from epoll. */
+int mqproc__loop_run(mqproc__loop_t *loop);
+void mqproc__loop_stop(mqproc__loop_t *loop);
+
+/* Watches fd for readability (and errors); cb NULL removes the watch. One watch per fd. */
+int mqproc__loop_io(mqproc__loop_t *loop, int fd, mqproc__io_cb cb, void *ud);
+
+/* One-shot timer; returns its id (> 0) or 0 when out of memory. */
+uint64_t mqproc__loop_timer(mqproc__loop_t *loop, int64_t delay_ms, mqproc__timer_cb cb, void *ud);
+/* Cancels a pending timer; unknown or fired ids are ignored. */
+void mqproc__loop_timer_cancel(mqproc__loop_t *loop, uint64_t id);
+
+/* Calls cb once when pid exits (the loop reaps it). */
+int mqproc__loop_child(mqproc__loop_t *loop, pid_t pid, mqproc__child_cb cb, void *ud);
+
+void mqproc__loop_on_signal(mqproc__loop_t *loop, mqproc__signal_cb cb, void *ud);
+
+/* Starts a thread running work(ud); when it returns, after(loop, ud) runs on the loop.
+ * If this returns an error neither callback is called. */
+int mqproc__loop_work(mqproc__loop_t *loop, mqproc__work_cb work, mqproc__after_work_cb after,
+                      void *ud);
+
+void mqproc__loop_set_prepare(mqproc__loop_t *loop, mqproc__prepare_cb cb, void *ud);
+
+/* Current loop time (monotonic ms, refreshed once per iteration). */
+int64_t mqproc__loop_now(const mqproc__loop_t *loop);
+
+#endif

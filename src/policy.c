@@ -1,0 +1,80 @@
+/* Policy: the pure decisions of the delivery state machine (see policy.h). */
+#include "policy.h"
+
+#include <string.h>
+
+static const char *const STATE_NAMES[] = {
+#define MQPROC__JOB_STATE_NAME(name) #name,
+    MQPROC__JOB_STATES(MQPROC__JOB_STATE_NAME)
+#undef MQPROC__JOB_STATE_NAME
+};
+
+const char *mqproc__job_state_name(mqproc__job_state_t s) {
+  return (unsigned)s < MQPROC__JOB_NSTATES ? STATE_NAMES[s] : NULL;
+}
+
+int mqproc__job_state_parse(const char *name) {
+  for (int i = 0; name != NULL && i < MQPROC__JOB_NSTATES; i++)
+    if (strcmp(name, STATE_NAMES[i]) == 0)
+      return i;
+  return -1;
+}
+
+int mqproc__job_state_is_final(mqproc__job_state_t s) {
+  return s == MQPROC__JOB_SUCCESS || s == MQPROC__JOB_FAILED || s == MQPROC__JOB_CANCELLED;
+}
+
+int mqproc__job_state_transition_ok(mqproc__job_state_t from, mqproc__job_state_t to) {
+  switch (from) {
+  case MQPROC__JOB_QUEUED: /* claim, or cancellation by an operator */
+    return to == MQPROC__JOB_RUNNING || to == MQPROC__JOB_CANCELLED;
+  case MQPROC__JOB_RUNNING: /* outcome, requeue/release, or a takeover (RUNNING again) */
+    return to == MQPROC__JOB_SUCCESS || to == MQPROC__JOB_FAILED || to == MQPROC__JOB_QUEUED ||
+           to == MQPROC__JOB_RUNNING || to == MQPROC__JOB_CANCELLED;
+  default: /* final states stay */
+    return 0;
+  }
+}
+
+mqproc__claim_action_t mqproc__policy_after_claim(const mqproc__claim_t *c, int wants_result,
+                                                  int wants_callbacks) {
+  if (c->claimed)
+    return MQPROC__CLAIM_RUN;
+  switch (mqproc__job_state_parse(c->state)) {
+  case MQPROC__JOB_SUCCESS:
+    if ((wants_result && !c->result_published) || (wants_callbacks && !c->callbacks_done))
+      return MQPROC__CLAIM_REPLAY;
+    return MQPROC__CLAIM_ACK;
+  case MQPROC__JOB_FAILED:
+    return MQPROC__CLAIM_DEAD;
+  case MQPROC__JOB_CANCELLED:
+    return MQPROC__CLAIM_ACK;
+  default:
+    /* RUNNING under a live lease (an expired one would have been claimed), or a QUEUED
+     * row changing under us: hold the delivery and requeue it later. */
+    return MQPROC__CLAIM_DEFER;
+  }
+}
+
+mqproc__try_action_t mqproc__policy_after_try(int tries_in_attempt, int retries) {
+  return tries_in_attempt <= retries ? MQPROC__TRY_RETRY : MQPROC__TRY_GIVE_UP;
+}
+
+int64_t mqproc__policy_backoff_ms(int base_ms, int n, uint32_t rnd) {
+  int64_t ms = base_ms;
+  for (int i = 1; i < n && ms < 60000; i++)
+    ms *= 2;
+  if (ms > 60000)
+    ms = 60000;
+  /* factor in [0.8, 1.2): 800..1199 per mille */
+  return ms * (800 + (int64_t)(rnd % 400)) / 1000;
+}
+
+int64_t mqproc__policy_defer_ms(int64_t lease_left_ms, int lease_ms, uint32_t rnd) {
+  int64_t ms = lease_left_ms;
+  if (ms < 1000)
+    ms = 1000;
+  if (ms > lease_ms)
+    ms = lease_ms;
+  return ms + (int64_t)(rnd % 1000) * ms / 4000;
+}

@@ -1,0 +1,82 @@
+/* Runner interface: run one try of a job off the event loop and report how it ended.
+ *
+ * Backends: runner_proc.c (an external command: posix_spawn with an argv array, the job
+ * as JSON on stdin, output to the job's log file, in its own process group) and
+ * runner_thread.c (a C processing function on a worker thread). The loop learns of the
+ * end through a child watch or a work completion; the runner never touches the broker
+ * or the store.
+ */
+#ifndef MQPROC_RUNNER_H
+#define MQPROC_RUNNER_H
+
+#include <stdint.h>
+
+#include "codec.h"
+#include "loop.h"
+#include "mqproc/mqproc.h"
+
+typedef struct mqproc__runner mqproc__runner_t;
+typedef struct mqproc__run mqproc__run_t; /* one try in progress */
+
+typedef struct mqproc__run_spec {
+  const mqproc__msg_t *msg; /* borrowed until done */
+  const char *request_json; /* the message as JSON text (stdin of a command) */
+  int attempt;
+  int try_no;           /* over the whole job, as recorded in the store */
+  const char *log_path; /* appended to */
+  const char *worker_id;
+} mqproc__run_spec_t;
+
+typedef struct mqproc__run_result {
+  int status;      /* MQPROC_OK, MQPROC_ERUNNER_FAILED, MQPROC_ERUNNER_SPAWN */
+  int exit_code;   /* -1 when the process did not exit normally */
+  int term_signal; /* 0 unless killed by a signal */
+  int64_t duration_ms;
+  char error[MQPROC_ERR_LEN]; /* "" on success */
+} mqproc__run_result_t;
+
+/* Called on the loop when the try ended; the run handle is freed right after. */
+typedef void (*mqproc__run_done_cb)(void *ud, const mqproc__run_result_t *r);
+
+struct mqproc__runner_class {
+  const char *name;
+  /* start: begin a try; on error done is never called and *out is untouched. */
+  int (*start)(mqproc__runner_t *r, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
+               mqproc__run_done_cb done, void *ud, mqproc__run_t **out, char *err);
+  /* kill: ask a try to stop (signal for a process group; ignored by threads). */
+  void (*kill)(mqproc__runner_t *r, mqproc__run_t *run, int sig);
+  /* destroy: free the runner (no try may be in progress). */
+  void (*destroy)(mqproc__runner_t *r);
+};
+
+struct mqproc__runner {
+  const struct mqproc__runner_class *klass;
+};
+
+/* argv: NULL-terminated, copied. */
+int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv, char *err);
+/* processor: borrowed for the runner's lifetime. */
+int mqproc__runner_thread_new(mqproc__runner_t **out, const mqproc_processor_t *processor,
+                              char *err);
+
+static inline int mqproc__runner_start(mqproc__runner_t *r, mqproc__loop_t *loop,
+                                       const mqproc__run_spec_t *spec, mqproc__run_done_cb done,
+                                       void *ud, mqproc__run_t **out, char *err) {
+  return r->klass->start(r, loop, spec, done, ud, out, err);
+}
+static inline void mqproc__runner_kill(mqproc__runner_t *r, mqproc__run_t *run, int sig) {
+  r->klass->kill(r, run, sig);
+}
+static inline void mqproc__runner_destroy(mqproc__runner_t *r) {
+  if (r != NULL)
+    r->klass->destroy(r);
+}
+
+/* Opens (creating directories as needed) the job log for appending and writes a header
+ * line for this try; returns an fd or -1 with err set. Shared by both backends. */
+int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err);
+
+/* Describes a wait status ("exit status 3", "killed by signal 9 (Killed)") into r. */
+void mqproc__runner_describe(int wstatus, mqproc__run_result_t *r);
+
+#endif

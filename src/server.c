@@ -1,0 +1,352 @@
+/* The processing server: one loop owning the broker connection, the store connection,
+ * timers, signals and the deliveries in flight.
+ *
+ * Periodic work (tick, every second): pump the broker (this is what keeps heartbeats
+ * going while a job runs for hours), renew the leases of running jobs, and end the
+ * loop once a requested stop has drained every delivery. Reconnects to the broker run
+ * from their own timer with exponential backoff and jitter.
+ */
+#include "server.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "argv.h"
+#include "delivery.h"
+#include "log.h"
+#include "util.h"
+
+typedef struct mqproc__waiter {
+  uint64_t seq;
+  mqproc__delivery_t *d;
+  struct mqproc__waiter *next;
+} waiter_t;
+
+static void schedule_connect(mqproc__server_t *srv);
+
+/* ---- broker events ------------------------------------------------------------------ */
+
+static void on_message(void *ud, const mqproc__broker_msg_t *m) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d;
+  if (srv->stopping)
+    return; /* stays unacked; requeued by the broker when we close */
+  d = mqproc__delivery_new(srv, m);
+  if (d == NULL) {
+    MQPROC__ERROR("out of memory for a delivery; it stays unacked until we reconnect");
+    return;
+  }
+  *mqproc__delivery_next(d) = srv->deliveries;
+  srv->deliveries = d;
+  mqproc__delivery_start(d);
+}
+
+static void on_confirm(void *ud, uint64_t seq, int status) {
+  mqproc__server_t *srv = ud;
+  waiter_t **pp;
+  for (pp = &srv->waiters; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->seq == seq) {
+      waiter_t *w = *pp;
+      *pp = w->next;
+      mqproc__delivery_on_confirm(w->d, status);
+      free(w);
+      return;
+    }
+  }
+}
+
+static void clear_declared(mqproc__server_t *srv) {
+  for (size_t i = 0; i < srv->n_declared; i++)
+    free(srv->declared[i]);
+  free(srv->declared);
+  srv->declared = NULL;
+  srv->n_declared = 0;
+}
+
+static void on_down(void *ud, const char *reason) {
+  mqproc__server_t *srv = ud;
+  MQPROC__ERROR("broker connection lost: %s", reason);
+  srv->broker_up = 0;
+  if (srv->broker_fd >= 0)
+    mqproc__loop_io(srv->loop, srv->broker_fd, NULL, NULL);
+  srv->broker_fd = -1;
+  clear_declared(srv);
+  if (!srv->stopping)
+    schedule_connect(srv);
+}
+
+static void on_broker_fd(mqproc__loop_t *loop, int fd, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  (void)fd;
+  if (srv->broker_up)
+    mqproc__broker_pump(srv->broker, NULL);
+}
+
+static int prepare(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  return srv->broker_up && mqproc__broker_pending(srv->broker) ? 0 : -1;
+}
+
+/* ---- connecting --------------------------------------------------------------------- */
+
+static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  char err[MQPROC_ERR_LEN];
+  int rc;
+  (void)loop;
+  srv->reconnect_timer = 0;
+  if (srv->stopping)
+    return;
+  rc = mqproc__broker_connect(srv->broker, err);
+  if (rc != MQPROC_OK) {
+    MQPROC__ERROR("cannot connect to the broker: %s", err);
+    if ((rc == MQPROC_ECONFIG || rc == MQPROC_EBROKER_DECLARE) && srv->deliveries == NULL) {
+      MQPROC__ERROR("this will not fix itself; stopping");
+      srv->fatal = 1;
+      mqproc__loop_stop(srv->loop);
+      return;
+    }
+    srv->reconnects++;
+    schedule_connect(srv);
+    return;
+  }
+  srv->broker_up = 1;
+  srv->reconnects = 0;
+  srv->broker_fd = mqproc__broker_fd(srv->broker);
+  mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
+  MQPROC__INFO("consuming from queue '%s' (exchange '%s', dead letters to '%s', prefetch %d)",
+               srv->processor, srv->cfg->exchange, srv->dead_queue, srv->cfg->prefetch);
+  mqproc__broker_pump(srv->broker, NULL);
+}
+
+static void schedule_connect(mqproc__server_t *srv) {
+  int64_t ms = 250;
+  for (int i = 0; i < srv->reconnects && ms < 30000; i++)
+    ms *= 2;
+  if (ms > 30000)
+    ms = 30000;
+  ms = ms / 2 + random() % (ms / 2 + 1); /* jitter: [ms/2, ms] */
+  if (srv->reconnects == 0)
+    ms = 0;
+  else
+    MQPROC__INFO("reconnecting to the broker in %lld ms", (long long)ms);
+  if (srv->reconnect_timer == 0)
+    srv->reconnect_timer = mqproc__loop_timer(srv->loop, ms, on_connect_timer, srv);
+}
+
+/* ---- services for deliveries -------------------------------------------------------- */
+
+int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
+                           char *err) {
+  waiter_t *w = mqproc__calloc(1, sizeof(*w));
+  int rc;
+  if (w == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (!srv->broker_up) {
+    free(w);
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  }
+  if ((rc = mqproc__broker_publish(srv->broker, p, &w->seq, err)) != MQPROC_OK) {
+    free(w);
+    return rc;
+  }
+  w->d = d;
+  w->next = srv->waiters;
+  srv->waiters = w;
+  return MQPROC_OK;
+}
+
+int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err) {
+  char **grown;
+  int rc;
+  if (!srv->cfg->declare_result_queues)
+    return MQPROC_OK;
+  for (size_t i = 0; i < srv->n_declared; i++)
+    if (strcmp(srv->declared[i], queue) == 0)
+      return MQPROC_OK;
+  if (!srv->broker_up)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  if ((rc = mqproc__broker_declare_queue(srv->broker, queue, err)) != MQPROC_OK)
+    return rc;
+  grown = mqproc__realloc(srv->declared, (srv->n_declared + 1) * sizeof(char *));
+  if (grown == NULL)
+    return MQPROC_OK; /* declared, just not remembered */
+  srv->declared = grown;
+  if ((grown[srv->n_declared] = mqproc__strdup(queue)) != NULL)
+    srv->n_declared++;
+  return MQPROC_OK;
+}
+
+void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  mqproc__delivery_t **pp;
+  for (pp = &srv->deliveries; *pp != NULL; pp = mqproc__delivery_next(*pp)) {
+    if (*pp == d) {
+      *pp = *mqproc__delivery_next(d);
+      break;
+    }
+  }
+  mqproc__delivery_free(d);
+  if (srv->stopping && srv->deliveries == NULL)
+    mqproc__loop_stop(srv->loop);
+}
+
+/* ---- periodic work and signals ------------------------------------------------------ */
+
+static void on_tick(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d, *next;
+  if (srv->broker_up)
+    mqproc__broker_pump(srv->broker, NULL);
+  for (d = srv->deliveries; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_tick(d);
+  }
+  if (srv->stopping && srv->deliveries == NULL)
+    mqproc__loop_stop(loop);
+  srv->tick_timer = mqproc__loop_timer(loop, 1000, on_tick, srv);
+}
+
+static void stop_all(mqproc__server_t *srv, int force) {
+  mqproc__delivery_t *d = srv->deliveries, *next;
+  for (; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_stop(d, force);
+  }
+}
+
+static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
+  mqproc__server_t *srv = ud;
+  if (signo == SIGHUP) {
+    MQPROC__INFO("SIGHUP ignored");
+    return;
+  }
+  srv->signals++;
+  if (srv->signals == 1) {
+    MQPROC__INFO("%s: stopping; no new jobs, letting running jobs finish (send it again to "
+                 "stop them now)",
+                 strsignal(signo));
+    srv->stopping = 1;
+    if (srv->broker_up)
+      mqproc__broker_cancel(srv->broker, NULL);
+    stop_all(srv, 0);
+  } else {
+    MQPROC__INFO("%s again: stopping running jobs now", strsignal(signo));
+    stop_all(srv, 1);
+  }
+  if (srv->deliveries == NULL)
+    mqproc__loop_stop(loop);
+}
+
+/* ---- setup -------------------------------------------------------------------------- */
+
+static int open_store(mqproc__server_t *srv, char *err) {
+  int rc = mqproc__store_pg_new(&srv->store, srv->cfg->database, err);
+  for (int tries = 0; rc == MQPROC_OK; tries++) {
+    if (srv->cfg->migrate)
+      rc = mqproc__store_migrate(srv->store, err);
+    if (rc == MQPROC_OK)
+      rc = mqproc__store_open(srv->store, err);
+    if (rc != MQPROC_ESTORE_CONNECT || tries >= 60)
+      break;
+    MQPROC__WARN("%s; retrying in 1 s", err);
+    rc = MQPROC_OK;
+    sleep(1);
+  }
+  return rc;
+}
+
+static int make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, char *err) {
+  char **argv;
+  int argc, rc;
+  if (proc != NULL)
+    return mqproc__runner_thread_new(&srv->runner, proc, err);
+  if ((rc = mqproc__argv_split(srv->cfg->exec, &argv, &argc, err)) != MQPROC_OK)
+    return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.400s", err);
+  rc = mqproc__runner_proc_new(&srv->runner, argv, err);
+  mqproc__argv_free(argv);
+  return rc;
+}
+
+static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqproc_processor_t *proc,
+                 char *err) {
+  mqproc__broker_events_t ev = {on_message, on_confirm, on_down, srv};
+  char host[64] = "localhost";
+  int rc;
+  srv->cfg = cfg;
+  srv->processor = cfg->processor;
+  gethostname(host, sizeof(host) - 1);
+  if (cfg->worker_id != NULL)
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%s", cfg->worker_id);
+  else
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%s:%d", host, (int)getpid());
+  mqproc__log_set_tag(srv->worker_id);
+  srv->dead_queue = cfg->dead_letter_queue != NULL ? mqproc__strdup(cfg->dead_letter_queue)
+                                                   : mqproc__asprintf("%s.dead", cfg->processor);
+  if (srv->dead_queue == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  srandom((unsigned)(getpid() ^ mqproc__wall_ms()));
+  if ((rc = mqproc__loop_new(&srv->loop, err)) != MQPROC_OK ||
+      (rc = make_runner(srv, proc, err)) != MQPROC_OK || (rc = open_store(srv, err)) != MQPROC_OK)
+    return rc;
+  srv->topo = (mqproc__topology_t){.exchange = cfg->exchange,
+                                   .queue = cfg->processor,
+                                   .dead_queue = srv->dead_queue,
+                                   .durable = cfg->queue_durable,
+                                   .queue_args = (const char *const *)cfg->queue_args,
+                                   .prefetch = cfg->prefetch,
+                                   .heartbeat_s = cfg->heartbeat_s};
+  return mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
+}
+
+static void teardown(mqproc__server_t *srv) {
+  while (srv->waiters != NULL) {
+    waiter_t *w = srv->waiters;
+    srv->waiters = w->next;
+    free(w);
+  }
+  while (srv->deliveries != NULL) {
+    mqproc__delivery_t *d = srv->deliveries;
+    srv->deliveries = *mqproc__delivery_next(d);
+    mqproc__delivery_free(d);
+  }
+  mqproc__broker_destroy(srv->broker);
+  mqproc__store_destroy(srv->store);
+  mqproc__runner_destroy(srv->runner);
+  mqproc__loop_free(srv->loop);
+  clear_declared(srv);
+  free(srv->dead_queue);
+  srv->broker_fd = -1;
+}
+
+int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *proc) {
+  mqproc__server_t srv;
+  char err[MQPROC_ERR_LEN], masked_q[512], masked_db[512];
+  int rc;
+  memset(&srv, 0, sizeof(srv));
+  srv.broker_fd = -1;
+  mqproc__mask_secret(cfg->queue_url, masked_q, sizeof(masked_q));
+  mqproc__mask_secret(cfg->database, masked_db, sizeof(masked_db));
+  if ((rc = setup(&srv, cfg, proc, err)) != MQPROC_OK) {
+    MQPROC__ERROR("cannot start: %s", err);
+    teardown(&srv);
+    return rc == MQPROC_ECONFIG ? 2 : 1;
+  }
+  MQPROC__INFO("mqproc %s processing server for '%s' (%s runner), broker %s, database %s",
+               MQPROC_VERSION, srv.processor, srv.runner->klass->name, masked_q, masked_db);
+  mqproc__loop_set_prepare(srv.loop, prepare, &srv);
+  mqproc__loop_on_signal(srv.loop, on_signal, &srv);
+  srv.tick_timer = mqproc__loop_timer(srv.loop, 1000, on_tick, &srv);
+  schedule_connect(&srv);
+  rc = mqproc__loop_run(srv.loop);
+  if (srv.broker_up)
+    mqproc__broker_disconnect(srv.broker);
+  MQPROC__INFO("stopped");
+  rc = rc != MQPROC_OK || srv.fatal ? 1 : 0;
+  teardown(&srv);
+  return rc;
+}

@@ -1,0 +1,54 @@
+/* The processing server: wires config, loop, broker, store and runner together and
+ * owns the deliveries in flight. delivery.c drives each delivery; this file gives it
+ * the services it needs (publish with a confirm, result-queue declaration, the end). */
+#ifndef MQPROC_SERVER_H
+#define MQPROC_SERVER_H
+
+#include "broker.h"
+#include "config.h"
+#include "loop.h"
+#include "mqproc/mqproc.h"
+#include "runner.h"
+#include "store.h"
+
+typedef struct mqproc__delivery mqproc__delivery_t;
+
+typedef struct mqproc__server {
+  /* read-only for deliveries */
+  const mqproc__config_t *cfg;
+  const char *processor; /* job queue name */
+  char *dead_queue;
+  char worker_id[128];
+  mqproc__loop_t *loop;
+  mqproc__broker_t *broker;
+  mqproc__store_t *store;
+  mqproc__runner_t *runner;
+  int stopping; /* a signal asked us to stop: finish, take nothing new */
+  /* private */
+  mqproc__topology_t topo;
+  mqproc__delivery_t *deliveries;
+  int broker_up;
+  int reconnects; /* consecutive failed connects, for the backoff */
+  uint64_t reconnect_timer;
+  uint64_t tick_timer;
+  char **declared; /* result queues declared on this connection */
+  size_t n_declared;
+  struct mqproc__waiter *waiters; /* publishes awaiting their confirm */
+  int broker_fd;                  /* watched fd of the current connection, -1 when down */
+  int signals;                    /* stop signals received */
+  int fatal;                      /* a configuration error the broker reported: exit 1 */
+} mqproc__server_t;
+
+/* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
+ * processor NULL = the --exec command runner. */
+int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *processor);
+
+/* Publishes p and routes its confirm to mqproc__delivery_on_confirm(d, …). */
+int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
+                           char *err);
+/* Declares and binds a result queue once per connection (when configured to). */
+int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err);
+/* The delivery reached its end: unlink and free it. */
+void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d);
+
+#endif

@@ -1,0 +1,127 @@
+/* Job store interface: the job table is the source of truth for every job.
+ *
+ * A backend fills a struct mqproc__store_class and puts a pointer to it first in its
+ * private state; callers use the mqproc__store_* wrappers. Backends: store_pg.c
+ * (PostgreSQL via libpq). An SQLite store comes later.
+ *
+ * Fencing: mqproc__store_claim() returns an attempt number. Every later write for the
+ * job carries it and changes nothing when a newer attempt owns the job; such a write
+ * returns MQPROC_ESTORE_FENCED. Calls are synchronous and bounded by the backend's
+ * timeouts; MQPROC_ESTORE_CONNECT / _QUERY mean "store unavailable, try again later"
+ * (the connection is re-established by the next call).
+ */
+#ifndef MQPROC_STORE_H
+#define MQPROC_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mqproc/mqproc.h"
+
+typedef struct mqproc__store mqproc__store_t;
+
+#define MQPROC__STATE_LEN 16
+
+typedef struct mqproc__claim {
+  /* in */
+  const char *job_id;
+  const char *processor;
+  const char *worker_id;
+  const char *request_json; /* the decoded message as JSON text */
+  long long created_time;   /* unix seconds, -1 when absent */
+  int lease_ms;
+  /* out */
+  int claimed;                   /* 1: this caller owns a new attempt and must run the job */
+  int attempt;                   /* the fencing token (claimed) or the current attempt */
+  char state[MQPROC__STATE_LEN]; /* state after the statement */
+  int tries;                     /* processor runs so far */
+  int requeues;
+  int result_published;
+  int callbacks_done;      /* callback_state is set */
+  int lease_live;          /* RUNNING under a lease that has not expired */
+  int64_t lease_left_ms;   /* when lease_live */
+  char worker_id_now[128]; /* holder, when not claimed */
+} mqproc__claim_t;
+
+typedef struct mqproc__try_end {
+  int ok;
+  int exit_code;   /* -1 when none */
+  int term_signal; /* 0 when none */
+  int64_t duration_ms;
+  const char *error; /* NULL when ok */
+} mqproc__try_end_t;
+
+struct mqproc__store_class {
+  const char *name;
+  /* open: connect and check the schema is at the version this build expects. */
+  int (*open)(mqproc__store_t *s, char *err);
+  /* migrate: create or upgrade the schema (idempotent, safe to run concurrently). */
+  int (*migrate)(mqproc__store_t *s, char *err);
+  /* claim: the idempotent claim; see mqproc__claim_t. */
+  int (*claim)(mqproc__store_t *s, mqproc__claim_t *c, char *err);
+  /* start_try: record a new try (tries + 1) of attempt; *try_no gets its number. */
+  int (*start_try)(mqproc__store_t *s, const char *job_id, int attempt, const char *worker_id,
+                   const char *log_path, int *try_no, char *err);
+  /* end_try: record how try try_no ended. */
+  int (*end_try)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
+                 const mqproc__try_end_t *e, char *err);
+  /* succeed: RUNNING -> SUCCESS with end time and execution time. */
+  int (*succeed)(mqproc__store_t *s, const char *job_id, int attempt, int64_t exec_ms, char *err);
+  /* fail: RUNNING -> QUEUED (requeues + 1) while requeues < max_requeues, else FAILED;
+   *requeued says which. */
+  int (*fail)(mqproc__store_t *s, const char *job_id, int attempt, const char *error,
+              int max_requeues, int *requeued, char *err);
+  /* release: RUNNING -> QUEUED without counting a requeue (shutdown, lost broker). */
+  int (*release)(mqproc__store_t *s, const char *job_id, int attempt, const char *why, char *err);
+  /* renew: extend the lease of attempt by lease_ms. */
+  int (*renew)(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms, char *err);
+  /* mark_published: the result message was confirmed by the broker (or failed: error). */
+  int (*mark_published)(mqproc__store_t *s, const char *job_id, const char *error, char *err);
+  /* record_callbacks: outcome of the callback POSTs (error NULL = all OK). */
+  int (*record_callbacks)(mqproc__store_t *s, const char *job_id, const char *error, char *err);
+  /* record_dead: a message given up on goes to the dead-letter table with the job_id
+     when one could be read (NULL otherwise). Job rows are not touched: a misrouted or
+     malformed copy must not decide the fate of the job it names. */
+  int (*record_dead)(mqproc__store_t *s, const char *processor, const char *job_id,
+                     const void *body, size_t len, const char *reason, const char *worker_id,
+                     char *err);
+  /* destroy: close and free. */
+  void (*destroy)(mqproc__store_t *s);
+};
+
+struct mqproc__store {
+  const struct mqproc__store_class *klass;
+};
+
+/* The PostgreSQL backend; conninfo is a libpq URI or key=value string (copied). Connects
+ * lazily on the first call. */
+int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err);
+
+#define MQPROC__STORE_CALL(s, method, ...) ((s)->klass->method((s), __VA_ARGS__))
+#define mqproc__store_open(s, err) ((s)->klass->open((s), (err)))
+#define mqproc__store_migrate(s, err) ((s)->klass->migrate((s), (err)))
+#define mqproc__store_claim(s, ...) MQPROC__STORE_CALL(s, claim, __VA_ARGS__)
+#define mqproc__store_start_try(s, ...) MQPROC__STORE_CALL(s, start_try, __VA_ARGS__)
+#define mqproc__store_end_try(s, ...) MQPROC__STORE_CALL(s, end_try, __VA_ARGS__)
+#define mqproc__store_succeed(s, ...) MQPROC__STORE_CALL(s, succeed, __VA_ARGS__)
+#define mqproc__store_fail(s, ...) MQPROC__STORE_CALL(s, fail, __VA_ARGS__)
+#define mqproc__store_release(s, ...) MQPROC__STORE_CALL(s, release, __VA_ARGS__)
+#define mqproc__store_renew(s, ...) MQPROC__STORE_CALL(s, renew, __VA_ARGS__)
+#define mqproc__store_mark_published(s, ...) MQPROC__STORE_CALL(s, mark_published, __VA_ARGS__)
+#define mqproc__store_record_callbacks(s, ...) MQPROC__STORE_CALL(s, record_callbacks, __VA_ARGS__)
+#define mqproc__store_record_dead(s, ...) MQPROC__STORE_CALL(s, record_dead, __VA_ARGS__)
+static inline void mqproc__store_destroy(mqproc__store_t *s) {
+  if (s != NULL)
+    s->klass->destroy(s);
+}
+
+/* The schema migrations, in order (generated from sql/ at build time). */
+typedef struct mqproc__migration {
+  int version;
+  const char *name;
+  const char *sql;
+} mqproc__migration_t;
+extern const mqproc__migration_t mqproc__migrations[];
+extern const size_t mqproc__n_migrations;
+
+#endif

@@ -1,0 +1,442 @@
+/* PostgreSQL job store (libpq): the job table, fenced by attempt, parameterised SQL only.
+ *
+ * Every call (re)connects lazily, runs one statement with PQexecParams and maps the
+ * outcome: a lost connection is MQPROC_ESTORE_CONNECT (the next call reconnects), a
+ * failed statement MQPROC_ESTORE_QUERY with its SQLSTATE, a fenced write (no row
+ * matched job_id + attempt + RUNNING) MQPROC_ESTORE_FENCED. Connections carry
+ * connect/keepalive/TCP timeouts so a dead server cannot stall the event loop for long.
+ */
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#define SCHEMA_VERSION 1
+
+typedef struct pg_store {
+  struct mqproc__store base; /* first: klass */
+  char *conninfo;
+  PGconn *conn;
+} pg_store_t;
+
+/* ---- connection and statements ------------------------------------------------------ */
+
+static int ensure_conn(pg_store_t *s, char *err) {
+  static const char *const keys[] = {"connect_timeout",
+                                     "keepalives_idle",
+                                     "keepalives_interval",
+                                     "keepalives_count",
+                                     "tcp_user_timeout",
+                                     "application_name",
+                                     "dbname",
+                                     NULL};
+  const char *vals[] = {"5", "10", "5", "3", "15000", "mqproc", s->conninfo, NULL};
+  if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK)
+    return MQPROC_OK;
+  PQfinish(s->conn);
+  s->conn = PQconnectdbParams(keys, vals, 1);
+  if (s->conn == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (PQstatus(s->conn) != CONNECTION_OK) {
+    char msg[MQPROC_ERR_LEN];
+    snprintf(msg, sizeof(msg), "%s", PQerrorMessage(s->conn));
+    msg[strcspn(msg, "\n")] = '\0';
+    PQfinish(s->conn);
+    s->conn = NULL;
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot connect to the database: %s", msg);
+  }
+  /* Bound every statement so a stuck server cannot hold the loop (not via `options`:
+   * a URL's own options would replace it). */
+  PQclear(PQexec(s->conn, "SET statement_timeout = 30000"));
+  return MQPROC_OK;
+}
+
+/* Runs sql with n text parameters (NULL = SQL NULL; binary when fmts[i] is 1). On success
+ * *out (if not NULL) gets the result, which the caller PQclear()s. */
+static int run(pg_store_t *s, const char *sql, int n, const char *const *vals, const int *lens,
+               const int *fmts, PGresult **out, char *err) {
+  PGresult *res;
+  ExecStatusType st;
+  int rc = ensure_conn(s, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  res = PQexecParams(s->conn, sql, n, NULL, vals, lens, fmts, 0);
+  st = PQresultStatus(res);
+  if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+    if (out != NULL)
+      *out = res;
+    else
+      PQclear(res);
+    return MQPROC_OK;
+  }
+  if (PQstatus(s->conn) != CONNECTION_OK) {
+    mqproc__err(err, MQPROC_ESTORE_CONNECT, "database connection lost: %s",
+                PQerrorMessage(s->conn));
+    rc = MQPROC_ESTORE_CONNECT;
+    PQfinish(s->conn);
+    s->conn = NULL;
+  } else {
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    rc = mqproc__err(err, MQPROC_ESTORE_QUERY, "query failed (SQLSTATE %s): %s",
+                     state != NULL ? state : "?", PQresultErrorMessage(res));
+  }
+  if (err != NULL)
+    err[strcspn(err, "\n")] = '\0';
+  PQclear(res);
+  return rc;
+}
+
+static int run_text(pg_store_t *s, const char *sql, int n, const char *const *vals, PGresult **out,
+                    char *err) {
+  return run(s, sql, n, vals, NULL, NULL, out, err);
+}
+
+/* Runs a fenced write: 0 rows affected means a newer attempt owns the job. */
+static int run_fenced(pg_store_t *s, const char *sql, int n, const char *const *vals,
+                      const char *job_id, int attempt, char *err) {
+  PGresult *res;
+  int rc = run_text(s, sql, n, vals, &res, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  rc = atoi(PQcmdTuples(res)) > 0
+           ? MQPROC_OK
+           : mqproc__err(err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job",
+                         job_id, attempt);
+  PQclear(res);
+  return rc;
+}
+
+/* ---- schema ------------------------------------------------------------------------- */
+
+static int exec_plain(pg_store_t *s, const char *sql, char *err) {
+  PGresult *res = PQexec(s->conn, sql);
+  ExecStatusType st = PQresultStatus(res);
+  int rc = MQPROC_OK;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    rc = mqproc__err(err, MQPROC_ESTORE_QUERY, "%s", PQresultErrorMessage(res));
+    if (err != NULL)
+      err[strcspn(err, "\n")] = '\0';
+  }
+  PQclear(res);
+  return rc;
+}
+
+static int apply_migration(pg_store_t *s, const mqproc__migration_t *m, char *err) {
+  char ver[16];
+  const char *vals[2] = {ver, m->name};
+  PGresult *res;
+  int rc, done;
+  snprintf(ver, sizeof(ver), "%d", m->version);
+  rc = run_text(s, "SELECT 1 FROM mqproc_schema_migrations WHERE version = $1::int", 1, vals, &res,
+                err);
+  if (rc != MQPROC_OK)
+    return rc;
+  done = PQntuples(res) > 0;
+  PQclear(res);
+  if (done)
+    return MQPROC_OK;
+  MQPROC__INFO("applying schema migration %03d_%s", m->version, m->name);
+  if ((rc = exec_plain(s, m->sql, err)) != MQPROC_OK)
+    return rc;
+  return run_text(s, "INSERT INTO mqproc_schema_migrations (version, name) VALUES ($1::int, $2)", 2,
+                  vals, NULL, err);
+}
+
+static int pg_migrate(mqproc__store_t *base, char *err) {
+  pg_store_t *s = (pg_store_t *)base;
+  int rc = ensure_conn(s, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  rc = exec_plain(s,
+                  "BEGIN; SELECT pg_advisory_xact_lock(hashtext('mqproc_migrate'));"
+                  "CREATE TABLE IF NOT EXISTS mqproc_schema_migrations (version integer PRIMARY "
+                  "KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+                  err);
+  for (size_t i = 0; rc == MQPROC_OK && i < mqproc__n_migrations; i++)
+    rc = apply_migration(s, &mqproc__migrations[i], err);
+  if (rc == MQPROC_OK)
+    rc = exec_plain(s, "COMMIT", err);
+  else if (s->conn != NULL)
+    exec_plain(s, "ROLLBACK", NULL);
+  return rc;
+}
+
+static int pg_open(mqproc__store_t *base, char *err) {
+  pg_store_t *s = (pg_store_t *)base;
+  PGresult *res;
+  int rc = run_text(s, "SELECT coalesce(max(version), 0) FROM mqproc_schema_migrations", 0, NULL,
+                    &res, err);
+  int version;
+  if (rc == MQPROC_ESTORE_QUERY)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY,
+                       "the mqproc schema is not installed in this database: run `mqproc "
+                       "migrate --database=…` or start the server with --migrate");
+  if (rc != MQPROC_OK)
+    return rc;
+  version = atoi(PQgetvalue(res, 0, 0));
+  PQclear(res);
+  if (version < SCHEMA_VERSION)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY,
+                       "database schema is at version %d, this build needs %d: run `mqproc "
+                       "migrate` or pass --migrate",
+                       version, SCHEMA_VERSION);
+  return MQPROC_OK;
+}
+
+/* ---- claim -------------------------------------------------------------------------- */
+
+/* One statement: take the job when it is new, QUEUED, or RUNNING under an expired lease
+ * (attempt + 1); otherwise count the delivery and report the row as it is. */
+static const char CLAIM_SQL[] =
+    "WITH claim AS ("
+    " INSERT INTO mqproc_jobs AS j (job_id, processor_name, state, attempt, deliveries,"
+    "   worker_id, lease_until, created_time, start_time, request)"
+    " VALUES ($1, $2, 'RUNNING', 1, 1, $3, now() + $4::int * interval '1 millisecond',"
+    "   to_timestamp($5::bigint), now(), $6::jsonb)"
+    " ON CONFLICT (job_id) DO UPDATE SET state = 'RUNNING', attempt = j.attempt + 1,"
+    "   deliveries = j.deliveries + 1, worker_id = EXCLUDED.worker_id,"
+    "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
+    "   request = coalesce(j.request, EXCLUDED.request), updated_at = now()"
+    "  WHERE j.state = 'QUEUED' OR (j.state = 'RUNNING' AND j.lease_until < now())"
+    " RETURNING true, j.attempt, j.state, j.tries, j.requeues, j.result_published,"
+    "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id),"
+    " seen AS ("
+    " UPDATE mqproc_jobs SET deliveries = deliveries + 1, updated_at = now()"
+    "  WHERE job_id = $1 AND NOT EXISTS (SELECT 1 FROM claim)"
+    " RETURNING false, attempt, state, tries, requeues, result_published,"
+    "   callback_state IS NOT NULL, state = 'RUNNING' AND lease_until >= now(),"
+    "   greatest(0, extract(epoch FROM lease_until - now()) * 1000)::bigint,"
+    "   coalesce(worker_id, ''))"
+    "SELECT * FROM claim UNION ALL SELECT * FROM seen";
+
+static void read_claim(PGresult *res, mqproc__claim_t *c) {
+  c->claimed = PQgetvalue(res, 0, 0)[0] == 't';
+  c->attempt = atoi(PQgetvalue(res, 0, 1));
+  snprintf(c->state, sizeof(c->state), "%s", PQgetvalue(res, 0, 2));
+  c->tries = atoi(PQgetvalue(res, 0, 3));
+  c->requeues = atoi(PQgetvalue(res, 0, 4));
+  c->result_published = PQgetvalue(res, 0, 5)[0] == 't';
+  c->callbacks_done = PQgetvalue(res, 0, 6)[0] == 't';
+  c->lease_live = PQgetvalue(res, 0, 7)[0] == 't';
+  c->lease_left_ms = PQgetisnull(res, 0, 8) ? 0 : atoll(PQgetvalue(res, 0, 8));
+  snprintf(c->worker_id_now, sizeof(c->worker_id_now), "%s", PQgetvalue(res, 0, 9));
+}
+
+static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, char *err) {
+  pg_store_t *s = (pg_store_t *)base;
+  char lease[16], created[24];
+  const char *vals[6] = {
+      c->job_id,      c->processor, c->worker_id, lease, c->created_time >= 0 ? created : NULL,
+      c->request_json};
+  PGresult *res;
+  int rc;
+  snprintf(lease, sizeof(lease), "%d", c->lease_ms);
+  snprintf(created, sizeof(created), "%lld", c->created_time);
+  /* A row inserted concurrently after our snapshot is neither claimed nor seen: retry. */
+  for (int i = 0; i < 3; i++) {
+    if ((rc = run_text(s, CLAIM_SQL, 6, vals, &res, err)) != MQPROC_OK)
+      return rc;
+    if (PQntuples(res) == 1) {
+      read_claim(res, c);
+      PQclear(res);
+      return MQPROC_OK;
+    }
+    PQclear(res);
+  }
+  return mqproc__err(err, MQPROC_ESTORE_QUERY, "job %s: claim found no row", c->job_id);
+}
+
+/* ---- fenced writes ------------------------------------------------------------------ */
+
+static int pg_start_try(mqproc__store_t *base, const char *job_id, int attempt,
+                        const char *worker_id, const char *log_path, int *try_no, char *err) {
+  pg_store_t *s = (pg_store_t *)base;
+  char att[16];
+  const char *vals[4] = {job_id, att, worker_id, log_path};
+  PGresult *res;
+  int rc;
+  snprintf(att, sizeof(att), "%d", attempt);
+  rc = run_text(s,
+                "WITH j AS (UPDATE mqproc_jobs SET tries = tries + 1, log_path = $4,"
+                " updated_at = now() WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
+                " RETURNING tries)"
+                " INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
+                " SELECT $1, tries, $2::int, $3 FROM j RETURNING try",
+                4, vals, &res, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  if (PQntuples(res) == 1) {
+    *try_no = atoi(PQgetvalue(res, 0, 0));
+  } else {
+    rc = mqproc__err(err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job", job_id,
+                     attempt);
+  }
+  PQclear(res);
+  return rc;
+}
+
+static int pg_end_try(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
+                      const mqproc__try_end_t *e, char *err) {
+  char att[16], tn[16], code[16], sig[16], dur[24];
+  const char *vals[8] = {job_id,
+                         att,
+                         tn,
+                         e->ok ? "true" : "false",
+                         e->exit_code >= 0 ? code : NULL,
+                         e->term_signal > 0 ? sig : NULL,
+                         dur,
+                         e->error};
+  snprintf(att, sizeof(att), "%d", attempt);
+  snprintf(tn, sizeof(tn), "%d", try_no);
+  snprintf(code, sizeof(code), "%d", e->exit_code);
+  snprintf(sig, sizeof(sig), "%d", e->term_signal);
+  snprintf(dur, sizeof(dur), "%lld", (long long)e->duration_ms);
+  return run_fenced((pg_store_t *)base,
+                    "WITH j AS (UPDATE mqproc_jobs SET last_error = coalesce($8, last_error),"
+                    " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
+                    " AND state = 'RUNNING' RETURNING job_id)"
+                    " UPDATE mqproc_job_tries t SET ended_at = now(), ok = $4::boolean,"
+                    " exit_code = $5::int, term_signal = $6::int, duration_ms = $7::bigint,"
+                    " error = $8 FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
+                    8, vals, job_id, attempt, err);
+}
+
+static int pg_succeed(mqproc__store_t *base, const char *job_id, int attempt, int64_t exec_ms,
+                      char *err) {
+  char att[16], ms[24];
+  const char *vals[3] = {job_id, att, ms};
+  snprintf(att, sizeof(att), "%d", attempt);
+  snprintf(ms, sizeof(ms), "%lld", (long long)exec_ms);
+  return run_fenced((pg_store_t *)base,
+                    "UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = now(),"
+                    " exec_time_ms = $3::bigint, lease_until = NULL, updated_at = now()"
+                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+                    3, vals, job_id, attempt, err);
+}
+
+static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
+                   int max_requeues, int *requeued, char *err) {
+  pg_store_t *s = (pg_store_t *)base;
+  char att[16], maxr[16];
+  const char *vals[4] = {job_id, att, error, maxr};
+  PGresult *res;
+  int rc;
+  snprintf(att, sizeof(att), "%d", attempt);
+  snprintf(maxr, sizeof(maxr), "%d", max_requeues);
+  rc = run_text(s,
+                "UPDATE mqproc_jobs SET"
+                " state = CASE WHEN requeues < $4::int THEN 'QUEUED' ELSE 'FAILED' END,"
+                " requeues = CASE WHEN requeues < $4::int THEN requeues + 1 ELSE requeues END,"
+                " end_time = CASE WHEN requeues < $4::int THEN NULL ELSE now() END,"
+                " lease_until = NULL, last_error = $3, updated_at = now()"
+                " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING state",
+                4, vals, &res, err);
+  if (rc != MQPROC_OK)
+    return rc;
+  if (PQntuples(res) == 1)
+    *requeued = strcmp(PQgetvalue(res, 0, 0), "QUEUED") == 0;
+  else
+    rc = mqproc__err(err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job", job_id,
+                     attempt);
+  PQclear(res);
+  return rc;
+}
+
+static int pg_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
+                      char *err) {
+  char att[16];
+  const char *vals[3] = {job_id, att, why};
+  snprintf(att, sizeof(att), "%d", attempt);
+  return run_fenced((pg_store_t *)base,
+                    "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL,"
+                    " last_error = coalesce($3, last_error), updated_at = now()"
+                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+                    3, vals, job_id, attempt, err);
+}
+
+static int pg_renew(mqproc__store_t *base, const char *job_id, int attempt, int lease_ms,
+                    char *err) {
+  char att[16], ms[16];
+  const char *vals[3] = {job_id, att, ms};
+  snprintf(att, sizeof(att), "%d", attempt);
+  snprintf(ms, sizeof(ms), "%d", lease_ms);
+  return run_fenced(
+      (pg_store_t *)base,
+      "UPDATE mqproc_jobs SET lease_until = now() + $3::int * interval '1 millisecond'"
+      " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+      3, vals, job_id, attempt, err);
+}
+
+/* ---- after the outcome -------------------------------------------------------------- */
+
+static int pg_mark_published(mqproc__store_t *base, const char *job_id, const char *error,
+                             char *err) {
+  const char *vals[2] = {job_id, error};
+  return run_text((pg_store_t *)base,
+                  "UPDATE mqproc_jobs SET result_published = ($2::text IS NULL),"
+                  " last_error = coalesce($2, last_error), updated_at = now() WHERE job_id = $1",
+                  2, vals, NULL, err);
+}
+
+static int pg_record_callbacks(mqproc__store_t *base, const char *job_id, const char *error,
+                               char *err) {
+  const char *vals[2] = {job_id, error};
+  return run_text((pg_store_t *)base,
+                  "UPDATE mqproc_jobs SET callback_state = CASE WHEN $2::text IS NULL THEN 'OK'"
+                  " ELSE 'FAILED' END, callback_error = $2, updated_at = now() WHERE job_id = $1",
+                  2, vals, NULL, err);
+}
+
+static int pg_record_dead(mqproc__store_t *base, const char *processor, const char *job_id,
+                          const void *body, size_t len, const char *reason, const char *worker_id,
+                          char *err) {
+  const char *vals[5] = {processor, job_id, reason, body != NULL ? (const char *)body : "",
+                         worker_id};
+  int lens[5] = {0, 0, 0, (int)len, 0};
+  int fmts[5] = {0, 0, 0, 1, 0};
+  return run((pg_store_t *)base,
+             "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, body, worker_id)"
+             " VALUES ($1, $2, $3, $4::bytea, $5)",
+             5, vals, lens, fmts, NULL, err);
+}
+
+/* ---- class -------------------------------------------------------------------------- */
+
+static void pg_destroy(mqproc__store_t *base) {
+  pg_store_t *s = (pg_store_t *)base;
+  PQfinish(s->conn);
+  free(s->conninfo);
+  free(s);
+}
+
+static const struct mqproc__store_class pg_class = {
+    "postgresql",        /* name */
+    pg_open,             /* open */
+    pg_migrate,          /* migrate */
+    pg_claim,            /* claim */
+    pg_start_try,        /* start_try */
+    pg_end_try,          /* end_try */
+    pg_succeed,          /* succeed */
+    pg_fail,             /* fail */
+    pg_release,          /* release */
+    pg_renew,            /* renew */
+    pg_mark_published,   /* mark_published */
+    pg_record_callbacks, /* record_callbacks */
+    pg_record_dead,      /* record_dead */
+    pg_destroy,          /* destroy */
+};
+
+int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err) {
+  pg_store_t *s = mqproc__calloc(1, sizeof(*s));
+  if (s == NULL || (s->conninfo = mqproc__strdup(conninfo)) == NULL) {
+    free(s);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  s->base.klass = &pg_class;
+  *out = &s->base;
+  return MQPROC_OK;
+}

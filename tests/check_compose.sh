@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# ctest: bash tests/check_compose.sh <srcdir> <builddir>
+# Validates docker-compose.yml offline with Debian's docker-compose (v1, no daemon needed) and
+# checks the stack's shape: rabbitmq, postgres and processing-server, the latter depending on
+# the other two (condition: service_healthy).
+set -euo pipefail
+
+SRC=${1:?usage: check_compose.sh <srcdir> <builddir>}
+FILE=$SRC/docker-compose.yml
+
+fail() {
+  echo "check_compose: FAIL: $*" >&2
+  exit 1
+}
+
+[ -f "$FILE" ] || fail "$FILE not found"
+command -v docker-compose >/dev/null 2>&1 ||
+  fail "docker-compose is not installed (Debian: apt-get install --no-install-recommends docker-compose; scripts/setup.sh does it)"
+
+if ! err=$(docker-compose -f "$FILE" config -q 2>&1); then
+  echo "$err" >&2
+  fail "docker-compose config -q rejected $FILE"
+fi
+
+config=$(docker-compose -f "$FILE" config 2>&1) || fail "docker-compose config failed: $config"
+
+# docker-compose is Python and depends on python3-yaml, so Debian's python3 can read it.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+if ! out=$(printf '%s\n' "$config" | "$PY" -c '
+import sys, yaml
+cfg = yaml.safe_load(sys.stdin)
+services = cfg.get("services") or {}
+errors = []
+for name in ("rabbitmq", "postgres", "processing-server"):
+    if name not in services:
+        errors.append("service %r missing" % name)
+ps = services.get("processing-server") or {}
+deps = ps.get("depends_on") or {}
+if isinstance(deps, list):
+    deps = {d: {} for d in deps}
+for name in ("rabbitmq", "postgres"):
+    if name not in deps:
+        errors.append("processing-server does not depend on %r" % name)
+    elif (deps[name] or {}).get("condition") != "service_healthy":
+        errors.append("processing-server depends on %r without condition: service_healthy" % name)
+for name in ("rabbitmq", "postgres", "processing-server"):
+    if name in services and "healthcheck" not in services[name]:
+        errors.append("service %r has no healthcheck" % name)
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+print("services: " + ", ".join(sorted(services)))
+' 2>&1); then
+  echo "$out" >&2
+  fail "$FILE does not have the expected shape"
+fi
+echo "check_compose: OK ($out)"

@@ -1,0 +1,616 @@
+/* Integration-test harness (see harness.h). */
+#include "harness.h"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mqproc/mqproc.h"
+#include "log.h"
+#include "store.h"
+
+extern char **environ;
+
+/* ---- environment -------------------------------------------------------------------- */
+
+static char *g_amqp, *g_pg, *g_svcdir, *g_dburl, *g_tmpdir;
+
+static void load_env_file(void) {
+  const char *dir = getenv("MQPROC_SERVICES_DIR");
+  char path[1024], line[2048];
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/env", dir != NULL ? dir : MQPROC_SOURCE_DIR "/build/services");
+  f = fopen(path, "r");
+  cr_assert_not_null(f, "services are not running (no %s): run scripts/test.sh", path);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    char *eq = strchr(line, '='), *v;
+    size_t n;
+    if (line[0] == '#' || eq == NULL)
+      continue;
+    *eq = '\0';
+    v = eq + 1;
+    n = strcspn(v, "\n");
+    v[n] = '\0';
+    if (v[0] == '\'' && n >= 2 && v[n - 1] == '\'') {
+      v[n - 1] = '\0';
+      v++;
+    }
+    setenv(line, v, 0);
+  }
+  fclose(f);
+}
+
+static void init_env(void) {
+  if (g_amqp != NULL)
+    return;
+  if (getenv("MQPROC_TEST_AMQP_URL") == NULL || getenv("MQPROC_SERVICES_DIR") == NULL)
+    load_env_file();
+  g_amqp = strdup(getenv("MQPROC_TEST_AMQP_URL"));
+  g_pg = strdup(getenv("MQPROC_TEST_PG_URL"));
+  g_svcdir = strdup(getenv("MQPROC_SERVICES_DIR"));
+}
+
+const char *it_amqp_url(void) {
+  init_env();
+  return g_amqp;
+}
+
+/* ---- strings owned by the harness ---------------------------------------------------- */
+
+static char **g_kept;
+static size_t g_n_kept;
+
+static char *keep(char *p) {
+  g_kept = realloc(g_kept, (g_n_kept + 1) * sizeof(char *));
+  cr_assert_not_null(g_kept);
+  g_kept[g_n_kept++] = p;
+  return p;
+}
+
+char *it_fmt(const char *fmt, ...) {
+  va_list ap;
+  char *out;
+  va_start(ap, fmt);
+  cr_assert_geq(vasprintf(&out, fmt, ap), 0);
+  va_end(ap);
+  return keep(out);
+}
+
+char *it_name(const char *suffix) {
+  return it_fmt("ocrd-t%d-%s", (int)getpid(), suffix);
+}
+
+const char *it_tmpdir(void) {
+  if (g_tmpdir == NULL) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tests/tmp/t%d", MQPROC_BUILD_DIR, (int)getpid());
+    mkdir(MQPROC_BUILD_DIR "/tests", 0755);
+    mkdir(MQPROC_BUILD_DIR "/tests/tmp", 0755);
+    mkdir(path, 0755);
+    g_tmpdir = strdup(path);
+  }
+  return g_tmpdir;
+}
+
+/* ---- SQL ---------------------------------------------------------------------------- */
+
+static PGconn *g_conn;
+
+static PGconn *pg(void) {
+  if (g_conn == NULL) {
+    g_conn = PQconnectdb(it_db_url());
+    cr_assert_eq(PQstatus(g_conn), CONNECTION_OK, "cannot connect: %s", PQerrorMessage(g_conn));
+  }
+  return g_conn;
+}
+
+const char *it_db_url(void) {
+  char schema[64], err[MQPROC_ERR_LEN], sql[256];
+  PGconn *c;
+  mqproc__store_t *st;
+  if (g_dburl != NULL)
+    return g_dburl;
+  init_env();
+  snprintf(schema, sizeof(schema), "t%d", (int)getpid());
+  c = PQconnectdb(g_pg);
+  cr_assert_eq(PQstatus(c), CONNECTION_OK, "cannot connect to %s", g_pg);
+  PQclear(PQexec(c, "SET client_min_messages = warning"));
+  snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS %s CASCADE; CREATE SCHEMA %s", schema, schema);
+  PQclear(PQexec(c, sql));
+  PQfinish(c);
+  cr_assert_gt(asprintf(&g_dburl, "%s%coptions=-csearch_path%%3D%s", g_pg,
+                        strchr(g_pg, '?') ? '&' : '?', schema),
+               0);
+  mqproc__log_set_level(MQPROC__LOG_WARN);
+  cr_assert_eq(mqproc__store_pg_new(&st, g_dburl, err), MQPROC_OK);
+  cr_assert_eq(mqproc__store_migrate(st, err), MQPROC_OK, "migrate: %s", err);
+  mqproc__store_destroy(st);
+  return g_dburl;
+}
+
+static PGresult *vquery(const char *sql, int n, va_list ap) {
+  const char *vals[16];
+  PGresult *r;
+  for (int i = 0; i < n && i < 16; i++)
+    vals[i] = va_arg(ap, const char *);
+  r = PQexecParams(pg(), sql, n, NULL, vals, NULL, NULL, 0);
+  cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s",
+            sql, PQresultErrorMessage(r));
+  return r;
+}
+
+char *it_sql(const char *sql, int n, ...) {
+  va_list ap;
+  PGresult *r;
+  char *out = NULL;
+  va_start(ap, n);
+  r = vquery(sql, n, ap);
+  va_end(ap);
+  if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+    out = keep(strdup(PQgetvalue(r, 0, 0)));
+  PQclear(r);
+  return out;
+}
+
+long it_sql_long(const char *sql, int n, ...) {
+  va_list ap;
+  PGresult *r;
+  long out = -1;
+  va_start(ap, n);
+  r = vquery(sql, n, ap);
+  va_end(ap);
+  cr_assert_gt(PQntuples(r), 0, "no row: %s", sql);
+  if (!PQgetisnull(r, 0, 0))
+    out = atol(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return out;
+}
+
+/* ---- AMQP --------------------------------------------------------------------------- */
+
+static amqp_connection_state_t g_amqp_conn;
+
+static void check_rpc(const char *what) {
+  amqp_rpc_reply_t r = amqp_get_rpc_reply(g_amqp_conn);
+  cr_assert_eq(r.reply_type, AMQP_RESPONSE_NORMAL, "%s failed (reply type %d)", what, r.reply_type);
+}
+
+static amqp_connection_state_t amqp(void) {
+  struct amqp_connection_info ci;
+  amqp_socket_t *sock;
+  char *url;
+  if (g_amqp_conn != NULL)
+    return g_amqp_conn;
+  url = strdup(it_amqp_url());
+  cr_assert_eq(amqp_parse_url(url, &ci), AMQP_STATUS_OK);
+  g_amqp_conn = amqp_new_connection();
+  sock = amqp_tcp_socket_new(g_amqp_conn);
+  cr_assert_eq(amqp_socket_open(sock, ci.host, ci.port), AMQP_STATUS_OK, "broker unreachable");
+  cr_assert_eq(
+      amqp_login(g_amqp_conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, ci.user, ci.password)
+          .reply_type,
+      AMQP_RESPONSE_NORMAL);
+  free(url);
+  amqp_channel_open(g_amqp_conn, 1);
+  check_rpc("channel.open");
+  amqp_exchange_declare(g_amqp_conn, 1, amqp_cstring_bytes("ocrd-network-default"),
+                        amqp_cstring_bytes("direct"), 0, 0, 0, 0, amqp_empty_table);
+  check_rpc("exchange.declare"); /* non-durable, as OCR-D and mqproc declare it */
+  amqp_basic_qos(g_amqp_conn, 1, 0, 1, 0);
+  check_rpc("basic.qos");
+  return g_amqp_conn;
+}
+
+void it_declare(const char *queue) {
+  amqp_queue_declare(amqp(), 1, amqp_cstring_bytes(queue), 0, 1, 0, 0, amqp_empty_table);
+  check_rpc("queue.declare");
+  amqp_queue_bind(amqp(), 1, amqp_cstring_bytes(queue), amqp_cstring_bytes("ocrd-network-default"),
+                  amqp_cstring_bytes(queue), amqp_empty_table);
+  check_rpc("queue.bind");
+}
+
+void it_publish_len(const char *rk, const void *body, size_t len) {
+  amqp_basic_properties_t p;
+  memset(&p, 0, sizeof(p));
+  p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
+  p.delivery_mode = 2;
+  p.content_type = amqp_cstring_bytes("application/json"); /* as OCR-D says, even for YAML */
+  cr_assert_eq(amqp_basic_publish(amqp(), 1, amqp_cstring_bytes("ocrd-network-default"),
+                                  amqp_cstring_bytes(rk), 0, 0, &p,
+                                  (amqp_bytes_t){.len = len, .bytes = (void *)body}),
+               AMQP_STATUS_OK);
+}
+
+void it_publish(const char *rk, const char *body) {
+  it_publish_len(rk, body, strlen(body));
+}
+
+static char *dup_bytes(amqp_bytes_t b) {
+  char *s = malloc(b.len + 1);
+  memcpy(s, b.bytes, b.len);
+  s[b.len] = '\0';
+  return s;
+}
+
+static void copy_msg(const amqp_envelope_t *env, it_msg_t *out) {
+  const amqp_basic_properties_t *p = &env->message.properties;
+  memset(out, 0, sizeof(*out));
+  out->body = dup_bytes(env->message.body);
+  out->len = env->message.body.len;
+  out->redelivered = env->redelivered;
+  out->content_type =
+      (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) ? dup_bytes(p->content_type) : strdup("");
+  out->message_id =
+      (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? dup_bytes(p->message_id) : strdup("");
+  out->reason = NULL;
+  for (int i = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && i < p->headers.num_entries; i++) {
+    const amqp_table_entry_t *e = &p->headers.entries[i];
+    if (e->key.len == 15 && memcmp(e->key.bytes, "x-mqproc-reason", 15) == 0 &&
+        e->value.kind == AMQP_FIELD_KIND_UTF8)
+      out->reason = dup_bytes(e->value.value.bytes);
+  }
+  if (out->reason == NULL)
+    out->reason = strdup("");
+}
+
+/* Consumes one message of queue (prefetch 1) and settles it: ack, or nack + requeue. */
+static int take_one(const char *queue, int timeout_ms, it_msg_t *out, int requeue) {
+  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  amqp_basic_consume_ok_t *ok;
+  amqp_envelope_t env;
+  amqp_rpc_reply_t r;
+  amqp_bytes_t tag;
+  int got = 0;
+  ok = amqp_basic_consume(amqp(), 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, 0, 0,
+                          amqp_empty_table);
+  check_rpc("basic.consume");
+  tag = amqp_bytes_malloc_dup(ok->consumer_tag);
+  amqp_maybe_release_buffers(amqp());
+  r = amqp_consume_message(amqp(), &env, &tv, 0);
+  if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+    if (out != NULL)
+      copy_msg(&env, out);
+    got = 1;
+  } else {
+    cr_assert(r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+                  r.library_error == AMQP_STATUS_TIMEOUT,
+              "consume on %s failed", queue);
+  }
+  /* cancel before settling: with prefetch 1 nothing else is pushed to us meanwhile */
+  amqp_basic_cancel(amqp(), 1, tag);
+  check_rpc("basic.cancel");
+  amqp_bytes_free(tag);
+  if (got) {
+    if (requeue)
+      cr_assert_eq(amqp_basic_nack(amqp(), 1, env.delivery_tag, 0, 1), AMQP_STATUS_OK);
+    else
+      cr_assert_eq(amqp_basic_ack(amqp(), 1, env.delivery_tag, 0), AMQP_STATUS_OK);
+    amqp_destroy_envelope(&env);
+  }
+  return got;
+}
+
+int it_get(const char *queue, int timeout_ms, it_msg_t *out) {
+  return take_one(queue, timeout_ms, out, 0);
+}
+
+int it_requeue_one(const char *queue, int timeout_ms) {
+  return take_one(queue, timeout_ms, NULL, 1);
+}
+
+void it_msg_free(it_msg_t *m) {
+  free(m->body);
+  free(m->content_type);
+  free(m->message_id);
+  free(m->reason);
+  memset(m, 0, sizeof(*m));
+}
+
+void it_queue_counts(const char *queue, long *ready, long *unacked) {
+  char cmd[1024], line[1024], name[512];
+  FILE *p;
+  init_env();
+  *ready = *unacked = -1;
+  snprintf(cmd, sizeof(cmd),
+           "bash %s/scripts/services.sh rabbitmqctl %s list_queues -q --no-table-headers name "
+           "messages_ready messages_unacknowledged 2>/dev/null",
+           MQPROC_SOURCE_DIR, g_svcdir);
+  p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  while (fgets(line, sizeof(line), p) != NULL) {
+    long r, u;
+    if (sscanf(line, "%511s %ld %ld", name, &r, &u) == 3 && strcmp(name, queue) == 0) {
+      *ready = r;
+      *unacked = u;
+    }
+  }
+  pclose(p);
+  cr_assert_geq(*ready, 0, "queue %s not listed by rabbitmqctl", queue);
+}
+
+/* ---- servers ------------------------------------------------------------------------ */
+
+struct it_server {
+  pid_t pid;
+  int out_fd;
+  pthread_t reader;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  char **lines;
+  size_t n_lines;
+  int eof;
+  FILE *log;
+  int waited;
+  int wstatus;
+};
+
+static void *reader_main(void *arg) {
+  it_server_t *s = arg;
+  FILE *in = fdopen(s->out_fd, "r");
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    pthread_mutex_lock(&s->lock);
+    fputs(line, s->log);
+    fflush(s->log);
+    s->lines = realloc(s->lines, (s->n_lines + 1) * sizeof(char *));
+    s->lines[s->n_lines++] = strdup(line);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+  }
+  free(line);
+  fclose(in);
+  pthread_mutex_lock(&s->lock);
+  s->eof = 1;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+static void build_argv(const char **argv, size_t cap, const char *processor, const char *exec,
+                       const char *const *extra, char *logdir) {
+  size_t n = 0;
+  argv[n++] = exec != NULL ? MQPROC_BIN : MQPROC_EXAMPLE_BIN;
+  argv[n++] = "processing-server";
+  argv[n++] = "--processor";
+  argv[n++] = processor;
+  if (exec != NULL) {
+    argv[n++] = "--exec";
+    argv[n++] = exec;
+  }
+  argv[n++] = "--queue";
+  argv[n++] = it_amqp_url();
+  argv[n++] = "--database";
+  argv[n++] = it_db_url();
+  argv[n++] = "--log-dir";
+  argv[n++] = logdir;
+  argv[n++] = "--retry-backoff-ms=10";
+  for (; extra != NULL && *extra != NULL && n < cap - 1; extra++)
+    argv[n++] = *extra;
+  argv[n] = NULL;
+}
+
+it_server_t *it_server_start(const char *processor, const char *exec, const char *const *extra,
+                             const char *const *envp) {
+  it_server_t *s = calloc(1, sizeof(*s));
+  const char *argv[64];
+  char logdir[600], logpath[600];
+  int fds[2];
+  snprintf(logdir, sizeof(logdir), "%s/joblogs", it_tmpdir());
+  build_argv(argv, 64, processor, exec, extra, logdir);
+  snprintf(logpath, sizeof(logpath), "%s/server-%s-%ld.log", it_tmpdir(), processor,
+           (long)time(NULL));
+  s->log = fopen(logpath, "a");
+  cr_assert_not_null(s->log);
+  cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  s->pid = fork();
+  cr_assert_geq(s->pid, 0);
+  if (s->pid == 0) {
+    dup2(fds[1], 2);
+    dup2(fds[1], 1);
+    for (; envp != NULL && *envp != NULL; envp++)
+      putenv((char *)*envp);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  s->out_fd = fds[0];
+  pthread_create(&s->reader, NULL, reader_main, s);
+  cr_assert(it_server_wait_log(s, "consuming from queue", 30000),
+            "server for %s did not start consuming (log %s)", processor, logpath);
+  return s;
+}
+
+static int deadline_wait(it_server_t *s, const struct timespec *until) {
+  return pthread_cond_timedwait(&s->cond, &s->lock, until) == 0;
+}
+
+int it_server_count_log(it_server_t *s, const char *text) {
+  int n = 0;
+  pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < s->n_lines; i++)
+    n += strstr(s->lines[i], text) != NULL;
+  pthread_mutex_unlock(&s->lock);
+  return n;
+}
+
+int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms) {
+  struct timespec until;
+  size_t seen = 0;
+  int found = 0;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_ms / 1000;
+  until.tv_nsec += (timeout_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    for (; seen < s->n_lines && !found; seen++)
+      found = strstr(s->lines[seen], text) != NULL;
+    if (found || s->eof || !deadline_wait(s, &until))
+      break;
+  }
+  for (; seen < s->n_lines && !found; seen++)
+    found = strstr(s->lines[seen], text) != NULL;
+  pthread_mutex_unlock(&s->lock);
+  return found;
+}
+
+void it_server_signal(it_server_t *s, int sig) {
+  kill(s->pid, sig);
+}
+
+pid_t it_server_pid(const it_server_t *s) {
+  return s->pid;
+}
+
+int it_server_wait_exit(it_server_t *s, int timeout_ms) {
+  /* The reader sees EOF when the server (and everything holding its stderr) exits. */
+  struct timespec until;
+  int eof;
+  if (s->waited)
+    return s->wstatus;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_ms / 1000;
+  pthread_mutex_lock(&s->lock);
+  while (!s->eof && deadline_wait(s, &until))
+    ;
+  eof = s->eof;
+  pthread_mutex_unlock(&s->lock);
+  if (!eof && waitpid(s->pid, &s->wstatus, WNOHANG) != s->pid)
+    return -1;
+  if (eof)
+    waitpid(s->pid, &s->wstatus, 0);
+  s->waited = 1;
+  return s->wstatus;
+}
+
+static void check_sanitizers(it_server_t *s) {
+  cr_expect_eq(it_server_count_log(s, "ERROR: AddressSanitizer"), 0, "ASan report in server log");
+  cr_expect_eq(it_server_count_log(s, "ERROR: LeakSanitizer"), 0, "LSan report in server log");
+  cr_expect_eq(it_server_count_log(s, "runtime error:"), 0, "UBSan report in server log");
+}
+
+void it_server_stop(it_server_t *s) {
+  int st;
+  if (!s->waited) {
+    kill(s->pid, SIGTERM);
+    st = it_server_wait_exit(s, 30000);
+    if (st == -1) {
+      kill(s->pid, SIGKILL);
+      st = it_server_wait_exit(s, 10000);
+      cr_expect_fail("server %d did not stop on SIGTERM", (int)s->pid);
+    }
+  }
+  pthread_join(s->reader, NULL);
+  check_sanitizers(s);
+  for (size_t i = 0; i < s->n_lines; i++)
+    free(s->lines[i]);
+  free(s->lines);
+  fclose(s->log);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->cond);
+  free(s);
+}
+
+/* ---- messages and files ------------------------------------------------------------- */
+
+char *it_job_json(const char *processor, const char *job_id, const char *extra) {
+  json_t *o = json_pack("{s:s, s:s, s:I, s:[s], s:[s], s:s, s:{}}", "job_id", job_id,
+                        "processor_name", processor, "created_time", (json_int_t)1718000000,
+                        "input_file_grps", "OCR-D-IMG", "output_file_grps", "OCR-D-OUT",
+                        "path_to_mets", "/data/ws1/mets.xml", "parameters");
+  char *out;
+  if (extra != NULL) {
+    json_error_t e;
+    json_t *x = json_loads(extra, 0, &e);
+    cr_assert_not_null(x, "bad extra JSON: %s", e.text);
+    json_object_update(o, x);
+    json_decref(x);
+  }
+  out = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  return keep(out);
+}
+
+char *it_job_yaml(const char *processor, const char *job_id, const char *result_queue) {
+  char *out;
+  cr_assert_gt(asprintf(&out,
+                        "created_time: 1718000000\n"
+                        "input_file_grps:\n"
+                        "- OCR-D-IMG\n"
+                        "job_id: %s\n"
+                        "output_file_grps:\n"
+                        "- OCR-D-OUT\n"
+                        "page_id: PHYS_0001..PHYS_0003\n"
+                        "parameters:\n"
+                        "  copy_files: true\n"
+                        "path_to_mets: /data/ws1/mets.xml\n"
+                        "processor_name: %s\n"
+                        "%s%s%s",
+                        job_id, processor, result_queue ? "result_queue_name: " : "",
+                        result_queue ? result_queue : "", result_queue ? "\n" : ""),
+               0);
+  return keep(out);
+}
+
+int it_file_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  int n = 0, c;
+  if (f == NULL)
+    return 0;
+  while ((c = fgetc(f)) != EOF)
+    n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+const char *it_proc(const char *script) {
+  static char buf[4][600];
+  static int i;
+  char *b = buf[i++ % 4];
+  snprintf(b, sizeof(buf[0]), "%s/tests/support/procs/%s", MQPROC_SOURCE_DIR, script);
+  return b;
+}
+
+void it_cleanup(void) {
+  for (size_t i = 0; i < g_n_kept; i++)
+    free(g_kept[i]);
+  free(g_kept);
+  g_kept = NULL;
+  g_n_kept = 0;
+  if (g_conn != NULL)
+    PQfinish(g_conn);
+  g_conn = NULL;
+  if (g_amqp_conn != NULL) {
+    amqp_channel_close(g_amqp_conn, 1, AMQP_REPLY_SUCCESS);
+    amqp_connection_close(g_amqp_conn, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(g_amqp_conn);
+  }
+  g_amqp_conn = NULL;
+  free(g_amqp);
+  free(g_pg);
+  free(g_svcdir);
+  free(g_dburl);
+  free(g_tmpdir);
+  g_amqp = g_pg = g_svcdir = g_dburl = g_tmpdir = NULL;
+}

@@ -1,0 +1,96 @@
+/* Integration-test harness: the private RabbitMQ and PostgreSQL started by
+ * scripts/services.sh, an AMQP client, SQL helpers on a per-test schema, and processing
+ * servers run as child processes whose log lines can be awaited.
+ *
+ * Isolation: every test (criterion runs each in its own process) gets a unique
+ * processor/queue name and its own PostgreSQL schema (it_db_url()). Waiting is always on
+ * an event (a message arriving, a log line appearing, a process exiting) with a
+ * deadline, never a bare sleep. Every helper aborts the test (cr_assert) on failure.
+ *
+ * Memory: strings returned by it_fmt, it_name, it_sql, it_job_json and it_job_yaml are
+ * owned by the harness and freed by it_cleanup(), which every suite registers as its
+ * .fini (TestSuite(name, .fini = it_cleanup)).
+ */
+#ifndef MQPROC_TEST_HARNESS_H
+#define MQPROC_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* ---- environment -------------------------------------------------------------------- */
+const char *it_amqp_url(void);
+/* A database URL whose search_path is this test's own schema (created and migrated on
+ * first use). */
+const char *it_db_url(void);
+/* A per-test name: "ocrd-t<pid>-<suffix>". */
+char *it_name(const char *suffix);
+/* A formatted string owned by the harness. */
+char *it_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Frees everything the harness holds for this test (strings, connections). */
+void it_cleanup(void);
+/* A per-test scratch directory (created). */
+const char *it_tmpdir(void);
+
+/* ---- AMQP client -------------------------------------------------------------------- */
+typedef struct it_msg {
+  char *body; /* NUL-terminated copy */
+  size_t len;
+  char *content_type; /* "" when absent */
+  char *message_id;
+  char *reason; /* x-mqproc-reason header, "" when absent */
+  int redelivered;
+} it_msg_t;
+
+void it_msg_free(it_msg_t *m);
+/* Declares queue (durable, bound to ocrd-network-default with routing key = name). */
+void it_declare(const char *queue);
+/* Publishes body to ocrd-network-default with routing key rk (persistent). */
+void it_publish(const char *rk, const char *body);
+void it_publish_len(const char *rk, const void *body, size_t len);
+/* Waits up to timeout_ms for one message on queue and acks it; 0 on timeout. */
+int it_get(const char *queue, int timeout_ms, it_msg_t *out);
+/* Takes one message off queue and gives it back with basic.nack(requeue): the broker
+ * then delivers it again flagged redelivered. 0 on timeout. */
+int it_requeue_one(const char *queue, int timeout_ms);
+/* Ready and unacknowledged counts of a queue, read live from the broker (rabbitmqctl). */
+void it_queue_counts(const char *queue, long *ready, long *unacked);
+
+/* ---- SQL on this test's schema ------------------------------------------------------ */
+/* First cell of the first row as text (NULL for SQL NULL or no row). The query may
+ * use $1..$n, given as strings. */
+char *it_sql(const char *sql, int n, ...);
+long it_sql_long(const char *sql, int n, ...);
+
+/* ---- processing servers as children ------------------------------------------------- */
+typedef struct it_server it_server_t;
+/* Starts `mqproc processing-server --processor NAME --exec CMD` (exec NULL: the example
+ * C processor `ocrd-example processing-server --processor NAME`) with --queue, --database
+ * (this test's schema), --log-dir and --migrate, plus extra args (NULL-terminated), and
+ * waits until it consumes. envp adds KEY=VALUE pairs (NULL-terminated, may be NULL). */
+it_server_t *it_server_start(const char *processor, const char *exec, const char *const *extra,
+                             const char *const *envp);
+/* Waits until a log line containing text has appeared (counting from the start);
+ * returns 1, or 0 on timeout. */
+int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms);
+/* Number of log lines so far containing text. */
+int it_server_count_log(it_server_t *s, const char *text);
+void it_server_signal(it_server_t *s, int sig);
+/* Waits for exit (up to timeout_ms); returns the wait status, or -1 on timeout. */
+int it_server_wait_exit(it_server_t *s, int timeout_ms);
+pid_t it_server_pid(const it_server_t *s);
+/* SIGTERM, wait, free (SIGKILL when it does not stop within 30 s). */
+void it_server_stop(it_server_t *s);
+
+/* ---- messages ----------------------------------------------------------------------- */
+/* A JSON processing message for processor with this job id; extra is a JSON object text
+ * merged in (may be NULL), e.g. "{\"result_queue_name\": \"q\"}". */
+char *it_job_json(const char *processor, const char *job_id, const char *extra);
+/* The same message as OCR-D's PyYAML would write it (block style, sorted keys). */
+char *it_job_yaml(const char *processor, const char *job_id, const char *result_queue);
+
+/* Lines in a file (0 when missing). */
+int it_file_lines(const char *path);
+/* Path to a helper processor script in tests/support/procs/. Static. */
+const char *it_proc(const char *script);
+
+#endif

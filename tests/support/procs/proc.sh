@@ -1,0 +1,27 @@
+#!/bin/sh
+# Test processor for `mqproc processing-server --exec`. Its behaviour comes from the
+# environment of the server that runs it (tests set these when they start the server):
+#   PROC_MARKER=path      append "$MQPROC_JOB_ID $MQPROC_ATTEMPT $MQPROC_TRY" to path
+#   PROC_COPY=dir         copy stdin to dir/$MQPROC_JOB_ID.json, environment to .env
+#   PROC_SLEEP=seconds    work that long
+#   PROC_FAIL_MATCH=text  exit 3 when the job id contains text
+#   PROC_SIGNAL=SIG       die by that signal when the job id contains "sig"
+set -u
+if [ -n "${PROC_MARKER:-}" ]; then
+  echo "$MQPROC_JOB_ID $MQPROC_ATTEMPT $MQPROC_TRY" >> "$PROC_MARKER"
+fi
+if [ -n "${PROC_COPY:-}" ]; then
+  cat > "$PROC_COPY/$MQPROC_JOB_ID.json"
+  env > "$PROC_COPY/$MQPROC_JOB_ID.env"
+fi
+echo "proc.sh: job $MQPROC_JOB_ID attempt $MQPROC_ATTEMPT try $MQPROC_TRY"
+if [ -n "${PROC_SLEEP:-}" ]; then
+  sleep "$PROC_SLEEP"
+fi
+case "$MQPROC_JOB_ID" in
+  *"${PROC_FAIL_MATCH:-@none@}"*) echo "proc.sh: failing on purpose" >&2; exit 3 ;;
+esac
+case "$MQPROC_JOB_ID" in
+  *sig*) if [ -n "${PROC_SIGNAL:-}" ]; then kill "-$PROC_SIGNAL" $$; fi ;;
+esac
+exit 0
