@@ -12,6 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${MQPROC_TEST_BUILD_DIR:-build/test}
 SERVICES=${MQPROC_SERVICES_DIR:-build/services}
 JOBS=${MQPROC_TEST_JOBS:-2}
+# ctest runs more tests than cores at once: the integration tests mostly wait on servers
+CTEST_JOBS=${MQPROC_CTEST_JOBS:-4}
 
 now_ms() { date +%s%3N; }
 phase_start=0
@@ -65,6 +67,6 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-print_suppressions=0}
 
 phase "ctest $*"
 rc=0
-ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" "$@" || rc=$?
+ctest --test-dir "$BUILD" --output-on-failure -j"$CTEST_JOBS" "$@" || rc=$?
 phase_done ctest
 exit $rc

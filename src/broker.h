@@ -92,6 +92,8 @@ struct mqproc__broker_class {
   int (*declare_queue)(mqproc__broker_t *b, const char *queue, char *err);
   /* cancel: stop consuming (no more on_message), keep the connection for acks. */
   int (*cancel)(mqproc__broker_t *b, char *err);
+  /* consume: start consuming again after cancel. */
+  int (*consume)(mqproc__broker_t *b, char *err);
   /* epoch: the current connection generation (0 = never connected). */
   uint64_t (*epoch)(mqproc__broker_t *b);
   /* disconnect: close the connection (pending confirms report CLOSED; no on_down). */
@@ -136,6 +138,9 @@ static inline int mqproc__broker_declare_queue(mqproc__broker_t *b, const char *
 }
 static inline int mqproc__broker_cancel(mqproc__broker_t *b, char *err) {
   return b->klass->cancel(b, err);
+}
+static inline int mqproc__broker_consume(mqproc__broker_t *b, char *err) {
+  return b->klass->consume(b, err);
 }
 static inline uint64_t mqproc__broker_epoch(mqproc__broker_t *b) {
   return b->klass->epoch(b);

@@ -551,6 +551,17 @@ static int amqp_cancel_(mqproc__broker_t *base, char *err) {
   return rc;
 }
 
+static int amqp_consume_(mqproc__broker_t *base, char *err) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  int rc = usable(b, 0, err);
+  if (rc != MQPROC_OK || b->consuming)
+    return rc;
+  rc = start_consuming(b, err);
+  if (rc != MQPROC_OK)
+    mark_broken(b, "basic.consume failed");
+  return rc;
+}
+
 static int amqp_fd_(mqproc__broker_t *base) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   return b->connected ? amqp_get_sockfd(b->conn) : -1;
@@ -607,6 +618,7 @@ static const struct mqproc__broker_class amqp_class = {
     amqp_publish_,       /* publish */
     amqp_declare_queue_, /* declare_queue */
     amqp_cancel_,        /* cancel */
+    amqp_consume_,       /* consume */
     amqp_epoch_,         /* epoch */
     amqp_disconnect_,    /* disconnect */
     amqp_destroy_,       /* destroy */

@@ -260,6 +260,12 @@ static int check_file_grps(const char *key, const json_t *v, char *err) {
   return 0;
 }
 
+static int check_positive_int(const char *key, const json_t *v, char *err) {
+  if (!json_is_integer(v) || json_integer_value(v) <= 0)
+    return invalid(err, key, "an integer > 0 (seconds)", v);
+  return 0;
+}
+
 static int check_object(const char *key, const json_t *v, char *err) {
   return json_is_object(v) ? 0 : invalid(err, key, "a mapping", v);
 }
@@ -298,6 +304,8 @@ static const struct key_rule key_rules[] = {
     {"result_queue_name", check_nonempty_string, SLOT_STR, FIELD(result_queue_name), 0},
     {"callback_url", check_http_url, SLOT_STR, FIELD(callback_url), 0},
     {"internal_callback_url", check_http_url, SLOT_STR, FIELD(internal_callback_url), 0},
+    /* mqproc extension (OCR-D's server never sends it): per-message time limit */
+    {"time_limit", check_positive_int, SLOT_INT, FIELD(time_limit), 0},
 };
 
 static void store(mqproc__msg_t *m, const struct key_rule *r, json_t *v) {
@@ -402,6 +410,7 @@ int mqproc__msg_validate(json_t *doc, mqproc__format_t fmt, const char *processo
   m->doc = doc;
   m->format = fmt;
   m->created_time = -1;
+  m->time_limit = -1;
   rc = check_unknown_keys(doc, err);
   if (rc == 0)
     rc = apply_rules(m, err);

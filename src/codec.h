@@ -36,6 +36,7 @@ typedef struct mqproc__msg {
   const char *result_queue_name;
   const char *callback_url;
   const char *internal_callback_url;
+  long long time_limit; /* seconds per try (mqproc extension), -1 when absent */
 } mqproc__msg_t;
 
 /* Parses body (len bytes, need not be NUL-terminated) as JSON when it looks like JSON

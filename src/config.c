@@ -54,6 +54,21 @@ static const opt_t OPTS[] = {
      "AMQP heartbeat in seconds (0 = off, not advised)"},
     {"lease", "MQPROC_LEASE", OPT_INT, F(lease_s), "30", 2, 86400, 0,
      "seconds a running job's lease lasts; renewed while it runs"},
+    {"ack-after", "MQPROC_ACK_AFTER", OPT_INT, F(ack_after_s), "300", 0, 86400, 0,
+     "ack the delivery of a job still running after this many seconds (the job table and its "
+     "lease then carry it; keeps long jobs clear of the broker's consumer_timeout; 0 = ack "
+     "only at the end)"},
+    {"max-attempts", "MQPROC_MAX_ATTEMPTS", OPT_INT, F(max_attempts), "5", 1, 1000, 0,
+     "claims of one job (requeues and takeovers of dead servers' jobs included) before it is "
+     "FAILED"},
+    {"time-limit", "MQPROC_TIME_LIMIT", OPT_INT, F(time_limit_s), "0", 0, 31536000, 0,
+     "seconds a try may run before its process group is killed (0 = no limit); a message's "
+     "time_limit overrides it"},
+    {"max-log-size", "MQPROC_MAX_LOG_SIZE", OPT_LONG, F(max_log_bytes), "1073741824", 4096,
+     1L << 50, 0, "bytes a job's log file may grow to; a processor writing more is killed"},
+    {"shutdown-grace", "MQPROC_SHUTDOWN_GRACE", OPT_INT, F(shutdown_grace_s), "30", 0, 86400, 0,
+     "seconds running jobs get to finish after SIGTERM/SIGINT before they are stopped and "
+     "requeued"},
     {"max-message-size", "MQPROC_MAX_MESSAGE_SIZE", OPT_LONG, F(max_message_bytes), "4194304", 64,
      1L << 30, 0, "largest message body accepted, in bytes; larger ones are dead-lettered"},
     {"callback-timeout-ms", "MQPROC_CALLBACK_TIMEOUT_MS", OPT_INT, F(callback_timeout_ms), "10000",

@@ -27,6 +27,11 @@ typedef struct mqproc__config {
   int max_requeues;          /* --max-requeues */
   int heartbeat_s;           /* --heartbeat */
   int lease_s;               /* --lease */
+  int ack_after_s;           /* --ack-after: ack a still-running job's delivery (0 = never) */
+  int max_attempts;          /* --max-attempts: claims of one job, takeovers included */
+  int time_limit_s;          /* --time-limit: per try (0 = none); a message may override */
+  long max_log_bytes;        /* --max-log-size: a job log may not grow beyond this */
+  int shutdown_grace_s;      /* --shutdown-grace */
   long max_message_bytes;    /* --max-message-size */
   int callback_timeout_ms;   /* --callback-timeout-ms */
   int callback_retries;      /* --callback-retries */

@@ -51,6 +51,7 @@
   X(SUCCEED)                                                                                       \
   X(FAIL)                                                                                          \
   X(RELEASE)                                                                                       \
+  X(GIVE_UP)                                                                                       \
   X(FENCED)                                                                                        \
   X(DEAD_LETTER)                                                                                   \
   X(DEAD_WAIT)                                                                                     \
@@ -109,6 +110,8 @@ struct mqproc__delivery {
   int dead_recorded;
   int stop_requested;
   int fenced;
+  int acked;          /* the delivery was acked early: the row carries the job */
+  uint64_t ack_timer; /* --ack-after */
   uint64_t timer;
   int store_backoff_ms;
   int64_t last_renew_ms;
@@ -162,6 +165,8 @@ static int store_failed(mqproc__delivery_t *d, int rc, const char *err) {
   }
   MQPROC__WARN("job %s: job store unavailable in %s (%s); retrying in %d ms", jid(d),
                DSTATE_NAMES[d->state], err, d->store_backoff_ms);
+  if (rc == MQPROC_ESTORE_CONNECT)
+    mqproc__server_store_down(d->srv);
   d->resume = d->state;
   wait_timer(d, S_STORE_WAIT, d->store_backoff_ms);
   d->store_backoff_ms = d->store_backoff_ms * 2 > STORE_BACKOFF_MAX_MS ? STORE_BACKOFF_MAX_MS
@@ -218,14 +223,49 @@ static int step_decode(mqproc__delivery_t *d) {
   return 1;
 }
 
+static void on_ack_timer(mqproc__loop_t *loop, void *ud);
+
+/* RUNNING under a live lease held by this very server: another copy of a job we are
+ * running. A copy redelivered after our connection died replaces the dead delivery (its
+ * tag is the one to ack at the end); a copy of an early-acked job is redundant. */
+static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
+  mqproc__delivery_t *holder = mqproc__server_find_job(d->srv, d->job_id, c->attempt);
+  if (holder == NULL || holder == d)
+    return 0;
+  if (holder->acked) {
+    MQPROC__INFO("job %s: copy of a running, already acked job; acked", jid(d));
+    d->state = S_ACK;
+    return 1;
+  }
+  if (!stale(holder))
+    return 0; /* a true duplicate in flight: hold it like any other */
+  MQPROC__INFO("job %s: redelivered copy taken over by running attempt %d", jid(d), c->attempt);
+  holder->epoch = d->epoch;
+  holder->tag = d->tag;
+  d->state = S_DONE;
+  return 1;
+}
+
+static int claimed(mqproc__delivery_t *d, int attempt) {
+  d->attempt = attempt;
+  MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
+               d->redelivered ? " (redelivered)" : "");
+  if (cfg(d)->ack_after_s > 0)
+    d->ack_timer = mqproc__loop_timer(d->srv->loop, cfg(d)->ack_after_s * 1000LL, on_ack_timer, d);
+  d->state = S_START_TRY;
+  return 1;
+}
+
 static int step_claim(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   mqproc__claim_t c = {.job_id = d->job_id,
                        .processor = d->srv->processor,
                        .worker_id = d->srv->worker_id,
                        .request_json = d->request_json,
+                       .request_format = d->msg->format == MQPROC__FMT_YAML ? "yaml" : "json",
                        .created_time = d->msg->created_time,
-                       .lease_ms = cfg(d)->lease_s * 1000};
+                       .lease_ms = cfg(d)->lease_s * 1000,
+                       .max_attempts = cfg(d)->max_attempts};
   int rc = mqproc__store_claim(d->srv->store, &c, err);
   if (rc != MQPROC_OK)
     return store_failed(d, rc, err);
@@ -233,11 +273,7 @@ static int step_claim(mqproc__delivery_t *d) {
   switch (
       mqproc__policy_after_claim(&c, d->msg->result_queue_name != NULL, has_callbacks(d->msg))) {
   case MQPROC__CLAIM_RUN:
-    d->attempt = c.attempt;
-    MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), c.attempt,
-                 d->redelivered ? " (redelivered)" : "");
-    d->state = S_START_TRY;
-    return 1;
+    return claimed(d, c.attempt);
   case MQPROC__CLAIM_REPLAY:
     MQPROC__INFO("job %s: already SUCCESS; sending what was not sent, not running it again%s",
                  jid(d), d->redelivered ? " (redelivered)" : "");
@@ -254,9 +290,15 @@ static int step_claim(mqproc__delivery_t *d) {
   case MQPROC__CLAIM_DEAD:
     to_dead_letter(d, S_ACK, "job is already FAILED (attempt %d); not run again", c.attempt);
     return 1;
+  case MQPROC__CLAIM_EXHAUSTED:
+    d->attempt = c.attempt;
+    d->state = S_GIVE_UP;
+    return 1;
   case MQPROC__CLAIM_DEFER:
     break;
   }
+  if (strcmp(c.worker_id_now, d->srv->worker_id) == 0 && adopt_copy(d, &c))
+    return 1;
   MQPROC__INFO("job %s: %s under a live lease of %s; holding this copy", jid(d), c.state,
                c.worker_id_now);
   return wait_timer(d, S_DEFER,
@@ -302,12 +344,16 @@ static int step_start_try(mqproc__delivery_t *d) {
     return store_failed(d, rc, err);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->tries_in_attempt++;
-  spec = (mqproc__run_spec_t){.msg = d->msg,
-                              .request_json = d->request_json,
-                              .attempt = d->attempt,
-                              .try_no = d->try_no,
-                              .log_path = d->log_path,
-                              .worker_id = d->srv->worker_id};
+  spec = (mqproc__run_spec_t){
+      .msg = d->msg,
+      .request_json = d->request_json,
+      .attempt = d->attempt,
+      .try_no = d->try_no,
+      .log_path = d->log_path,
+      .worker_id = d->srv->worker_id,
+      .time_limit_ms =
+          (d->msg->time_limit > 0 ? d->msg->time_limit : cfg(d)->time_limit_s) * 1000LL,
+      .max_log_bytes = cfg(d)->max_log_bytes};
   d->last_renew_ms = mqproc__now_ms();
   rc = mqproc__runner_start(d->srv->runner, d->srv->loop, &spec, on_run_done, d, &d->run, err);
   if (rc != MQPROC_OK) { /* could not start: a failed try like any other */
@@ -371,7 +417,7 @@ static int step_fail(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   int requeued = 0;
   int rc = mqproc__store_fail(d->srv->store, d->job_id, d->attempt, d->last.error,
-                              cfg(d)->max_requeues, &requeued, err);
+                              cfg(d)->max_requeues, d->acked, &requeued, err);
   if (rc != MQPROC_OK)
     return store_failed(d, rc, err);
   if (requeued) {
@@ -388,10 +434,28 @@ static int step_fail(mqproc__delivery_t *d) {
   return 1;
 }
 
+static int step_give_up(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  char why[MQPROC_ERR_LEN];
+  int rc;
+  snprintf(why, sizeof(why), "out of attempts: %d of --max-attempts=%d used", d->attempt,
+           cfg(d)->max_attempts);
+  rc = mqproc__store_give_up(d->srv->store, d->job_id, d->attempt, why, err);
+  if (rc != MQPROC_OK)
+    return store_failed(d, rc, err);
+  MQPROC__ERROR("job %s: FAILED, %s", jid(d), why);
+  d->outcome = "FAILED";
+  d->send_result = d->send_callbacks = 1;
+  to_dead_letter(d, S_PUBLISH, "job FAILED: %s", why);
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  return 1;
+}
+
 static int step_release(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
-  int rc = mqproc__store_release(d->srv->store, d->job_id, d->attempt,
-                                 "released: the server stopped before the job ended", err);
+  int rc =
+      mqproc__store_release(d->srv->store, d->job_id, d->attempt,
+                            "released: the server stopped before the job ended", d->acked, err);
   if (rc != MQPROC_OK)
     return store_failed(d, rc, err);
   MQPROC__INFO("job %s: released (attempt %d) for another server", jid(d), d->attempt);
@@ -556,12 +620,15 @@ static int step_callback_record(mqproc__delivery_t *d) {
 
 static int step_settle(mqproc__delivery_t *d, int ack) {
   char err[MQPROC_ERR_LEN];
-  int rc = ack ? mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err)
-               : mqproc__broker_nack(d->srv->broker, d->epoch, d->tag, 1, err);
+  int rc;
+  d->state = S_DONE;
+  if (d->acked) /* acked early; a requeued job gets a new message from the sweeper */
+    return 1;
+  rc = ack ? mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err)
+           : mqproc__broker_nack(d->srv->broker, d->epoch, d->tag, 1, err);
   if (rc != MQPROC_OK)
     MQPROC__WARN("job %s: cannot %s (%s); the broker will redeliver it", jid(d),
                  ack ? "ack" : "requeue", err);
-  d->state = S_DONE;
   return 1;
 }
 
@@ -587,6 +654,8 @@ static int step(mqproc__delivery_t *d) {
     return step_fail(d);
   case S_RELEASE:
     return step_release(d);
+  case S_GIVE_UP:
+    return step_give_up(d);
   case S_FENCED:
     return step_fenced(d);
   case S_DEAD_LETTER:
@@ -664,6 +733,34 @@ void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
     return;
   }
   advance(d);
+}
+
+/* --ack-after: a job still running this long gets its delivery acked, after the row
+ * records that the broker no longer holds it (so a dead holder's job is republished by
+ * a sweeper instead of waiting for a redelivery that will not come). Keeps long jobs
+ * clear of RabbitMQ's consumer_timeout. */
+static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
+  mqproc__delivery_t *d = ud;
+  char err[MQPROC_ERR_LEN];
+  int rc;
+  (void)loop;
+  d->ack_timer = 0;
+  if (d->acked || d->fenced ||
+      (d->state != S_START_TRY && d->state != S_RUNNING && d->state != S_BACKOFF &&
+       d->state != S_STORE_WAIT))
+    return;
+  rc = mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err);
+  if (rc == MQPROC_OK) {
+    d->acked = 1;
+    MQPROC__INFO("job %s: still running after %d s; delivery acked, the job table carries it",
+                 jid(d), cfg(d)->ack_after_s);
+    return;
+  }
+  MQPROC__WARN("job %s: early ack postponed: %s", jid(d), err);
+  if (rc != MQPROC_ESTORE_FENCED)
+    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
@@ -749,6 +846,8 @@ void mqproc__delivery_free(mqproc__delivery_t *d) {
     return;
   if (d->timer != 0)
     mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  if (d->ack_timer != 0)
+    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
   mqproc__msg_free(d->msg);
   free(d->request_json);
   free(d->job_id);
@@ -758,4 +857,16 @@ void mqproc__delivery_free(mqproc__delivery_t *d) {
 
 mqproc__delivery_t **mqproc__delivery_next(mqproc__delivery_t *d) {
   return &d->next;
+}
+
+int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int attempt) {
+  return d->job_id != NULL && d->attempt == attempt && d->outcome == NULL && !d->fenced &&
+         strcmp(d->job_id, job_id) == 0 &&
+         (d->state == S_START_TRY || d->state == S_RUNNING || d->state == S_END_TRY ||
+          d->state == S_BACKOFF || d->state == S_STORE_WAIT);
+}
+
+int mqproc__delivery_before_claim(const mqproc__delivery_t *d) {
+  return d->state == S_DECODE || d->state == S_CLAIM ||
+         (d->state == S_STORE_WAIT && (d->resume == S_CLAIM || d->resume == S_DECODE));
 }

@@ -18,6 +18,11 @@ void mqproc__delivery_tick(mqproc__delivery_t *d);
 void mqproc__delivery_stop(mqproc__delivery_t *d, int force);
 void mqproc__delivery_free(mqproc__delivery_t *d);
 
+/* Whether d is running attempt `attempt` of job_id (claimed, no outcome yet). */
+int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int attempt);
+/* Whether d has not claimed its job yet (it can be requeued as it is). */
+int mqproc__delivery_before_claim(const mqproc__delivery_t *d);
+
 /* List links, owned by the server. */
 mqproc__delivery_t **mqproc__delivery_next(mqproc__delivery_t *d);
 

@@ -49,9 +49,11 @@ mqproc__claim_action_t mqproc__policy_after_claim(const mqproc__claim_t *c, int 
     return MQPROC__CLAIM_DEAD;
   case MQPROC__JOB_CANCELLED:
     return MQPROC__CLAIM_ACK;
+  case MQPROC__JOB_QUEUED: /* the claim refused a claimable row: attempt limit */
+    return MQPROC__CLAIM_EXHAUSTED;
+  case MQPROC__JOB_RUNNING:
+    return c->lease_live ? MQPROC__CLAIM_DEFER : MQPROC__CLAIM_EXHAUSTED;
   default:
-    /* RUNNING under a live lease (an expired one would have been claimed), or a QUEUED
-     * row changing under us: hold the delivery and requeue it later. */
     return MQPROC__CLAIM_DEFER;
   }
 }

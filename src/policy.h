@@ -37,11 +37,12 @@ int mqproc__job_state_transition_ok(mqproc__job_state_t from, mqproc__job_state_
 int mqproc__job_state_is_final(mqproc__job_state_t s);
 
 typedef enum mqproc__claim_action {
-  MQPROC__CLAIM_RUN,    /* we own a new attempt: run the processor */
-  MQPROC__CLAIM_REPLAY, /* SUCCESS already, but the result or callbacks never went out */
-  MQPROC__CLAIM_ACK,    /* finished before (SUCCESS with everything sent, CANCELLED): ack */
-  MQPROC__CLAIM_DEAD,   /* FAILED before: dead-letter this copy, do not run */
-  MQPROC__CLAIM_DEFER   /* RUNNING under another live lease: hold, then requeue */
+  MQPROC__CLAIM_RUN,      /* we own a new attempt: run the processor */
+  MQPROC__CLAIM_REPLAY,   /* SUCCESS already, but the result or callbacks never went out */
+  MQPROC__CLAIM_ACK,      /* finished before (SUCCESS with everything sent, CANCELLED): ack */
+  MQPROC__CLAIM_DEAD,     /* FAILED before: dead-letter this copy, do not run */
+  MQPROC__CLAIM_DEFER,    /* RUNNING under another live lease: hold, then requeue */
+  MQPROC__CLAIM_EXHAUSTED /* claimable but out of attempts (--max-attempts): FAILED */
 } mqproc__claim_action_t;
 
 mqproc__claim_action_t mqproc__policy_after_claim(const mqproc__claim_t *c, int wants_result,

@@ -1,6 +1,6 @@
 /* Runner interface: run one try of a job off the event loop and report how it ended.
  *
- * Backends: runner_proc.c (an external command: posix_spawn with an argv array, the job
+ * Backends: runner_proc.c (an external command: fork + execve of an argv array, the job
  * as JSON on stdin, output to the job's log file, in its own process group) and
  * runner_thread.c (a C processing function on a worker thread). The loop learns of the
  * end through a child watch or a work completion; the runner never touches the broker
@@ -25,10 +25,12 @@ typedef struct mqproc__run_spec {
   int try_no;           /* over the whole job, as recorded in the store */
   const char *log_path; /* appended to */
   const char *worker_id;
+  int64_t time_limit_ms; /* 0 = none: kill the try after this long */
+  long max_log_bytes;    /* the log may not grow beyond this (0 = no limit) */
 } mqproc__run_spec_t;
 
 typedef struct mqproc__run_result {
-  int status;      /* MQPROC_OK, MQPROC_ERUNNER_FAILED, MQPROC_ERUNNER_SPAWN */
+  int status;      /* MQPROC_OK, MQPROC_ERUNNER_FAILED, _SPAWN or _TIMEOUT */
   int exit_code;   /* -1 when the process did not exit normally */
   int term_signal; /* 0 unless killed by a signal */
   int64_t duration_ms;

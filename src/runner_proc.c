@@ -1,24 +1,36 @@
-/* Runner for external commands: posix_spawn (no shell) of an argv array per try.
+/* Runner for external commands: fork + execve (no shell) of an argv array per try.
  *
  * The child gets: stdin = a memfd holding the job as JSON (so a command that never
- * reads it cannot block us), stdout+stderr appended to the job's log file, its own
- * process group (so a kill reaches its children), default signal dispositions and an
- * empty signal mask, and MQPROC_JOB_ID, MQPROC_ATTEMPT, MQPROC_TRY, MQPROC_LOG_FILE in
- * its environment. When it exits, leftovers of its process group are killed.
+ * reads it cannot block us), stdout+stderr appended to the job's log file (with
+ * RLIMIT_FSIZE at --max-log-size, so a runaway writer dies of SIGXFSZ and the server
+ * never reads its output), its own process group (so a kill reaches its children),
+ * PR_SET_PDEATHSIG = SIGKILL (so a server killed with kill -9 takes its processor along),
+ * default signal dispositions and an empty signal mask, no fds but 0-2, and
+ * MQPROC_JOB_ID, MQPROC_ATTEMPT, MQPROC_TRY, MQPROC_LOG_FILE in its environment. A time
+ * limit kills the whole process group; when the main process exits, leftovers of its
+ * group are killed too.
+ *
+ * Why fork rather than posix_spawn: posix_spawn cannot set a parent-death signal or a
+ * resource limit. The server is multi-threaded (curl workers), so between fork and
+ * execve the child makes only async-signal-safe calls: the program path, argv and envp
+ * are all prepared before fork, and a failure is reported through a CLOEXEC pipe.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "argv.h"
+#include "log.h"
 #include "runner.h"
 #include "util.h"
 
@@ -30,13 +42,40 @@ typedef struct proc_runner {
 } proc_runner_t;
 
 struct mqproc__run {
-  pid_t pid;
+  pid_t pid; /* also the process group id */
   int64_t started_ms;
+  int64_t time_limit_ms;
+  uint64_t timer; /* the time limit; 0 when none is pending */
+  int timed_out;  /* the time limit fired and the group was killed */
+  mqproc__loop_t *loop;
   mqproc__run_done_cb done;
   void *ud;
 };
 
-/* ---- child setup -------------------------------------------------------------------- */
+/* Everything the child needs, prepared before fork (the child may not allocate). */
+typedef struct child_plan {
+  const char *path; /* resolved like execvp */
+  char *const *argv;
+  char *const *envp;
+  int in_fd, log_fd;
+  int report_fd; /* write end of the CLOEXEC pipe: EOF in the parent = exec succeeded */
+  pid_t server;
+  int limit_fsize;
+  struct rlimit fsize;
+  int max_fd; /* for the fallback when close_range is missing */
+} child_plan_t;
+
+/* What the child writes to the report pipe when it cannot exec. */
+typedef struct child_report {
+  int stage;
+  int err;
+} child_report_t;
+
+enum { STAGE_EXEC, STAGE_SETPGID, STAGE_PRCTL, STAGE_DUP2, STAGE_RLIMIT, STAGE_PIPE, STAGE_FORK };
+static const char *const STAGE_NAMES[] = {"execve",    "setpgid", "prctl", "dup2",
+                                          "setrlimit", "pipe2",   "fork"};
+
+/* ---- the child's stdin and environment, built in the parent ------------------------ */
 
 static int stdin_memfd(const char *json, char *err) {
   int fd = memfd_create("mqproc-job", MFD_CLOEXEC);
@@ -102,47 +141,240 @@ static void free_env(char **env) {
   free(env);
 }
 
+/* ---- the program and limits, resolved in the parent --------------------------------- */
+
+/* Moves fd above stdio: a server started with fd 0, 1 or 2 closed hands those numbers
+ * out, and the child's dup2 onto 0-2 must not clobber one of its own sources. */
+static int lift_fd(int fd, char *err) {
+  int hi;
+  if (fd > 2)
+    return fd;
+  hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  if (hi < 0)
+    return mqproc__err(err, -1, "fcntl(F_DUPFD): %s", strerror(errno));
+  return hi;
+}
+
+/* Finds prog as execvp would (a name with a slash is taken as it is; otherwise the first
+ * executable regular file along $PATH, an empty entry meaning the current directory).
+ * Done in the parent because the child may not allocate. Returns a malloc'd path, or
+ * NULL with *e = ENOENT, EACCES or ENOMEM. */
+static char *resolve_program(const char *prog, int *e) {
+  const char *dirs = getenv("PATH"), *p, *end;
+  int denied = 0;
+  if (strchr(prog, '/') != NULL) {
+    char *path = mqproc__strdup(prog);
+    *e = path == NULL ? ENOMEM : 0;
+    return path;
+  }
+  for (p = dirs != NULL ? dirs : "/bin:/usr/bin";; p = end + 1) {
+    struct stat st;
+    char *cand;
+    end = strchrnul(p, ':');
+    cand = end == p ? mqproc__strdup(prog) : mqproc__asprintf("%.*s/%s", (int)(end - p), p, prog);
+    if (cand == NULL) {
+      *e = ENOMEM;
+      return NULL;
+    }
+    if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(cand, X_OK) == 0)
+        return cand;
+      denied = 1;
+    }
+    free(cand);
+    if (*end == '\0')
+      break;
+  }
+  *e = denied ? EACCES : ENOENT;
+  return NULL;
+}
+
+/* The log limit applies as both soft and hard limit, so the processor cannot lift it,
+ * but never above the hard limit the server runs under (raising it would fail). */
+static void plan_limits(child_plan_t *p, long max_log_bytes) {
+  struct rlimit cur, nofile;
+  p->max_fd = 65536;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < INT_MAX)
+    p->max_fd = (int)nofile.rlim_cur;
+  p->limit_fsize = max_log_bytes > 0;
+  if (!p->limit_fsize)
+    return;
+  p->fsize.rlim_cur = p->fsize.rlim_max = (rlim_t)max_log_bytes;
+  if (getrlimit(RLIMIT_FSIZE, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
+      cur.rlim_max < p->fsize.rlim_max)
+    p->fsize.rlim_cur = p->fsize.rlim_max = cur.rlim_max;
+}
+
+/* ---- in the child, between fork and execve: async-signal-safe calls only ------------ */
+
+__attribute__((noreturn)) static void child_fail(int report_fd, int stage) {
+  child_report_t rep = {stage, errno};
+  /* one write below PIPE_BUF is atomic; if it fails the parent sees an exit status */
+  ssize_t n = write(report_fd, &rep, sizeof(rep));
+  (void)n;
+  _exit(127);
+}
+
+/* Every fd but 0-2 must not reach the processor. They are marked CLOEXEC rather than
+ * closed so the report pipe stays open until execve succeeds. */
+static void child_cloexec_fds(const child_plan_t *p) {
+  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+    return;
+  for (int fd = 3; fd < p->max_fd; fd++) /* kernels before 5.11 */
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+__attribute__((noreturn)) static void child_main(const child_plan_t *p) {
+  struct sigaction dfl;
+  sigset_t none;
+  /* its own process group: a time limit or the end of the try reaches all it started */
+  if (setpgid(0, 0) < 0)
+    child_fail(p->report_fd, STAGE_SETPGID);
+  /* die with the server, kill -9 included. The signal follows the forking *thread*: this
+   * is the loop thread, which lives as long as the server. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+    child_fail(p->report_fd, STAGE_PRCTL);
+  if (getppid() != p->server)
+    _exit(127); /* the server died before prctl: nothing would kill us later */
+  /* the server ignores SIGPIPE and blocks SIGCHLD/TERM/INT/HUP for its signalfd; an
+   * ignored disposition and the mask would survive execve */
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    sigaction(sig, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own refuse: harmless */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (dup2(p->in_fd, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
+    child_fail(p->report_fd, STAGE_DUP2);
+  if (p->limit_fsize && setrlimit(RLIMIT_FSIZE, &p->fsize) < 0)
+    child_fail(p->report_fd, STAGE_RLIMIT);
+  child_cloexec_fds(p);
+  execve(p->path, p->argv, p->envp);
+  child_fail(p->report_fd, STAGE_EXEC);
+}
+
+/* ---- starting the child ------------------------------------------------------------- */
+
+/* 1 when the child reported a failure; 0 on EOF, which execve's CLOEXEC caused (or the
+ * child exited early, which its exit status will tell). */
+static int read_report(int fd, child_report_t *rep) {
+  ssize_t n;
+  do
+    n = read(fd, rep, sizeof(*rep));
+  while (n < 0 && errno == EINTR);
+  return n == (ssize_t)sizeof(*rep);
+}
+
+/* "cannot start X: why" into err, and into the job log for whoever reads only that. */
+static int spawn_failed(const char *prog, int log_fd, const child_report_t *rep, char *err) {
+  char why[MQPROC_ERR_LEN];
+  if (rep->stage == STAGE_EXEC)
+    snprintf(why, sizeof(why), "cannot start %.300s: %s", prog, strerror(rep->err));
+  else
+    snprintf(why, sizeof(why), "cannot start %.300s: %s: %s", prog, STAGE_NAMES[rep->stage],
+             strerror(rep->err));
+  dprintf(log_fd, "mqproc: %s\n", why);
+  return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
+}
+
+/* Forks and waits for the child's report: exec succeeded (EOF) or which step failed with
+ * which errno. Everything the child uses is prepared here, before fork. */
 static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, int in_fd, int log_fd,
                  pid_t *pid, char *err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  sigset_t none, all;
-  char **env = build_env(spec);
-  int rc;
-  if (env == NULL)
+  child_plan_t plan = {.argv = r->argv, .in_fd = in_fd, .log_fd = log_fd, .server = getpid()};
+  child_report_t rep = {STAGE_EXEC, 0};
+  char *path, **env;
+  int pfd[2], failed = 0;
+  if ((path = resolve_program(r->argv[0], &rep.err)) == NULL)
+    return spawn_failed(r->argv[0], log_fd, &rep, err);
+  if ((env = build_env(spec)) == NULL) {
+    free(path);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
-  posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-  posix_spawnattr_init(&at);
-  posix_spawnattr_setflags(&at,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&at, 0);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &all);
-  rc = posix_spawnp(pid, r->argv[0], &fa, &at, r->argv, env);
-  posix_spawnattr_destroy(&at);
-  posix_spawn_file_actions_destroy(&fa);
+  }
+  plan.path = path;
+  plan.envp = env;
+  plan_limits(&plan, spec->max_log_bytes);
+  if (pipe2(pfd, O_CLOEXEC) < 0) {
+    rep = (child_report_t){STAGE_PIPE, errno};
+    failed = 1;
+  } else {
+    plan.report_fd = pfd[1];
+    if ((*pid = fork()) == 0)
+      child_main(&plan);
+    if (*pid < 0)
+      rep = (child_report_t){STAGE_FORK, errno};
+    close(pfd[1]);
+    failed = *pid < 0 || read_report(pfd[0], &rep);
+    if (*pid > 0 && failed)
+      waitpid(*pid, NULL, 0); /* it has _exit()ed: not handed to the loop, reaped here */
+    close(pfd[0]);
+  }
+  free(path);
   free_env(env);
-  if (rc != 0)
-    return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "cannot start %s: %s", r->argv[0], strerror(rc));
-  return MQPROC_OK;
+  return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
 }
 
 /* ---- the try ------------------------------------------------------------------------ */
+
+static void describe_timeout(const mqproc__run_t *run, mqproc__run_result_t *res) {
+  long long ms = (long long)run->time_limit_ms;
+  res->status = MQPROC_ERUNNER_TIMEOUT;
+  res->exit_code = -1;
+  res->term_signal = SIGKILL;
+  if (ms % 1000 == 0)
+    snprintf(res->error, sizeof(res->error),
+             "processor exceeded its time limit of %lld s (process group killed)", ms / 1000);
+  else
+    snprintf(res->error, sizeof(res->error),
+             "processor exceeded its time limit of %lld ms (process group killed)", ms);
+}
 
 static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
   mqproc__run_t *run = ud;
   mqproc__run_result_t res;
   memset(&res, 0, sizeof(res));
   kill(-pid, SIGKILL); /* whatever the command left behind in its group */
+  if (run->timer != 0)
+    mqproc__loop_timer_cancel(loop, run->timer);
   res.duration_ms = mqproc__loop_now(loop) - run->started_ms;
-  mqproc__runner_describe(wstatus, &res);
+  /* a process that exited on its own just as the limit fired keeps its own status */
+  if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+    describe_timeout(run, &res);
+  else
+    mqproc__runner_describe(wstatus, &res);
   run->done(run->ud, &res);
   free(run);
+}
+
+/* The time limit: kill the group now; on_exit_ reports the timeout once the loop has
+ * reaped the main process. */
+static void on_time_limit(mqproc__loop_t *loop, void *ud) {
+  mqproc__run_t *run = ud;
+  (void)loop;
+  run->timer = 0;
+  run->timed_out = 1;
+  MQPROC__WARN("processor pid %d exceeded its time limit of %lld ms: killing its process group",
+               (int)run->pid, (long long)run->time_limit_ms);
+  kill(-run->pid, SIGKILL);
+  kill(run->pid, SIGKILL); /* had it left its group: not reaped yet, so the pid is still it */
+}
+
+/* Hands the started child to the loop: time limit first, because a child watch cannot be
+ * taken back. On failure the child is killed and reaped here. */
+static int watch_run(mqproc__run_t *run, mqproc__loop_t *loop, char *err) {
+  int rc = MQPROC_ENOMEM;
+  if (run->time_limit_ms > 0 &&
+      (run->timer = mqproc__loop_timer(loop, run->time_limit_ms, on_time_limit, run)) == 0)
+    goto fail;
+  if ((rc = mqproc__loop_child(loop, run->pid, on_exit_, run)) == MQPROC_OK)
+    return MQPROC_OK;
+  if (run->timer != 0)
+    mqproc__loop_timer_cancel(loop, run->timer);
+fail:
+  kill(-run->pid, SIGKILL);
+  waitpid(run->pid, NULL, 0);
+  return mqproc__err(err, rc, "out of memory");
 }
 
 static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
@@ -152,21 +384,18 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN;
   if (run == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0)
+  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 || (log_fd = lift_fd(log_fd, err)) < 0)
     goto out_free;
-  if ((in_fd = stdin_memfd(spec->request_json, err)) < 0)
+  if ((in_fd = stdin_memfd(spec->request_json, err)) < 0 || (in_fd = lift_fd(in_fd, err)) < 0)
     goto out_close;
   if ((rc = spawn(r, spec, in_fd, log_fd, &run->pid, err)) != MQPROC_OK)
     goto out_close;
   run->started_ms = mqproc__now_ms();
+  run->time_limit_ms = spec->time_limit_ms;
   run->done = done;
   run->ud = ud;
-  if ((rc = mqproc__loop_child(loop, run->pid, on_exit_, run)) != MQPROC_OK) {
-    kill(-run->pid, SIGKILL);
-    waitpid(run->pid, NULL, 0);
-    mqproc__err(err, rc, "out of memory");
+  if ((rc = watch_run(run, loop, err)) != MQPROC_OK)
     goto out_close;
-  }
   close(in_fd);
   close(log_fd);
   *out = run;

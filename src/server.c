@@ -15,15 +15,20 @@
 #include <unistd.h>
 
 #include "argv.h"
+#include "codec.h"
 #include "delivery.h"
 #include "log.h"
 #include "util.h"
 
+/* A publish awaiting its confirm: for a delivery, or a sweeper's republish (job_id). */
 typedef struct mqproc__waiter {
   uint64_t seq;
   mqproc__delivery_t *d;
+  char *job_id;
   struct mqproc__waiter *next;
 } waiter_t;
+
+static void republish_confirmed(mqproc__server_t *srv, const char *job_id, int status);
 
 static void schedule_connect(mqproc__server_t *srv);
 
@@ -51,7 +56,11 @@ static void on_confirm(void *ud, uint64_t seq, int status) {
     if ((*pp)->seq == seq) {
       waiter_t *w = *pp;
       *pp = w->next;
-      mqproc__delivery_on_confirm(w->d, status);
+      if (w->d != NULL)
+        mqproc__delivery_on_confirm(w->d, status);
+      else
+        republish_confirmed(srv, w->job_id, status);
+      free(w->job_id);
       free(w);
       return;
     }
@@ -117,6 +126,8 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   }
   srv->broker_up = 1;
   srv->reconnects = 0;
+  if (srv->store_paused)
+    mqproc__broker_cancel(srv->broker, NULL);
   srv->broker_fd = mqproc__broker_fd(srv->broker);
   mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
   MQPROC__INFO("consuming from queue '%s' (exchange '%s', dead letters to '%s', prefetch %d)",
@@ -125,11 +136,12 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
 }
 
 static void schedule_connect(mqproc__server_t *srv) {
+  /* 250 ms doubling to 3 s: consuming resumes within seconds of the broker's return */
   int64_t ms = 250;
-  for (int i = 0; i < srv->reconnects && ms < 30000; i++)
+  for (int i = 0; i < srv->reconnects && ms < 3000; i++)
     ms *= 2;
-  if (ms > 30000)
-    ms = 30000;
+  if (ms > 3000)
+    ms = 3000;
   ms = ms / 2 + random() % (ms / 2 + 1); /* jitter: [ms/2, ms] */
   if (srv->reconnects == 0)
     ms = 0;
@@ -195,6 +207,118 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
     mqproc__loop_stop(srv->loop);
 }
 
+mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id,
+                                            int attempt) {
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    if (mqproc__delivery_holds(d, job_id, attempt))
+      return d;
+  return NULL;
+}
+
+/* ---- store outages: stop taking deliveries until the store answers ------------------ */
+
+static void on_store_ping(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  char err[MQPROC_ERR_LEN];
+  srv->ping_timer = 0;
+  if (mqproc__store_ping(srv->store, err) != MQPROC_OK) {
+    srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
+    return;
+  }
+  srv->store_paused = 0;
+  MQPROC__INFO("job store reachable again; consuming again");
+  if (srv->broker_up && !srv->stopping)
+    mqproc__broker_consume(srv->broker, NULL);
+}
+
+/* Runs from a timer, not from the failing delivery's own step (which it may requeue). */
+static void on_store_pause(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d, *next;
+  MQPROC__WARN("job store unreachable: not consuming; deliveries not yet claimed go back to "
+               "the queue; running jobs keep running and are recorded when it returns");
+  if (srv->broker_up)
+    mqproc__broker_cancel(srv->broker, NULL);
+  for (d = srv->deliveries; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    if (mqproc__delivery_before_claim(d))
+      mqproc__delivery_stop(d, 0);
+  }
+  srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
+}
+
+void mqproc__server_store_down(mqproc__server_t *srv) {
+  if (srv->store_paused)
+    return;
+  srv->store_paused = 1;
+  mqproc__loop_timer(srv->loop, 0, on_store_pause, srv);
+}
+
+/* ---- the sweeper: republish jobs whose early-acked holder died ---------------------- */
+
+static void republish_row(void *ud, const char *job_id, const char *request_json,
+                          const char *format) {
+  mqproc__server_t *srv = ud;
+  char err[MQPROC_ERR_LEN], *body = NULL;
+  size_t len = 0;
+  json_t *doc = json_loads(request_json, 0, NULL);
+  waiter_t *w = mqproc__calloc(1, sizeof(*w));
+  int yaml = strcmp(format, "yaml") == 0, rc = MQPROC_ENOMEM;
+  mqproc__publish_t p = {.exchange = srv->cfg->exchange,
+                         .routing_key = srv->processor,
+                         .content_type = "application/json", /* as OCR-D labels both */
+                         .message_id = job_id,
+                         .persistent = srv->cfg->queue_durable,
+                         .mandatory = 1};
+  if (doc != NULL && w != NULL && (w->job_id = mqproc__strdup(job_id)) != NULL) {
+    if (yaml)
+      rc = mqproc__yaml_dump(doc, &body, &len, err);
+    else if ((body = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
+      len = strlen(body), rc = MQPROC_OK;
+  }
+  p.body = body;
+  p.len = len;
+  if (rc == MQPROC_OK)
+    rc = mqproc__broker_publish(srv->broker, &p, &w->seq, err);
+  if (rc == MQPROC_OK) {
+    MQPROC__INFO("job %s: its holder is gone; republished the stored request", job_id);
+    w->next = srv->waiters;
+    srv->waiters = w;
+  } else {
+    MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", job_id,
+                 rc == MQPROC_ENOMEM ? "out of memory" : err);
+    if (w != NULL)
+      free(w->job_id);
+    free(w);
+  }
+  free(body);
+  json_decref(doc);
+}
+
+static void republish_confirmed(mqproc__server_t *srv, const char *job_id, int status) {
+  char err[MQPROC_ERR_LEN];
+  if (status != MQPROC_OK) {
+    MQPROC__WARN("job %s: republished request not confirmed (%s); the next sweep retries", job_id,
+                 mqproc_strerror(status));
+    return;
+  }
+  if (mqproc__store_republished(srv->store, job_id, err) != MQPROC_OK)
+    MQPROC__WARN("job %s: %s (a later sweep may send a duplicate; the claim absorbs it)", job_id,
+                 err);
+}
+
+static void sweep(mqproc__server_t *srv) {
+  char err[MQPROC_ERR_LEN];
+  int64_t now = mqproc__now_ms();
+  int every_ms = srv->cfg->lease_s * 500;
+  if (!srv->broker_up || srv->store_paused || srv->stopping || now - srv->last_sweep_ms < every_ms)
+    return;
+  srv->last_sweep_ms = now;
+  if (mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
+                          srv, err) != MQPROC_OK)
+    MQPROC__WARN("sweep failed: %s", err);
+}
+
 /* ---- periodic work and signals ------------------------------------------------------ */
 
 static void on_tick(mqproc__loop_t *loop, void *ud) {
@@ -206,6 +330,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
     next = *mqproc__delivery_next(d);
     mqproc__delivery_tick(d);
   }
+  sweep(srv);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__loop_stop(loop);
   srv->tick_timer = mqproc__loop_timer(loop, 1000, on_tick, srv);
@@ -217,6 +342,15 @@ static void stop_all(mqproc__server_t *srv, int force) {
     next = *mqproc__delivery_next(d);
     mqproc__delivery_stop(d, force);
   }
+}
+
+static void on_grace_over(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  srv->grace_timer = 0;
+  MQPROC__WARN("shutdown grace of %d s over: stopping running jobs (they are requeued)",
+               srv->cfg->shutdown_grace_s);
+  stop_all(srv, 1);
 }
 
 static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
@@ -234,8 +368,13 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
     if (srv->broker_up)
       mqproc__broker_cancel(srv->broker, NULL);
     stop_all(srv, 0);
+    if (srv->deliveries != NULL)
+      srv->grace_timer =
+          mqproc__loop_timer(loop, srv->cfg->shutdown_grace_s * 1000LL, on_grace_over, srv);
   } else {
     MQPROC__INFO("%s again: stopping running jobs now", strsignal(signo));
+    mqproc__loop_timer_cancel(loop, srv->grace_timer);
+    srv->grace_timer = 0;
     stop_all(srv, 1);
   }
   if (srv->deliveries == NULL)
@@ -307,6 +446,7 @@ static void teardown(mqproc__server_t *srv) {
   while (srv->waiters != NULL) {
     waiter_t *w = srv->waiters;
     srv->waiters = w->next;
+    free(w->job_id);
     free(w);
   }
   while (srv->deliveries != NULL) {

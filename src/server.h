@@ -36,7 +36,11 @@ typedef struct mqproc__server {
   struct mqproc__waiter *waiters; /* publishes awaiting their confirm */
   int broker_fd;                  /* watched fd of the current connection, -1 when down */
   int signals;                    /* stop signals received */
-  int fatal;                      /* a configuration error the broker reported: exit 1 */
+  int store_paused;               /* the store is unreachable: not consuming */
+  uint64_t ping_timer;            /* while paused: is the store back? */
+  uint64_t grace_timer;           /* shutdown grace */
+  int64_t last_sweep_ms;
+  int fatal; /* a configuration error the broker reported: exit 1 */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
@@ -48,6 +52,10 @@ int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const m
                            char *err);
 /* Declares and binds a result queue once per connection (when configured to). */
 int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err);
+/* The delivery in flight running attempt `attempt` of job_id, or NULL. */
+mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id, int attempt);
+/* A delivery found the store unreachable: stop taking deliveries until it answers. */
+void mqproc__server_store_down(mqproc__server_t *srv);
 /* The delivery reached its end: unlink and free it. */
 void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d);
 

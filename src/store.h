@@ -27,9 +27,11 @@ typedef struct mqproc__claim {
   const char *job_id;
   const char *processor;
   const char *worker_id;
-  const char *request_json; /* the decoded message as JSON text */
-  long long created_time;   /* unix seconds, -1 when absent */
+  const char *request_json;   /* the decoded message as JSON text */
+  const char *request_format; /* "json" or "yaml": how to republish it */
+  long long created_time;     /* unix seconds, -1 when absent */
   int lease_ms;
+  int max_attempts; /* no claim beyond this attempt */
   /* out */
   int claimed;                   /* 1: this caller owns a new attempt and must run the job */
   int attempt;                   /* the fencing token (claimed) or the current attempt */
@@ -68,11 +70,29 @@ struct mqproc__store_class {
   /* succeed: RUNNING -> SUCCESS with end time and execution time. */
   int (*succeed)(mqproc__store_t *s, const char *job_id, int attempt, int64_t exec_ms, char *err);
   /* fail: RUNNING -> QUEUED (requeues + 1) while requeues < max_requeues, else FAILED;
-   *requeued says which. */
+     *requeued says which. republish: the delivery was acked early, so a QUEUED job needs a
+     new message (the sweeper sends it). */
   int (*fail)(mqproc__store_t *s, const char *job_id, int attempt, const char *error,
-              int max_requeues, int *requeued, char *err);
-  /* release: RUNNING -> QUEUED without counting a requeue (shutdown, lost broker). */
-  int (*release)(mqproc__store_t *s, const char *job_id, int attempt, const char *why, char *err);
+              int max_requeues, int republish, int *requeued, char *err);
+  /* release: RUNNING -> QUEUED without counting a requeue (shutdown); republish as above. */
+  int (*release)(mqproc__store_t *s, const char *job_id, int attempt, const char *why,
+                 int republish, char *err);
+  /* give_up: a job out of attempts (QUEUED, or RUNNING under an expired lease, still at
+     attempt) -> FAILED. */
+  int (*give_up)(mqproc__store_t *s, const char *job_id, int attempt, const char *why, char *err);
+  /* ack_early: the holder of attempt acked its delivery; the row alone carries the job. */
+  int (*ack_early)(mqproc__store_t *s, const char *job_id, int attempt, char *err);
+  /* sweep: jobs of processor whose early-acked holder's lease expired, or that wait for a
+     republish, are set QUEUED with republish pending (and a lease_ms grace so other
+     sweepers skip them); each is passed to row() to be republished (at most limit). */
+  int (*sweep)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
+               void (*row)(void *ud, const char *job_id, const char *request_json,
+                           const char *format),
+               void *ud, char *err);
+  /* republished: the broker confirmed the republished message of a QUEUED job. */
+  int (*republished)(mqproc__store_t *s, const char *job_id, char *err);
+  /* ping: is the store reachable? */
+  int (*ping)(mqproc__store_t *s, char *err);
   /* renew: extend the lease of attempt by lease_ms. */
   int (*renew)(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms, char *err);
   /* mark_published: the result message was confirmed by the broker (or failed: error). */
@@ -106,6 +126,11 @@ int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err)
 #define mqproc__store_succeed(s, ...) MQPROC__STORE_CALL(s, succeed, __VA_ARGS__)
 #define mqproc__store_fail(s, ...) MQPROC__STORE_CALL(s, fail, __VA_ARGS__)
 #define mqproc__store_release(s, ...) MQPROC__STORE_CALL(s, release, __VA_ARGS__)
+#define mqproc__store_give_up(s, ...) MQPROC__STORE_CALL(s, give_up, __VA_ARGS__)
+#define mqproc__store_ack_early(s, ...) MQPROC__STORE_CALL(s, ack_early, __VA_ARGS__)
+#define mqproc__store_sweep(s, ...) MQPROC__STORE_CALL(s, sweep, __VA_ARGS__)
+#define mqproc__store_republished(s, ...) MQPROC__STORE_CALL(s, republished, __VA_ARGS__)
+#define mqproc__store_ping(s, err) ((s)->klass->ping((s), (err)))
 #define mqproc__store_renew(s, ...) MQPROC__STORE_CALL(s, renew, __VA_ARGS__)
 #define mqproc__store_mark_published(s, ...) MQPROC__STORE_CALL(s, mark_published, __VA_ARGS__)
 #define mqproc__store_record_callbacks(s, ...) MQPROC__STORE_CALL(s, record_callbacks, __VA_ARGS__)

@@ -15,7 +15,7 @@
 #include "store.h"
 #include "util.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 typedef struct pg_store {
   struct mqproc__store base; /* first: klass */
@@ -194,14 +194,16 @@ static int pg_open(mqproc__store_t *base, char *err) {
 static const char CLAIM_SQL[] =
     "WITH claim AS ("
     " INSERT INTO mqproc_jobs AS j (job_id, processor_name, state, attempt, deliveries,"
-    "   worker_id, lease_until, created_time, start_time, request)"
+    "   worker_id, lease_until, created_time, start_time, request, request_format)"
     " VALUES ($1, $2, 'RUNNING', 1, 1, $3, now() + $4::int * interval '1 millisecond',"
-    "   to_timestamp($5::bigint), now(), $6::jsonb)"
+    "   to_timestamp($5::bigint), now(), $6::jsonb, $7)"
     " ON CONFLICT (job_id) DO UPDATE SET state = 'RUNNING', attempt = j.attempt + 1,"
     "   deliveries = j.deliveries + 1, worker_id = EXCLUDED.worker_id,"
     "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
+    "   delivery_acked = false, republish = false,"
     "   request = coalesce(j.request, EXCLUDED.request), updated_at = now()"
-    "  WHERE j.state = 'QUEUED' OR (j.state = 'RUNNING' AND j.lease_until < now())"
+    "  WHERE (j.state = 'QUEUED' OR (j.state = 'RUNNING' AND j.lease_until < now()))"
+    "    AND j.attempt < $8::int"
     " RETURNING true, j.attempt, j.state, j.tries, j.requeues, j.result_published,"
     "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id),"
     " seen AS ("
@@ -228,17 +230,24 @@ static void read_claim(PGresult *res, mqproc__claim_t *c) {
 
 static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, char *err) {
   pg_store_t *s = (pg_store_t *)base;
-  char lease[16], created[24];
-  const char *vals[6] = {
-      c->job_id,      c->processor, c->worker_id, lease, c->created_time >= 0 ? created : NULL,
-      c->request_json};
+  char lease[16], created[24], maxa[16];
+  const char *vals[8] = {c->job_id,
+                         c->processor,
+                         c->worker_id,
+                         lease,
+                         c->created_time >= 0 ? created : NULL,
+                         c->request_json,
+                         c->request_format != NULL ? c->request_format : "json",
+                         maxa};
   PGresult *res;
   int rc;
   snprintf(lease, sizeof(lease), "%d", c->lease_ms);
+  snprintf(maxa, sizeof(maxa), "%d", c->max_attempts > 0 ? c->max_attempts : 1000000);
+
   snprintf(created, sizeof(created), "%lld", c->created_time);
   /* A row inserted concurrently after our snapshot is neither claimed nor seen: retry. */
   for (int i = 0; i < 3; i++) {
-    if ((rc = run_text(s, CLAIM_SQL, 6, vals, &res, err)) != MQPROC_OK)
+    if ((rc = run_text(s, CLAIM_SQL, 8, vals, &res, err)) != MQPROC_OK)
       return rc;
     if (PQntuples(res) == 1) {
       read_claim(res, c);
@@ -319,10 +328,10 @@ static int pg_succeed(mqproc__store_t *base, const char *job_id, int attempt, in
 }
 
 static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
-                   int max_requeues, int *requeued, char *err) {
+                   int max_requeues, int republish, int *requeued, char *err) {
   pg_store_t *s = (pg_store_t *)base;
   char att[16], maxr[16];
-  const char *vals[4] = {job_id, att, error, maxr};
+  const char *vals[5] = {job_id, att, error, maxr, republish ? "true" : "false"};
   PGresult *res;
   int rc;
   snprintf(att, sizeof(att), "%d", attempt);
@@ -332,9 +341,10 @@ static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const
                 " state = CASE WHEN requeues < $4::int THEN 'QUEUED' ELSE 'FAILED' END,"
                 " requeues = CASE WHEN requeues < $4::int THEN requeues + 1 ELSE requeues END,"
                 " end_time = CASE WHEN requeues < $4::int THEN NULL ELSE now() END,"
+                " republish = $5::boolean AND requeues < $4::int, delivery_acked = false,"
                 " lease_until = NULL, last_error = $3, updated_at = now()"
                 " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING state",
-                4, vals, &res, err);
+                5, vals, &res, err);
   if (rc != MQPROC_OK)
     return rc;
   if (PQntuples(res) == 1)
@@ -347,15 +357,84 @@ static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const
 }
 
 static int pg_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
+                      int republish, char *err) {
+  char att[16];
+  const char *vals[4] = {job_id, att, why, republish ? "true" : "false"};
+  snprintf(att, sizeof(att), "%d", attempt);
+  return run_fenced((pg_store_t *)base,
+                    "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL,"
+                    " republish = $4::boolean, delivery_acked = false,"
+                    " last_error = coalesce($3, last_error), updated_at = now()"
+                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+                    4, vals, job_id, attempt, err);
+}
+
+static int pg_give_up(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
                       char *err) {
   char att[16];
   const char *vals[3] = {job_id, att, why};
   snprintf(att, sizeof(att), "%d", attempt);
   return run_fenced((pg_store_t *)base,
-                    "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL,"
-                    " last_error = coalesce($3, last_error), updated_at = now()"
-                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+                    "UPDATE mqproc_jobs SET state = 'FAILED', end_time = now(), lease_until = NULL,"
+                    " republish = false, delivery_acked = false, last_error = $3,"
+                    " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
+                    " AND (state = 'QUEUED' OR (state = 'RUNNING' AND lease_until < now()))",
                     3, vals, job_id, attempt, err);
+}
+
+static int pg_ack_early(mqproc__store_t *base, const char *job_id, int attempt, char *err) {
+  char att[16];
+  const char *vals[2] = {job_id, att};
+  snprintf(att, sizeof(att), "%d", attempt);
+  return run_fenced((pg_store_t *)base,
+                    "UPDATE mqproc_jobs SET delivery_acked = true, updated_at = now()"
+                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+                    2, vals, job_id, attempt, err);
+}
+
+/* Collects jobs to republish: an early-acked job whose holder's lease expired (the holder
+ * is gone and no message exists for it) or a QUEUED job still waiting for its message.
+ * They become QUEUED with republish pending and a grace lease, so concurrent sweepers skip
+ * them while this one publishes; if this one dies, the grace runs out and another sends. */
+static const char SWEEP_SQL[] =
+    "UPDATE mqproc_jobs SET state = 'QUEUED', republish = true, delivery_acked = false,"
+    " worker_id = NULL, lease_until = now() + $2::int * interval '1 millisecond',"
+    " updated_at = now()"
+    " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
+    "   AND ((state = 'RUNNING' AND delivery_acked AND lease_until < now())"
+    "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= now()))"
+    "   ORDER BY lease_until NULLS FIRST LIMIT $3::int FOR UPDATE SKIP LOCKED)"
+    " RETURNING job_id, request::text, request_format";
+
+static int pg_sweep(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
+                    void (*row)(void *ud, const char *job_id, const char *request_json,
+                                const char *format),
+                    void *ud, char *err) {
+  char ms[16], lim[16];
+  const char *vals[3] = {processor, ms, lim};
+  PGresult *res;
+  int rc;
+  snprintf(ms, sizeof(ms), "%d", lease_ms);
+  snprintf(lim, sizeof(lim), "%d", limit);
+  if ((rc = run_text((pg_store_t *)base, SWEEP_SQL, 3, vals, &res, err)) != MQPROC_OK)
+    return rc;
+  for (int i = 0; i < PQntuples(res); i++)
+    if (!PQgetisnull(res, i, 1))
+      row(ud, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+  PQclear(res);
+  return MQPROC_OK;
+}
+
+static int pg_republished(mqproc__store_t *base, const char *job_id, char *err) {
+  const char *vals[1] = {job_id};
+  return run_text((pg_store_t *)base,
+                  "UPDATE mqproc_jobs SET republish = false, lease_until = NULL,"
+                  " updated_at = now() WHERE job_id = $1 AND state = 'QUEUED' AND republish",
+                  1, vals, NULL, err);
+}
+
+static int pg_ping(mqproc__store_t *base, char *err) {
+  return run_text((pg_store_t *)base, "SELECT 1", 0, NULL, NULL, err);
 }
 
 static int pg_renew(mqproc__store_t *base, const char *job_id, int attempt, int lease_ms,
@@ -423,6 +502,11 @@ static const struct mqproc__store_class pg_class = {
     pg_succeed,          /* succeed */
     pg_fail,             /* fail */
     pg_release,          /* release */
+    pg_give_up,          /* give_up */
+    pg_ack_early,        /* ack_early */
+    pg_sweep,            /* sweep */
+    pg_republished,      /* republished */
+    pg_ping,             /* ping */
     pg_renew,            /* renew */
     pg_mark_published,   /* mark_published */
     pg_record_callbacks, /* record_callbacks */

@@ -46,6 +46,7 @@ cc -Wall -Werror "${extra[@]}" "$PREFIX/proc.c" -o "$PREFIX/ocrd-installcheck" \
 out=$("$PREFIX/ocrd-installcheck" --version) || fail "--version failed"
 [ "$out" = "ocrd-installcheck 9.9 (mqproc $(grep -oP 'MQPROC_VERSION "\K[^"]+' "$SRC/include/mqproc/mqproc.h"))" ] ||
   fail "unexpected --version output: $out"
-"$PREFIX/ocrd-installcheck" --help | grep -q -- '--queue' || fail "--help lacks --queue"
+help=$("$PREFIX/ocrd-installcheck" --help) || fail "--help failed"
+grep -q -- '--queue' <<<"$help" || fail "--help lacks --queue"
 "$PREFIX/bin/mqproc" --version | grep -q '^mqproc ' || fail "installed mqproc does not run"
 echo "check_install: OK ($PREFIX)"

@@ -1,6 +1,7 @@
 /* Integration: the claim in PostgreSQL decides every delivery — the redelivered flag
  * path, fencing of a superseded attempt, several deliveries in flight. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -89,5 +90,87 @@ Test(claims, prefetch_two_runs_two_jobs_at_once) {
   it_msg_free(&m);
   cr_assert(it_get(results, WAIT_MS, &m));
   it_msg_free(&m);
+  it_server_stop(srv);
+}
+
+Test(claims, a_copy_of_a_job_running_elsewhere_is_held_not_spun) {
+  char *proc = it_name("hold"), *results = it_name("hold-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_MARKER=%s", marker), "PROC_SLEEP=8", NULL};
+  const char *extra_a[] = {"--lease=4", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=4", "--worker-id=B", NULL};
+  char *body = it_job_json(proc, "hold-1", it_fmt("{\"result_queue_name\": \"%s\"}", results));
+  it_server_t *a, *b;
+  it_msg_t m;
+  long ready, unacked;
+  int holds;
+  it_declare(results);
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp);
+  it_publish(proc, body);
+  cr_assert(it_server_wait_log(a, "job hold-1: attempt 1 try 1 started", WAIT_MS));
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, envp);
+  it_publish(proc, body); /* a second copy while A runs the job: B gets it */
+  cr_assert(it_server_wait_log(b, "job hold-1: RUNNING under a live lease of A", WAIT_MS));
+  cr_assert(it_get(results, WAIT_MS, &m));
+  it_msg_free(&m);
+  cr_assert(it_server_wait_log(b, "job hold-1: already SUCCESS; acked without running", WAIT_MS));
+  holds = it_server_count_log(b, "holding this copy") + it_server_count_log(a, "holding this copy");
+  cr_expect_leq(holds, 4, "held for about a lease each time, not a hot requeue loop (%d)", holds);
+  cr_expect_eq(it_file_lines(marker), 1, "the copy never ran");
+  it_server_stop(a);
+  it_server_stop(b);
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready + unacked, 0, "the copy was not lost either: it was acked");
+}
+
+Test(claims, an_early_acked_job_of_a_dead_server_is_republished_by_another) {
+  char *proc = it_name("sweep"), *results = it_name("sweep-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_MARKER=%s", marker), "PROC_SLEEP=4", NULL};
+  const char *extra_a[] = {"--lease=3", "--ack-after=1", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=3", "--ack-after=1", "--worker-id=B", NULL};
+  it_server_t *a, *b;
+  long ready, unacked;
+  it_msg_t m;
+  it_declare(results);
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp);
+  it_publish(proc,
+             it_job_json(proc, "sweep-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(a, "job sweep-1: still running after 1 s; delivery acked", WAIT_MS));
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready + unacked, 0, "the broker no longer holds the job");
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, envp);
+  it_server_signal(a, SIGKILL);
+  cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
+  cr_assert(it_server_wait_log(b, "job sweep-1: its holder is gone; republished", WAIT_MS));
+  cr_assert(it_server_wait_log(b, "job sweep-1: claimed, attempt 2", WAIT_MS));
+  cr_assert(it_get(results, WAIT_MS, &m));
+  cr_expect(strstr(m.body, "SUCCESS") != NULL);
+  it_msg_free(&m);
+  cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'sweep-1'", 0), "SUCCESS");
+  cr_expect_str_eq(it_sql("SELECT worker_id FROM mqproc_jobs WHERE job_id = 'sweep-1'", 0), "B");
+  it_server_stop(a);
+  it_server_stop(b);
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready + unacked, 0);
+}
+
+Test(claims, a_job_out_of_attempts_fails_without_running) {
+  char *proc = it_name("maxatt"), *dead = it_fmt("%s.dead", it_name("maxatt"));
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_MARKER=%s", marker), NULL};
+  const char *extra[] = {"--max-attempts=3", NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  it_msg_t m;
+  /* as after three claims whose servers all died: the job is QUEUED at attempt 3 */
+  it_sql("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt) "
+         "VALUES ('maxatt-1', $1, 'QUEUED', 3)",
+         1, proc);
+  it_publish(proc, it_job_json(proc, "maxatt-1", NULL));
+  cr_assert(it_get(dead, WAIT_MS, &m));
+  cr_expect(strstr(m.reason, "out of attempts: 3 of --max-attempts=3") != NULL, "%s", m.reason);
+  it_msg_free(&m);
+  cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'maxatt-1'", 0), "FAILED");
+  cr_expect_eq(it_file_lines(marker), 0);
   it_server_stop(srv);
 }

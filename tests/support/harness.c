@@ -50,7 +50,7 @@ static void load_env_file(void) {
       v[n - 1] = '\0';
       v++;
     }
-    setenv(line, v, 0);
+    setenv(line, v, 1);
   }
   fclose(f);
 }
@@ -58,8 +58,8 @@ static void load_env_file(void) {
 static void init_env(void) {
   if (g_amqp != NULL)
     return;
-  if (getenv("MQPROC_TEST_AMQP_URL") == NULL || getenv("MQPROC_SERVICES_DIR") == NULL)
-    load_env_file();
+  load_env_file(); /* $MQPROC_SERVICES_DIR/env wins over inherited variables */
+
   g_amqp = strdup(getenv("MQPROC_TEST_AMQP_URL"));
   g_pg = strdup(getenv("MQPROC_TEST_PG_URL"));
   g_svcdir = strdup(getenv("MQPROC_SERVICES_DIR"));
@@ -343,6 +343,20 @@ void it_queue_counts(const char *queue, long *ready, long *unacked) {
   cr_assert_geq(*ready, 0, "queue %s not listed by rabbitmqctl", queue);
 }
 
+void it_services(const char *cmd) {
+  char line[1024];
+  int rc;
+  init_env();
+  snprintf(line, sizeof(line), "bash %s/scripts/services.sh %s %s >/dev/null 2>&1",
+           MQPROC_SOURCE_DIR, cmd, g_svcdir);
+  if (strstr(cmd, "rabbitmq") != NULL && g_amqp_conn != NULL) { /* reconnect afterwards */
+    amqp_destroy_connection(g_amqp_conn);
+    g_amqp_conn = NULL;
+  }
+  rc = system(line);
+  cr_assert_eq(rc, 0, "services.sh %s failed (%d)", cmd, rc);
+}
+
 /* ---- servers ------------------------------------------------------------------------ */
 
 struct it_server {
@@ -413,10 +427,6 @@ it_server_t *it_server_start(const char *processor, const char *exec, const char
   int fds[2];
   snprintf(logdir, sizeof(logdir), "%s/joblogs", it_tmpdir());
   build_argv(argv, 64, processor, exec, extra, logdir);
-  snprintf(logpath, sizeof(logpath), "%s/server-%s-%ld.log", it_tmpdir(), processor,
-           (long)time(NULL));
-  s->log = fopen(logpath, "a");
-  cr_assert_not_null(s->log);
   cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
@@ -432,6 +442,9 @@ it_server_t *it_server_start(const char *processor, const char *exec, const char
   }
   close(fds[1]);
   s->out_fd = fds[0];
+  snprintf(logpath, sizeof(logpath), "%s/server-%s-%d.log", it_tmpdir(), processor, (int)s->pid);
+  s->log = fopen(logpath, "a");
+  cr_assert_not_null(s->log);
   pthread_create(&s->reader, NULL, reader_main, s);
   cr_assert(it_server_wait_log(s, "consuming from queue", 30000),
             "server for %s did not start consuming (log %s)", processor, logpath);
@@ -451,7 +464,7 @@ int it_server_count_log(it_server_t *s, const char *text) {
   return n;
 }
 
-int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms) {
+int it_server_wait_count(it_server_t *s, const char *text, int n, int timeout_ms) {
   struct timespec until;
   size_t seen = 0;
   int found = 0;
@@ -464,15 +477,19 @@ int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms) {
   }
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    for (; seen < s->n_lines && !found; seen++)
-      found = strstr(s->lines[seen], text) != NULL;
-    if (found || s->eof || !deadline_wait(s, &until))
+    for (; seen < s->n_lines && found < n; seen++)
+      found += strstr(s->lines[seen], text) != NULL;
+    if (found >= n || s->eof || !deadline_wait(s, &until))
       break;
   }
-  for (; seen < s->n_lines && !found; seen++)
-    found = strstr(s->lines[seen], text) != NULL;
+  for (; seen < s->n_lines && found < n; seen++)
+    found += strstr(s->lines[seen], text) != NULL;
   pthread_mutex_unlock(&s->lock);
-  return found;
+  return found >= n;
+}
+
+int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms) {
+  return it_server_wait_count(s, text, 1, timeout_ms);
 }
 
 void it_server_signal(it_server_t *s, int sig) {
@@ -514,13 +531,17 @@ void it_server_stop(it_server_t *s) {
   int st;
   if (!s->waited) {
     kill(s->pid, SIGTERM);
-    st = it_server_wait_exit(s, 30000);
+    st = it_server_wait_exit(s, 60000);
     if (st == -1) {
       kill(s->pid, SIGKILL);
       st = it_server_wait_exit(s, 10000);
       cr_expect_fail("server %d did not stop on SIGTERM", (int)s->pid);
+    } else {
+      cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                "server %d did not exit 0 on SIGTERM (wait status %d)", (int)s->pid, st);
     }
   }
+
   pthread_join(s->reader, NULL);
   check_sanitizers(s);
   for (size_t i = 0; i < s->n_lines; i++)

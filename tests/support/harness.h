@@ -55,7 +55,12 @@ int it_requeue_one(const char *queue, int timeout_ms);
 /* Ready and unacknowledged counts of a queue, read live from the broker (rabbitmqctl). */
 void it_queue_counts(const char *queue, long *ready, long *unacked);
 
+/* Runs `scripts/services.sh CMD <services dir>` (rabbitmq-stop, rabbitmq-start, pg-stop,
+ * pg-start: they return once the server is down / ready again). */
+void it_services(const char *cmd);
+
 /* ---- SQL on this test's schema ------------------------------------------------------ */
+
 /* First cell of the first row as text (NULL for SQL NULL or no row). The query may
  * use $1..$n, given as strings. */
 char *it_sql(const char *sql, int n, ...);
@@ -72,7 +77,10 @@ it_server_t *it_server_start(const char *processor, const char *exec, const char
 /* Waits until a log line containing text has appeared (counting from the start);
  * returns 1, or 0 on timeout. */
 int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms);
+/* Waits until at least n log lines contain text; 1, or 0 on timeout. */
+int it_server_wait_count(it_server_t *s, const char *text, int n, int timeout_ms);
 /* Number of log lines so far containing text. */
+
 int it_server_count_log(it_server_t *s, const char *text);
 void it_server_signal(it_server_t *s, int sig);
 /* Waits for exit (up to timeout_ms); returns the wait status, or -1 on timeout. */

@@ -44,6 +44,13 @@ Test(policy, failed_cancelled_and_running_jobs_are_not_run) {
   cr_expect_eq(mqproc__policy_after_claim(&r, 1, 1), MQPROC__CLAIM_DEFER);
 }
 
+Test(policy, a_claimable_job_the_claim_refused_is_out_of_attempts) {
+  mqproc__claim_t q = row(0, "QUEUED"), r = row(0, "RUNNING");
+  r.lease_live = 0; /* expired: a takeover the attempt limit forbade */
+  cr_expect_eq(mqproc__policy_after_claim(&q, 1, 1), MQPROC__CLAIM_EXHAUSTED);
+  cr_expect_eq(mqproc__policy_after_claim(&r, 1, 1), MQPROC__CLAIM_EXHAUSTED);
+}
+
 Test(policy, three_local_retries_by_default_then_give_up) {
   cr_expect_eq(mqproc__policy_after_try(1, 3), MQPROC__TRY_RETRY);
   cr_expect_eq(mqproc__policy_after_try(3, 3), MQPROC__TRY_RETRY);

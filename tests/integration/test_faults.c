@@ -1,0 +1,176 @@
+/* Integration, real faults: broker restart, database restart, kill -9, SIGSTOP past the
+ * lease, and a job longer than RabbitMQ's consumer_timeout.
+ *
+ * These tests stop and start servers, so they run on their own RabbitMQ and PostgreSQL
+ * (build/services-faults, started by a ctest fixture with consumer_timeout = 60 s and
+ * channel_tick_interval = 1 s) and one at a time (--jobs=1). */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+
+#define WAIT_MS 60000
+
+TestSuite(faults, .fini = it_cleanup);
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const char **proc_env(const char *marker, const char *sleep_s) {
+  static const char *envp[3];
+  envp[0] = it_fmt("PROC_MARKER=%s", marker);
+  envp[1] = it_fmt("PROC_SLEEP=%s", sleep_s);
+  envp[2] = NULL;
+  return envp;
+}
+
+static void expect_one_success(const char *job, const char *results) {
+  it_msg_t m;
+  long ready, unacked;
+  cr_assert(it_get(results, WAIT_MS, &m), "no result for %s", job);
+  cr_expect(strstr(m.body, job) != NULL && strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = $1", 1, job), "SUCCESS");
+  it_queue_counts(results, &ready, &unacked);
+  cr_expect_eq(ready, 0, "exactly one result message for %s", job);
+}
+
+Test(faults, broker_restart_during_a_job) {
+  char *proc = it_name("brk"), *results = it_name("brk-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *extra[] = {"--heartbeat=5", NULL};
+  it_server_t *srv;
+  long ready, unacked;
+  double back;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(marker, "6"));
+  it_publish(proc, it_job_json(proc, "brk-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job brk-1: attempt 1 try 1 started", WAIT_MS));
+  it_services("rabbitmq-stop");
+  cr_assert(it_server_wait_log(srv, "broker connection lost", WAIT_MS));
+  it_services("rabbitmq-start");
+  back = now_s();
+  cr_assert(it_server_wait_count(srv, "consuming from queue", 2, 5000),
+            "not consuming again within 5 s of the broker's return");
+  cr_expect_lt(now_s() - back, 5.0);
+  expect_one_success("brk-1", results);
+  cr_expect_eq(it_file_lines(marker), 1, "the job ran once across the outage");
+  it_server_stop(srv);
+
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready + unacked, 0, "the redelivered copy was settled");
+}
+
+Test(faults, database_restart_during_a_job) {
+  char *proc = it_name("db"), *results = it_name("db-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  it_server_t *srv;
+  long ready, unacked;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), NULL, proc_env(marker, "3"));
+  it_publish(proc, it_job_json(proc, "db-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job db-1: attempt 1 try 1 started", WAIT_MS));
+  it_services("pg-stop");
+  /* the job ends while the database is away; a new job arrives meanwhile */
+  cr_assert(it_server_wait_log(srv, "job store unavailable", WAIT_MS));
+  it_publish(proc, it_job_json(proc, "db-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "not consuming", WAIT_MS));
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready, 1, "the new job waits in the broker while the database is away");
+  cr_expect_eq(unacked, 1, "the finished job's delivery is held, not acked, until recorded");
+  it_services("pg-start");
+  cr_assert(it_server_wait_log(srv, "consuming again", WAIT_MS));
+  expect_one_success("db-1", results);
+  expect_one_success("db-2", results);
+  cr_expect_eq(it_file_lines(marker), 2, "each job ran once");
+  cr_expect_eq(it_sql_long("SELECT tries FROM mqproc_jobs WHERE job_id = 'db-1'", 0), 1);
+  it_server_stop(srv);
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready + unacked, 0);
+}
+
+Test(faults, kill_9_mid_job_another_server_finishes_it) {
+  char *proc = it_name("kill"), *results = it_name("kill-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *extra_a[] = {"--lease=3", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=3", "--worker-id=B", NULL};
+  it_server_t *a, *b;
+  double killed;
+  it_declare(results);
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(marker, "4"));
+  it_publish(proc, it_job_json(proc, "kill-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(a, "job kill-1: attempt 1 try 1 started", WAIT_MS));
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(marker, "4"));
+  it_server_signal(a, SIGKILL);
+  killed = now_s();
+  cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
+  cr_assert(it_server_wait_log(b, "job kill-1: claimed, attempt 2", WAIT_MS));
+  cr_expect_lt(now_s() - killed, 3 + 3, "taken over within one lease (+ redelivery)");
+  expect_one_success("kill-1", results);
+  cr_expect_str_eq(it_sql("SELECT worker_id FROM mqproc_jobs WHERE job_id = 'kill-1'", 0), "B");
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'kill-1' AND "
+                           "ok",
+                           0),
+               1, "one successful run");
+  it_server_stop(a);
+  it_server_stop(b);
+}
+
+Test(faults, a_server_frozen_past_its_lease_is_fenced_when_it_wakes) {
+  char *proc = it_name("stop"), *results = it_name("stop-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *extra_a[] = {"--lease=3", "--heartbeat=2", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=3", "--heartbeat=2", "--worker-id=B", NULL};
+  it_server_t *a, *b;
+  it_declare(results);
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(marker, "2"));
+  it_publish(proc, it_job_json(proc, "stop-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(a, "job stop-1: attempt 1 try 1 started", WAIT_MS));
+  it_server_signal(a, SIGSTOP); /* its processor runs on and ends; A cannot see it */
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(marker, "2"));
+  /* the broker drops A's silent connection, B gets the job once A's lease expired */
+  cr_assert(it_server_wait_log(b, "job stop-1: claimed, attempt 2", WAIT_MS));
+  expect_one_success("stop-1", results);
+  it_server_signal(a, SIGCONT);
+  cr_assert(it_server_wait_log(a, "attempt 1 was fenced off by a newer attempt", WAIT_MS));
+  cr_expect_str_eq(it_sql("SELECT worker_id FROM mqproc_jobs WHERE job_id = 'stop-1'", 0), "B");
+  cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'stop-1'", 0), 2);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'stop-1' "
+                           "AND attempt = 1 AND ended_at IS NOT NULL",
+                           0),
+               0, "the zombie recorded nothing");
+  it_server_stop(a);
+  it_server_stop(b);
+  {
+    long ready, unacked;
+    it_queue_counts(results, &ready, &unacked);
+    cr_expect_eq(ready, 0, "the zombie published nothing");
+  }
+}
+
+Test(faults, a_job_longer_than_consumer_timeout_runs_once, .timeout = 420) {
+  char *proc = it_name("ct"), *results = it_name("ct-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *extra[] = {"--ack-after=20", "--heartbeat=10", NULL};
+  it_server_t *srv;
+  long ready, unacked;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(marker, "180"));
+  it_publish(proc, it_job_json(proc, "ct-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job ct-1: still running after 20 s; delivery acked", WAIT_MS));
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready + unacked, 0, "the broker holds nothing of the running job");
+  cr_assert(it_server_wait_log(srv, "job ct-1: SUCCESS", 240000));
+  expect_one_success("ct-1", results);
+  cr_expect_eq(it_server_count_log(srv, "connection lost"), 0,
+               "consumer_timeout (60 s) never closed the channel");
+  cr_expect_eq(it_file_lines(marker), 1, "ran once");
+  cr_expect_eq(it_sql_long("SELECT deliveries FROM mqproc_jobs WHERE job_id = 'ct-1'", 0), 1);
+  it_server_stop(srv);
+}
