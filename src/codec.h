@@ -17,6 +17,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "mqproc/mqproc.h"
+
 typedef enum mqproc__format { MQPROC__FMT_JSON = 0, MQPROC__FMT_YAML = 1 } mqproc__format_t;
 
 /* A validated processing message. All const char * / json_t * fields are borrowed

@@ -33,6 +33,15 @@ static const opt_t OPTS[] = {
      "processor name = job queue name (required for mqproc; overrides a C processor's name)"},
     {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, 1,
      "command run per job, split like sh words (no shell); gets the job as JSON on stdin"},
+    {"ocrd-cli", "MQPROC_OCRD_CLI", OPT_STR, F(ocrd_cli), "auto", 0, 0, 1,
+     "pass OCR-D's processor arguments (--working-dir --mets --log-level [--page-id] "
+     "--input-file-grp [--output-file-grp] --parameter) after the --exec words: true, false, "
+     "or auto (when the program's name starts with ocrd-)"},
+    {"ocrd-log-level", "MQPROC_OCRD_LOG_LEVEL", OPT_STR, F(ocrd_log_level), "DEBUG", 0, 0, 1,
+     "the --log-level given to OCR-D processors (OCR-D's worker passes DEBUG)"},
+    {"workspace-root", "MQPROC_WORKSPACE_ROOT", OPT_STR, F(workspace_root), NULL, 0, 0, 0,
+     "directory of workspaces: a message's workspace_id W means the METS <root>/W/mets.xml "
+     "(without it, workspace_id messages are dead-lettered)"},
     {"exchange", "MQPROC_EXCHANGE", OPT_STR, F(exchange), "ocrd-network-default", 0, 0, 0,
      "direct exchange the job and result queues are bound to"},
     {"dead-letter-queue", "MQPROC_DEAD_LETTER_QUEUE", OPT_STR, F(dead_letter_queue), NULL, 0, 0, 0,
@@ -241,6 +250,9 @@ int mqproc__config_check_server(const mqproc__config_t *cfg, mqproc__cli_kind_t 
     return mqproc__err(err, MQPROC_ECONFIG, "--processor (or MQPROC_PROCESSOR) is required");
   if (kind == MQPROC__CLI_GENERIC && (cfg->exec == NULL || cfg->exec[0] == '\0'))
     return mqproc__err(err, MQPROC_ECONFIG, "--exec (or MQPROC_EXEC) is required");
+  if (kind == MQPROC__CLI_GENERIC && strcmp(cfg->ocrd_cli, "auto") != 0 &&
+      strcmp(cfg->ocrd_cli, "true") != 0 && strcmp(cfg->ocrd_cli, "false") != 0)
+    return mqproc__err(err, MQPROC_ECONFIG, "--ocrd-cli: expected auto, true or false");
   return MQPROC_OK;
 }
 

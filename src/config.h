@@ -17,6 +17,9 @@ typedef struct mqproc__config {
   char *database;            /* --database */
   char *processor;           /* --processor: queue name = processor name */
   char *exec;                /* --exec: command line of an external processor */
+  char *ocrd_cli;            /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
+  char *ocrd_log_level;      /* --ocrd-log-level: their --log-level */
+  char *workspace_root;      /* --workspace-root: METS of workspace_id = root/id/mets.xml */
   char *exchange;            /* --exchange */
   char *dead_letter_queue;   /* --dead-letter-queue (default <processor>.dead) */
   char **queue_args;         /* --queue-arg key=value (repeatable), NULL-terminated */

@@ -38,6 +38,7 @@
 #include "callback.h"
 #include "codec.h"
 #include "log.h"
+#include "ocrd_cli.h"
 #include "policy.h"
 #include "util.h"
 
@@ -97,7 +98,8 @@ struct mqproc__delivery {
   /* the message */
   mqproc__msg_t *msg;
   char *request_json;
-  char *job_id; /* also set for invalid messages when readable */
+  char *mets_path; /* path_to_mets, or the workspace_id's METS under --workspace-root */
+  char *job_id;    /* also set for invalid messages when readable */
   /* the attempt */
   int attempt; /* fencing token */
   int tries_in_attempt;
@@ -214,6 +216,18 @@ static int step_decode(mqproc__delivery_t *d) {
   }
   if (mqproc__msg_validate(doc, fmt, d->srv->processor, &d->msg, err) != MQPROC_OK) {
     to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    return 1;
+  }
+  if ((d->msg->path_to_mets != NULL || cfg(d)->workspace_root != NULL) &&
+      mqproc__ocrd_mets_path(d->msg, cfg(d)->workspace_root, &d->mets_path, err) != MQPROC_OK) {
+    to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    return 1;
+  }
+  if (d->mets_path == NULL && d->srv->needs_mets) {
+    to_dead_letter(d, S_ACK,
+                   "invalid message: workspace_id '%.200s' given, but this server has no "
+                   "--workspace-root to find its METS",
+                   d->msg->workspace_id);
     return 1;
   }
   d->request_json = json_dumps(d->msg->doc, JSON_COMPACT | JSON_SORT_KEYS);
@@ -347,6 +361,7 @@ static int step_start_try(mqproc__delivery_t *d) {
   spec = (mqproc__run_spec_t){
       .msg = d->msg,
       .request_json = d->request_json,
+      .mets_path = d->mets_path,
       .attempt = d->attempt,
       .try_no = d->try_no,
       .log_path = d->log_path,
@@ -850,6 +865,7 @@ void mqproc__delivery_free(mqproc__delivery_t *d) {
     mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
   mqproc__msg_free(d->msg);
   free(d->request_json);
+  free(d->mets_path);
   free(d->job_id);
   free(d->body);
   free(d);

@@ -14,6 +14,7 @@
 
 struct mqproc_job {
   const mqproc__msg_t *msg; /* borrowed: the delivery outlives the try */
+  const char *mets_path;    /* borrowed likewise */
   int attempt;
   int try_no;
   int log_fd;
@@ -27,6 +28,7 @@ int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_
   if (job == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   job->msg = spec->msg;
+  job->mets_path = spec->mets_path;
   job->attempt = spec->attempt;
   job->try_no = spec->try_no;
   job->log_fd = log_fd;
@@ -67,7 +69,7 @@ MQPROC_API int mqproc_job_try(const mqproc_job_t *job) {
   return job->try_no;
 }
 MQPROC_API const char *mqproc_job_path_to_mets(const mqproc_job_t *job) {
-  return job->msg->path_to_mets;
+  return job->mets_path;
 }
 MQPROC_API const char *mqproc_job_workspace_id(const mqproc_job_t *job) {
   return job->msg->workspace_id;

@@ -21,6 +21,7 @@ typedef struct mqproc__run mqproc__run_t; /* one try in progress */
 typedef struct mqproc__run_spec {
   const mqproc__msg_t *msg; /* borrowed until done */
   const char *request_json; /* the message as JSON text (stdin of a command) */
+  const char *mets_path;    /* path_to_mets, or the workspace_id's METS; NULL if neither */
   int attempt;
   int try_no;           /* over the whole job, as recorded in the store */
   const char *log_path; /* appended to */
@@ -55,8 +56,14 @@ struct mqproc__runner {
   const struct mqproc__runner_class *klass;
 };
 
+typedef struct mqproc__proc_opts {
+  int ocrd_cli;               /* append OCR-D's processor arguments per job (ocrd_cli.h) */
+  const char *ocrd_log_level; /* their --log-level (copied) */
+} mqproc__proc_opts_t;
+
 /* argv: NULL-terminated, copied. */
-int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv, char *err);
+int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
+                            const mqproc__proc_opts_t *opts, char *err);
 /* processor: borrowed for the runner's lifetime. */
 int mqproc__runner_thread_new(mqproc__runner_t **out, const mqproc_processor_t *processor,
                               char *err);

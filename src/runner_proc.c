@@ -31,6 +31,7 @@
 
 #include "argv.h"
 #include "log.h"
+#include "ocrd_cli.h"
 #include "runner.h"
 #include "util.h"
 
@@ -38,7 +39,9 @@ extern char **environ;
 
 typedef struct proc_runner {
   struct mqproc__runner base; /* first: klass */
-  char **argv;
+  char **argv;                /* the --exec words */
+  int ocrd_cli;               /* append OCR-D's processor arguments per job */
+  char *ocrd_log_level;
 } proc_runner_t;
 
 struct mqproc__run {
@@ -280,9 +283,9 @@ static int spawn_failed(const char *prog, int log_fd, const child_report_t *rep,
 
 /* Forks and waits for the child's report: exec succeeded (EOF) or which step failed with
  * which errno. Everything the child uses is prepared here, before fork. */
-static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, int in_fd, int log_fd,
-                 pid_t *pid, char *err) {
-  child_plan_t plan = {.argv = r->argv, .in_fd = in_fd, .log_fd = log_fd, .server = getpid()};
+static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *argv, int in_fd,
+                 int log_fd, pid_t *pid, char *err) {
+  child_plan_t plan = {.argv = argv, .in_fd = in_fd, .log_fd = log_fd, .server = getpid()};
   child_report_t rep = {STAGE_EXEC, 0};
   char *path, **env;
   int pfd[2], failed = 0;
@@ -381,6 +384,7 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
                       mqproc__run_done_cb done, void *ud, mqproc__run_t **out, char *err) {
   proc_runner_t *r = (proc_runner_t *)base;
   mqproc__run_t *run = mqproc__calloc(1, sizeof(*run));
+  char **job_argv = NULL;
   int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN;
   if (run == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
@@ -388,7 +392,18 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
     goto out_free;
   if ((in_fd = stdin_memfd(spec->request_json, err)) < 0 || (in_fd = lift_fd(in_fd, err)) < 0)
     goto out_close;
-  if ((rc = spawn(r, spec, in_fd, log_fd, &run->pid, err)) != MQPROC_OK)
+  if (r->ocrd_cli) {
+    if (spec->mets_path == NULL) {
+      rc = mqproc__err(err, MQPROC_ERUNNER_SPAWN, "an OCR-D processor needs a METS");
+      goto out_close;
+    }
+    if ((rc = mqproc__ocrd_argv(r->argv, spec->msg, spec->mets_path, r->ocrd_log_level, &job_argv,
+                                err)) != MQPROC_OK)
+      goto out_close;
+  }
+  rc = spawn(r, spec, job_argv != NULL ? job_argv : r->argv, in_fd, log_fd, &run->pid, err);
+  mqproc__argv_free(job_argv);
+  if (rc != MQPROC_OK)
     goto out_close;
   run->started_ms = mqproc__now_ms();
   run->time_limit_ms = spec->time_limit_ms;
@@ -418,6 +433,7 @@ static void proc_kill(mqproc__runner_t *base, mqproc__run_t *run, int sig) {
 static void proc_destroy(mqproc__runner_t *base) {
   proc_runner_t *r = (proc_runner_t *)base;
   mqproc__argv_free(r->argv);
+  free(r->ocrd_log_level);
   free(r);
 }
 
@@ -428,7 +444,8 @@ static const struct mqproc__runner_class proc_class = {
     proc_destroy, /* destroy */
 };
 
-int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv, char *err) {
+int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
+                            const mqproc__proc_opts_t *opts, char *err) {
   proc_runner_t *r = mqproc__calloc(1, sizeof(*r));
   size_t n = 0;
   if (r == NULL)
@@ -442,7 +459,10 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv, char *err
       r->argv = NULL;
     }
   }
-  if (r->argv == NULL) {
+  r->ocrd_cli = opts != NULL && opts->ocrd_cli;
+  if (r->argv == NULL ||
+      (r->ocrd_cli && (r->ocrd_log_level = mqproc__strdup(opts->ocrd_log_level)) == NULL)) {
+    mqproc__argv_free(r->argv);
     free(r);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }

@@ -17,6 +17,7 @@
 #include "argv.h"
 #include "codec.h"
 #include "delivery.h"
+#include "ocrd_cli.h"
 #include "log.h"
 #include "util.h"
 
@@ -400,13 +401,20 @@ static int open_store(mqproc__server_t *srv, char *err) {
 }
 
 static int make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, char *err) {
+  mqproc__proc_opts_t opts;
   char **argv;
   int argc, rc;
   if (proc != NULL)
     return mqproc__runner_thread_new(&srv->runner, proc, err);
   if ((rc = mqproc__argv_split(srv->cfg->exec, &argv, &argc, err)) != MQPROC_OK)
     return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.400s", err);
-  rc = mqproc__runner_proc_new(&srv->runner, argv, err);
+  opts.ocrd_cli = strcmp(srv->cfg->ocrd_cli, "true") == 0 ||
+                  (strcmp(srv->cfg->ocrd_cli, "auto") == 0 && mqproc__ocrd_is_processor(argv[0]));
+  opts.ocrd_log_level = srv->cfg->ocrd_log_level;
+  srv->needs_mets = opts.ocrd_cli;
+  if (opts.ocrd_cli)
+    MQPROC__INFO("running %s with OCR-D's processor arguments", argv[0]);
+  rc = mqproc__runner_proc_new(&srv->runner, argv, &opts, err);
   mqproc__argv_free(argv);
   return rc;
 }

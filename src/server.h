@@ -23,7 +23,8 @@ typedef struct mqproc__server {
   mqproc__broker_t *broker;
   mqproc__store_t *store;
   mqproc__runner_t *runner;
-  int stopping; /* a signal asked us to stop: finish, take nothing new */
+  int needs_mets; /* the runner cannot run a job without a METS (OCR-D CLI) */
+  int stopping;   /* a signal asked us to stop: finish, take nothing new */
   /* private */
   mqproc__topology_t topo;
   mqproc__delivery_t *deliveries;

@@ -100,6 +100,7 @@ const char *mqproc_job_id(const mqproc_job_t *job);
 const char *mqproc_job_processor_name(const mqproc_job_t *job);
 int mqproc_job_attempt(const mqproc_job_t *job); /* claim number, the fencing token */
 int mqproc_job_try(const mqproc_job_t *job);     /* 1-based try within this attempt */
+/* path_to_mets, or for a workspace_id the METS under --workspace-root (else NULL). */
 const char *mqproc_job_path_to_mets(const mqproc_job_t *job);
 const char *mqproc_job_workspace_id(const mqproc_job_t *job);
 const char *mqproc_job_page_id(const mqproc_job_t *job);
