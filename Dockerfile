@@ -4,7 +4,7 @@ FROM debian:12-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config ca-certificates \
-      librabbitmq-dev libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev \
+      librabbitmq-dev libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libxml2-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -18,7 +18,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       ca-certificates procps \
-      librabbitmq4 libpq5 libjansson4 libcurl4 libyaml-0-2 \
+      librabbitmq4 libpq5 libjansson4 libcurl4 libyaml-0-2 libxml2 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /usr/local /usr/local
 RUN ldconfig \

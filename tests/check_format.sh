@@ -14,7 +14,7 @@ command -v clang-format >/dev/null 2>&1 ||
   }
 
 dirs=()
-for d in src include tests examples; do
+for d in src include tests examples tools; do
   [ -d "$d" ] && dirs+=("$d")
 done
 

@@ -1,0 +1,29 @@
+/* ocrd-dummy: OCR-D/core's trivial processor in C, as an OCR-D CLI and an mqproc server.
+ *
+ *   ocrd-dummy -m mets.xml -I OCR-D-IMG -O OCR-D-DUMMY [-g PAGES] [-p JSON] [--overwrite]
+ *   ocrd-dummy processing-server --queue=amqp://… --database=postgresql://…
+ *
+ * The first argument decides: `processing-server` and `migrate` (and --help-server) go to
+ * mqproc_main(), everything else is the OCR-D processor CLI (cli.c).
+ */
+#include <libxml/parser.h>
+#include <string.h>
+
+#include "cli.h"
+#include "worker.h"
+
+int main(int argc, char **argv) {
+  int rc;
+  xmlInitParser(); /* once, before any worker thread uses libxml2 */
+  if (argc >= 2 && (strcmp(argv[1], "processing-server") == 0 || strcmp(argv[1], "migrate") == 0)) {
+    rc = mqproc_main(argc, argv, &dummy_processor);
+  } else if (argc == 2 && strcmp(argv[1], "--help-server") == 0) {
+    static char help[] = "--help";
+    char *help_argv[] = {argv[0], help, NULL};
+    rc = mqproc_main(2, help_argv, &dummy_processor);
+  } else {
+    rc = dummy_cli_main(argc, argv);
+  }
+  xmlCleanupParser();
+  return rc;
+}
