@@ -113,6 +113,7 @@ struct mqproc__delivery {
   int stop_requested;
   int fenced;
   int acked;          /* the delivery was acked early: the row carries the job */
+  int abandoned;      /* released at shutdown while its thread still runs */
   uint64_t ack_timer; /* --ack-after */
   uint64_t timer;
   int store_backoff_ms;
@@ -323,6 +324,10 @@ static int step_claim(mqproc__delivery_t *d) {
 
 static void on_run_done(void *ud, const mqproc__run_result_t *r) {
   mqproc__delivery_t *d = ud;
+  if (d->abandoned) { /* released at shutdown while its thread ran on; now it ended */
+    mqproc__server_abandoned_done(d->srv, d);
+    return;
+  }
   d->run = NULL;
   d->last = *r;
   d->state = S_END_TRY;
@@ -848,8 +853,20 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
     advance(d);
     break;
   case S_RUNNING:
-    if (force && d->run != NULL)
-      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
+    if (!force || d->run == NULL)
+      break;
+    if (d->srv->runner->klass->killable) {
+      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL); /* ends as RELEASE */
+      break;
+    }
+    /* A thread cannot be stopped: release the job now and leave the try running; the
+     * server exits without waiting for it (mqproc__server_delivery_done). */
+    MQPROC__WARN("job %s: the processing function is still running; releasing its job", jid(d));
+    d->abandoned = 1;
+    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
+    d->ack_timer = 0;
+    d->state = S_RELEASE;
+    advance(d);
     break;
   default:
     break; /* publishing, recording, calling back: let it finish */
@@ -880,6 +897,10 @@ int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int 
          strcmp(d->job_id, job_id) == 0 &&
          (d->state == S_START_TRY || d->state == S_RUNNING || d->state == S_END_TRY ||
           d->state == S_BACKOFF || d->state == S_STORE_WAIT);
+}
+
+int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
+  return d->abandoned;
 }
 
 int mqproc__delivery_before_claim(const mqproc__delivery_t *d) {

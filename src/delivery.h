@@ -20,6 +20,8 @@ void mqproc__delivery_free(mqproc__delivery_t *d);
 
 /* Whether d is running attempt `attempt` of job_id (claimed, no outcome yet). */
 int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int attempt);
+/* Whether d was released at shutdown while its try still runs on a thread. */
+int mqproc__delivery_abandoned(const mqproc__delivery_t *d);
 /* Whether d has not claimed its job yet (it can be requeued as it is). */
 int mqproc__delivery_before_claim(const mqproc__delivery_t *d);
 

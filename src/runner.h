@@ -43,6 +43,8 @@ typedef void (*mqproc__run_done_cb)(void *ud, const mqproc__run_result_t *r);
 
 struct mqproc__runner_class {
   const char *name;
+  /* killable: kill() really stops a try (a process can be killed, a thread cannot). */
+  int killable;
   /* start: begin a try; on error done is never called and *out is untouched. */
   int (*start)(mqproc__runner_t *r, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
                mqproc__run_done_cb done, void *ud, mqproc__run_t **out, char *err);

@@ -439,6 +439,7 @@ static void proc_destroy(mqproc__runner_t *base) {
 
 static const struct mqproc__runner_class proc_class = {
     "command",    /* name */
+    1,            /* killable */
     proc_start,   /* start */
     proc_kill,    /* kill */
     proc_destroy, /* destroy */

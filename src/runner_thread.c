@@ -92,6 +92,7 @@ static void thread_destroy(mqproc__runner_t *base) {
 
 static const struct mqproc__runner_class thread_class = {
     "function",     /* name */
+    0,              /* killable: a thread cannot be stopped safely */
     thread_start,   /* start */
     thread_kill,    /* kill */
     thread_destroy, /* destroy */

@@ -203,9 +203,17 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
       break;
     }
   }
-  mqproc__delivery_free(d);
+  if (mqproc__delivery_abandoned(d))
+    srv->abandoned++; /* its thread still uses it: freed when that ends, or at exit */
+  else
+    mqproc__delivery_free(d);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__loop_stop(srv->loop);
+}
+
+void mqproc__server_abandoned_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  srv->abandoned--;
+  mqproc__delivery_free(d);
 }
 
 mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id,
@@ -493,6 +501,16 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   rc = mqproc__loop_run(srv.loop);
   if (srv.broker_up)
     mqproc__broker_disconnect(srv.broker);
+  if (srv.abandoned > 0) {
+    /* Processing functions still running on threads cannot be stopped, and they use the
+     * loop and their jobs: their jobs are released and requeued, so end the process now
+     * instead of waiting for them. */
+    MQPROC__WARN("stopped; %d processing function(s) still running were abandoned (their "
+                 "jobs were released and requeued)",
+                 srv.abandoned);
+    mqproc__store_destroy(srv.store);
+    _exit(rc != MQPROC_OK || srv.fatal ? 1 : 0);
+  }
   MQPROC__INFO("stopped");
   rc = rc != MQPROC_OK || srv.fatal ? 1 : 0;
   teardown(&srv);

@@ -41,7 +41,8 @@ typedef struct mqproc__server {
   uint64_t ping_timer;            /* while paused: is the store back? */
   uint64_t grace_timer;           /* shutdown grace */
   int64_t last_sweep_ms;
-  int fatal; /* a configuration error the broker reported: exit 1 */
+  int fatal;     /* a configuration error the broker reported: exit 1 */
+  int abandoned; /* deliveries released while their thread still runs */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
@@ -57,7 +58,10 @@ int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *
 mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id, int attempt);
 /* A delivery found the store unreachable: stop taking deliveries until it answers. */
 void mqproc__server_store_down(mqproc__server_t *srv);
-/* The delivery reached its end: unlink and free it. */
+/* An abandoned delivery's thread finished after all: free it. */
+void mqproc__server_abandoned_done(mqproc__server_t *srv, mqproc__delivery_t *d);
+/* The delivery reached its end: unlink and free it (an abandoned one, whose try still
+ * runs on a thread, is only unlinked and counted). */
 void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d);
 
 #endif

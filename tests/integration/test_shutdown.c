@@ -77,3 +77,19 @@ Test(shutdown, a_second_signal_stops_running_jobs_at_once) {
   cr_expect_eq(ready, 1);
   it_server_stop(srv);
 }
+
+Test(shutdown, a_c_processor_outlasting_the_grace_is_released_and_the_server_exits) {
+  char *proc = it_name("cgrace");
+  const char *extra[] = {"--shutdown-grace=1", NULL};
+  it_server_t *srv = it_server_start(proc, NULL, extra, NULL); /* the example C processor */
+  long ready, unacked;
+  it_publish(proc, it_job_json(proc, "cgrace-1", "{\"parameters\": {\"sleep_ms\": 600000}}"));
+  cr_assert(it_server_wait_log(srv, "job cgrace-1: attempt 1 try 1 started", WAIT_MS));
+  it_server_signal(srv, SIGTERM);
+  cr_assert(exited_0(it_server_wait_exit(srv, WAIT_MS)), "exit 0 although the thread runs on");
+  cr_expect_eq(it_server_count_log(srv, "were abandoned"), 1);
+  cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'cgrace-1'", 0), "QUEUED");
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready, 1, "its message is back in the queue");
+  it_server_stop(srv);
+}
