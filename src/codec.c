@@ -1,7 +1,7 @@
 /* Codec: message bytes -> json_t (JSON or YAML), OCR-D schema validation, result encoding.
  *
  * API (see codec.h): mqproc__codec_parse(), mqproc__doc_job_id(), mqproc__msg_validate(),
- * mqproc__msg_free(), mqproc__result_encode(). The YAML side lives in codec_yaml.c.
+ * mqproc__msg_free(), mqproc__result_encode(). The YAML side lives in codec_yaml*.c.
  *
  * Validation follows OCR-D core's message_processing.schema.yml with these deliberate
  * differences: callback URLs may be https:// (core's `^http?://` rejects it by accident),
