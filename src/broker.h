@@ -68,13 +68,12 @@ typedef struct mqproc__topology {
   int durable;                   /* queues durable; the exchange is always declared non-durable
                                     as OCR-D does, passively first */
   const char *const *queue_args; /* NULL-terminated "key=value" list; ints if numeric */
-  int prefetch;
   int heartbeat_s;
 } mqproc__topology_t;
 
 struct mqproc__broker_class {
   const char *name;
-  /* connect: open the connection, declare the topology, start consuming. */
+  /* connect: open the connection and declare the topology (consume() starts consuming). */
   int (*connect)(mqproc__broker_t *b, char *err);
   /* fd: the socket to watch, -1 when not connected. */
   int (*fd)(mqproc__broker_t *b);
@@ -90,10 +89,11 @@ struct mqproc__broker_class {
   int (*publish)(mqproc__broker_t *b, const mqproc__publish_t *p, uint64_t *seq, char *err);
   /* declare_queue: declare a queue like the job queue and bind it (result queues). */
   int (*declare_queue)(mqproc__broker_t *b, const char *queue, char *err);
-  /* cancel: stop consuming (no more on_message), keep the connection for acks. */
+  /* cancel: stop consuming, keep the connection for acks; deliveries the broker pushed
+     before the cancel still arrive through on_message. */
   int (*cancel)(mqproc__broker_t *b, char *err);
-  /* consume: start consuming again after cancel. */
-  int (*consume)(mqproc__broker_t *b, char *err);
+  /* consume: start consuming with this prefetch (basic.qos + basic.consume). */
+  int (*consume)(mqproc__broker_t *b, int prefetch, char *err);
   /* epoch: the current connection generation (0 = never connected). */
   uint64_t (*epoch)(mqproc__broker_t *b);
   /* disconnect: close the connection (pending confirms report CLOSED; no on_down). */
@@ -139,8 +139,8 @@ static inline int mqproc__broker_declare_queue(mqproc__broker_t *b, const char *
 static inline int mqproc__broker_cancel(mqproc__broker_t *b, char *err) {
   return b->klass->cancel(b, err);
 }
-static inline int mqproc__broker_consume(mqproc__broker_t *b, char *err) {
-  return b->klass->consume(b, err);
+static inline int mqproc__broker_consume(mqproc__broker_t *b, int prefetch, char *err) {
+  return b->klass->consume(b, prefetch, err);
 }
 static inline uint64_t mqproc__broker_epoch(mqproc__broker_t *b) {
   return b->klass->epoch(b);

@@ -187,10 +187,12 @@ static int declare_topology(amqp_broker_t *b, char *err) {
   return rc;
 }
 
-static int start_consuming(amqp_broker_t *b, char *err) {
+/* basic.qos applies to consumers created after it (global=false), so a new prefetch needs
+ * a new consumer: the server cancels and consumes again. */
+static int start_consuming(amqp_broker_t *b, int prefetch, char *err) {
   amqp_basic_consume_ok_t *ok;
   int rc;
-  amqp_basic_qos(b->conn, CH_CONSUME, 0, (uint16_t)b->topo.prefetch, 0);
+  amqp_basic_qos(b->conn, CH_CONSUME, 0, (uint16_t)prefetch, 0);
   if ((rc = rpc_error(b, CH_CONSUME, "basic.qos", MQPROC_EBROKER_PROTOCOL, err)) != MQPROC_OK)
     return rc;
   ok = amqp_basic_consume(b->conn, CH_CONSUME, amqp_cstring_bytes(b->topo.queue), amqp_empty_bytes,
@@ -263,8 +265,6 @@ static int amqp_connect_(mqproc__broker_t *base, char *err) {
   }
   if (rc == MQPROC_OK)
     rc = declare_topology(b, err);
-  if (rc == MQPROC_OK)
-    rc = start_consuming(b, err);
   if (rc != MQPROC_OK) {
     teardown(b, 0);
     return rc;
@@ -416,7 +416,7 @@ static int amqp_pump_(mqproc__broker_t *base, char *err) {
       return report_down(b, err);
     r = amqp_consume_message(b->conn, &env, &zero, 0);
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-      if (env.channel == CH_CONSUME && b->consuming)
+      if (env.channel == CH_CONSUME)
         deliver(b, &env);
       amqp_destroy_envelope(&env);
     } else if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
@@ -543,7 +543,7 @@ static int amqp_cancel_(mqproc__broker_t *base, char *err) {
   int rc = usable(b, 0, err);
   if (rc != MQPROC_OK || !b->consuming)
     return rc;
-  b->consuming = 0; /* deliveries already in flight are dropped by the broker's requeue */
+  b->consuming = 0; /* deliveries pushed before the cancel still arrive and are reported */
   amqp_basic_cancel(b->conn, CH_CONSUME, b->consumer_tag);
   rc = rpc_error(b, CH_CONSUME, "basic.cancel", MQPROC_EBROKER_PROTOCOL, err);
   if (rc != MQPROC_OK)
@@ -551,12 +551,12 @@ static int amqp_cancel_(mqproc__broker_t *base, char *err) {
   return rc;
 }
 
-static int amqp_consume_(mqproc__broker_t *base, char *err) {
+static int amqp_consume_(mqproc__broker_t *base, int prefetch, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   int rc = usable(b, 0, err);
   if (rc != MQPROC_OK || b->consuming)
     return rc;
-  rc = start_consuming(b, err);
+  rc = start_consuming(b, prefetch, err);
   if (rc != MQPROC_OK)
     mark_broken(b, "basic.consume failed");
   return rc;

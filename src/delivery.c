@@ -64,6 +64,7 @@
   X(CALLBACK_RECORD)                                                                               \
   X(DEFER)                                                                                         \
   X(STORE_WAIT)                                                                                    \
+  X(BROKER_WAIT)                                                                                   \
   X(ACK)                                                                                           \
   X(NACK)                                                                                          \
   X(DONE)
@@ -181,6 +182,24 @@ static int store_ok(mqproc__delivery_t *d, dstate_t next) {
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->state = next;
   return 1;
+}
+
+/* The broker is away while this delivery must publish (a result, a dead letter). A
+ * delivery still unacked leaves it to its redelivered copy (the claim replays what was
+ * not confirmed); an early-acked one has no copy coming, so it waits for the broker and
+ * publishes itself (d->state is the step to retry). */
+static int broker_down(mqproc__delivery_t *d, const char *why) {
+  if (!d->acked || d->stop_requested) {
+    MQPROC__WARN("job %s: not published (%s); %s", jid(d), why,
+                 d->acked ? "left unpublished at shutdown" : "its redelivery will send it");
+    d->state = d->state == S_DEAD_LETTER ? d->after_dead : S_CALLBACK;
+    if (d->state == S_ACK && d->after_dead == S_ACK && !d->acked)
+      d->state = S_DONE; /* an invalid message: the broker redelivers it */
+    return 1;
+  }
+  MQPROC__WARN("job %s: broker away (%s); publishing once it is back", jid(d), why);
+  d->resume = d->state;
+  return wait_timer(d, S_BROKER_WAIT, 1000);
 }
 
 static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
@@ -520,11 +539,8 @@ static int step_dead_letter(mqproc__delivery_t *d) {
     d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   }
   MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
-  if (mqproc__server_publish(d->srv, d, &p, err) != MQPROC_OK) {
-    MQPROC__WARN("job %s: cannot dead-letter: %s", jid(d), err);
-    d->state = d->after_dead == S_ACK ? S_DONE : d->after_dead;
-    return 1;
-  }
+  if (mqproc__server_publish(d->srv, d, &p, err) != MQPROC_OK)
+    return broker_down(d, err);
   d->state = S_DEAD_WAIT;
   return 0;
 }
@@ -545,23 +561,27 @@ static int step_publish(mqproc__delivery_t *d) {
   char *body = NULL;
   size_t len;
   int rc;
-  d->state = S_CALLBACK;
-  if (!d->send_result || q == NULL)
-    return 1;
-  if (mqproc__server_result_queue(d->srv, q, err) != MQPROC_OK) {
-    MQPROC__ERROR("job %s: cannot declare result queue '%s': %s", jid(d), q, err);
+  if (!d->send_result || q == NULL) {
+    d->state = S_CALLBACK;
     return 1;
   }
-  if (mqproc__result_encode(d->msg, d->outcome, fmt, &body, &len) != MQPROC_OK)
+  if ((rc = mqproc__server_result_queue(d->srv, q, err)) == MQPROC_EBROKER_CLOSED)
+    return broker_down(d, err);
+  if (rc != MQPROC_OK) {
+    MQPROC__ERROR("job %s: cannot declare result queue '%s': %s", jid(d), q, err);
+    d->state = S_CALLBACK;
     return 1;
+  }
+  if (mqproc__result_encode(d->msg, d->outcome, fmt, &body, &len) != MQPROC_OK) {
+    d->state = S_CALLBACK;
+    return 1;
+  }
   p.body = body;
   p.len = len;
   rc = mqproc__server_publish(d->srv, d, &p, err);
   free(body);
-  if (rc != MQPROC_OK) {
-    MQPROC__WARN("job %s: result not published (%s); it will be sent on redelivery", jid(d), err);
-    return 1;
-  }
+  if (rc != MQPROC_OK)
+    return broker_down(d, err);
   d->state = S_PUBLISH_WAIT;
   return 0;
 }
@@ -569,9 +589,9 @@ static int step_publish(mqproc__delivery_t *d) {
 static int step_published(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   int rc;
-  if (d->publish_status == MQPROC_EBROKER_CLOSED) { /* unknown fate: leave it unpublished */
-    d->state = S_CALLBACK;
-    return 1;
+  if (d->publish_status == MQPROC_EBROKER_CLOSED) { /* unknown fate: send it (again) */
+    d->state = S_PUBLISH;
+    return broker_down(d, "connection lost before the broker confirmed the result");
   }
   rc = mqproc__store_mark_published(d->srv->store, d->job_id,
                                     d->publish_status == MQPROC_OK ? NULL : d->publish_error, err);
@@ -699,6 +719,7 @@ static int step(mqproc__delivery_t *d) {
   case S_CALLBACK_WAIT:
   case S_DEFER:
   case S_STORE_WAIT:
+  case S_BROKER_WAIT:
   case S_DONE:
     return 0;
   }
@@ -722,16 +743,20 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
     d->state = d->resume;
   else if (d->state == S_DEFER)
     d->state = S_NACK;
+  else if (d->state == S_BROKER_WAIT)
+    d->state = d->resume;
   advance(d);
 }
 
 void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
   if (d->state == S_DEAD_WAIT) {
-    if (status == MQPROC_OK)
+    if (status == MQPROC_OK) {
       d->state = d->after_dead;
-    else if (status == MQPROC_EBROKER_CLOSED)
-      d->state = d->after_dead == S_ACK ? S_DONE : d->after_dead;
-    else { /* the dead-letter queue refused it: keep the message, try again later */
+    } else if (status == MQPROC_EBROKER_CLOSED) {
+      d->state = S_DEAD_LETTER;
+      if (!broker_down(d, "connection lost before the broker confirmed the dead letter"))
+        return;
+    } else { /* the dead-letter queue refused it: keep the message, try again later */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); requeueing later",
                     jid(d), d->srv->dead_queue, mqproc_strerror(status));
       wait_timer(d, S_DEFER, 5000);
@@ -770,10 +795,15 @@ static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
        d->state != S_STORE_WAIT))
     return;
   rc = mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, err);
-  if (rc == MQPROC_OK)
-    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err);
   if (rc == MQPROC_OK) {
-    d->acked = 1;
+    /* this job keeps its slot after the ack: first make the broker push no more than the
+     * free slots allow, then ack */
+    mqproc__server_update_consuming(d->srv, 1);
+    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err);
+  }
+  d->acked = rc == MQPROC_OK;
+  mqproc__server_update_consuming(d->srv, 0);
+  if (rc == MQPROC_OK) {
     MQPROC__INFO("job %s: still running after %d s; delivery acked, the job table carries it",
                  jid(d), cfg(d)->ack_after_s);
     return;
@@ -852,6 +882,14 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
     d->state = S_RELEASE;
     advance(d);
     break;
+  case S_BROKER_WAIT: /* an early-acked job's result waits for the broker */
+    if (!force)
+      break;
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->timer = 0;
+    d->state = d->resume;
+    advance(d); /* stop_requested: broker_down() gives up waiting */
+    break;
   case S_RUNNING:
     if (!force || d->run == NULL)
       break;
@@ -901,6 +939,21 @@ int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int 
 
 int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
   return d->abandoned;
+}
+
+int mqproc__delivery_acked(const mqproc__delivery_t *d) {
+  return d->acked;
+}
+
+void mqproc__delivery_store_back(mqproc__delivery_t *d) {
+  d->last_renew_ms = 0; /* renew at the next tick */
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  if (d->state != S_STORE_WAIT)
+    return;
+  mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  d->timer = 0;
+  d->state = d->resume;
+  advance(d);
 }
 
 int mqproc__delivery_before_claim(const mqproc__delivery_t *d) {

@@ -22,6 +22,10 @@ void mqproc__delivery_free(mqproc__delivery_t *d);
 int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int attempt);
 /* Whether d was released at shutdown while its try still runs on a thread. */
 int mqproc__delivery_abandoned(const mqproc__delivery_t *d);
+/* Whether d's delivery was acked early (its job still occupies a slot). */
+int mqproc__delivery_acked(const mqproc__delivery_t *d);
+/* The store answers again: retry a parked write now, renew the lease at the next tick. */
+void mqproc__delivery_store_back(mqproc__delivery_t *d);
 /* Whether d has not claimed its job yet (it can be requeued as it is). */
 int mqproc__delivery_before_claim(const mqproc__delivery_t *d);
 

@@ -228,26 +228,13 @@ static void child_cloexec_fds(const child_plan_t *p) {
     fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-__attribute__((noreturn)) static void child_main(const child_plan_t *p) {
+/* The processor proper: stdio, limits, exec. Its parent is the supervisor below. */
+__attribute__((noreturn)) static void processor_main(const child_plan_t *p) {
   struct sigaction dfl;
-  sigset_t none;
-  /* its own process group: a time limit or the end of the try reaches all it started */
-  if (setpgid(0, 0) < 0)
-    child_fail(p->report_fd, STAGE_SETPGID);
-  /* die with the server, kill -9 included. The signal follows the forking *thread*: this
-   * is the loop thread, which lives as long as the server. */
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-    child_fail(p->report_fd, STAGE_PRCTL);
-  if (getppid() != p->server)
-    _exit(127); /* the server died before prctl: nothing would kill us later */
-  /* the server ignores SIGPIPE and blocks SIGCHLD/TERM/INT/HUP for its signalfd; an
-   * ignored disposition and the mask would survive execve */
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; sig++)
-    sigaction(sig, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own refuse: harmless */
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
+  sigaction(SIGTERM, &dfl, NULL); /* the supervisor's handler is not for the processor */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (dup2(p->in_fd, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
     child_fail(p->report_fd, STAGE_DUP2);
   if (p->limit_fsize && setrlimit(RLIMIT_FSIZE, &p->fsize) < 0)
@@ -255,6 +242,59 @@ __attribute__((noreturn)) static void child_main(const child_plan_t *p) {
   child_cloexec_fds(p);
   execve(p->path, p->argv, p->envp);
   child_fail(p->report_fd, STAGE_EXEC);
+}
+
+/* The server died (PR_SET_PDEATHSIG): take the whole process group along, whatever the
+ * processor started (a parent-death signal alone reaches only one process). */
+static void on_server_death(int sig) {
+  (void)sig;
+  kill(0, SIGKILL);
+}
+
+/* Waits for the processor and ends the same way, so the server sees its status. */
+__attribute__((noreturn)) static void supervise(pid_t pid) {
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR)
+      _exit(127);
+  if (WIFEXITED(st))
+    _exit(WEXITSTATUS(st));
+  signal(WTERMSIG(st), SIG_DFL);
+  kill(getpid(), WTERMSIG(st));
+  _exit(128 + WTERMSIG(st));
+}
+
+/* The forked child: the group leader and supervisor of one try. It leads its own process
+ * group (a time limit or the end of the try reaches all the processor started), dies with
+ * the server and then kills the group, and runs the processor as its only child. */
+__attribute__((noreturn)) static void child_main(const child_plan_t *p) {
+  struct sigaction sa;
+  sigset_t none;
+  pid_t pid;
+  if (setpgid(0, 0) < 0)
+    child_fail(p->report_fd, STAGE_SETPGID);
+  /* the server ignores SIGPIPE and blocks SIGCHLD/TERM/INT/HUP for its signalfd; an
+   * ignored disposition and the mask would survive execve */
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    sigaction(sig, &sa, NULL); /* SIGKILL, SIGSTOP and libc's own refuse: harmless */
+  sa.sa_handler = on_server_death;
+  sigaction(SIGTERM, &sa, NULL);
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  /* The signal follows the forking *thread*: the loop thread, which lives as long as the
+   * server. */
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+    child_fail(p->report_fd, STAGE_PRCTL);
+  if (getppid() != p->server)
+    _exit(127); /* the server died before prctl: nothing would tell us later */
+  if ((pid = fork()) < 0)
+    child_fail(p->report_fd, STAGE_FORK);
+  if (pid == 0)
+    processor_main(p);
+  close(p->report_fd); /* EOF for the server once the processor's execve closed its copy */
+  supervise(pid);
 }
 
 /* ---- starting the child ------------------------------------------------------------- */

@@ -38,8 +38,10 @@ static void schedule_connect(mqproc__server_t *srv);
 static void on_message(void *ud, const mqproc__broker_msg_t *m) {
   mqproc__server_t *srv = ud;
   mqproc__delivery_t *d;
-  if (srv->stopping)
-    return; /* stays unacked; requeued by the broker when we close */
+  if (!srv->consuming) { /* pushed before our basic.cancel: give it back at once */
+    mqproc__broker_nack(srv->broker, m->epoch, m->tag, 1, NULL);
+    return;
+  }
   d = mqproc__delivery_new(srv, m);
   if (d == NULL) {
     MQPROC__ERROR("out of memory for a delivery; it stays unacked until we reconnect");
@@ -80,6 +82,7 @@ static void on_down(void *ud, const char *reason) {
   mqproc__server_t *srv = ud;
   MQPROC__ERROR("broker connection lost: %s", reason);
   srv->broker_up = 0;
+  srv->consuming = 0;
   if (srv->broker_fd >= 0)
     mqproc__loop_io(srv->loop, srv->broker_fd, NULL, NULL);
   srv->broker_fd = -1;
@@ -127,13 +130,37 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   }
   srv->broker_up = 1;
   srv->reconnects = 0;
-  if (srv->store_paused)
-    mqproc__broker_cancel(srv->broker, NULL);
+  srv->consuming = 0;
   srv->broker_fd = mqproc__broker_fd(srv->broker);
   mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
-  MQPROC__INFO("consuming from queue '%s' (exchange '%s', dead letters to '%s', prefetch %d)",
-               srv->processor, srv->cfg->exchange, srv->dead_queue, srv->cfg->prefetch);
+  MQPROC__INFO("connected to the broker: queue '%s', exchange '%s', dead letters to '%s'",
+               srv->processor, srv->cfg->exchange, srv->dead_queue);
+  mqproc__server_update_consuming(srv, 0);
   mqproc__broker_pump(srv->broker, NULL);
+}
+
+void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
+  int acked = extra, want;
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    acked += mqproc__delivery_acked(d);
+  want = srv->cfg->prefetch - acked;
+  if (!srv->broker_up)
+    return;
+  if (srv->stopping || srv->store_paused)
+    want = 0;
+  if (srv->consuming && want != srv->consume_prefetch) {
+    srv->consuming = 0;
+    if (mqproc__broker_cancel(srv->broker, NULL) != MQPROC_OK)
+      return; /* the connection broke: on_down follows */
+  }
+  if (want > 0 && !srv->consuming) {
+    if (mqproc__broker_consume(srv->broker, want, NULL) != MQPROC_OK)
+      return;
+    srv->consuming = 1;
+    srv->consume_prefetch = want;
+    MQPROC__INFO("consuming from queue '%s' (prefetch %d%s)", srv->processor, want,
+                 acked > 0 ? ", the other slots hold early-acked jobs" : "");
+  }
 }
 
 static void schedule_connect(mqproc__server_t *srv) {
@@ -209,6 +236,8 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
     mqproc__delivery_free(d);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__loop_stop(srv->loop);
+  else
+    mqproc__server_update_consuming(srv, 0); /* an early-acked job's slot may be free */
 }
 
 void mqproc__server_abandoned_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
@@ -235,9 +264,14 @@ static void on_store_ping(mqproc__loop_t *loop, void *ud) {
     return;
   }
   srv->store_paused = 0;
-  MQPROC__INFO("job store reachable again; consuming again");
-  if (srv->broker_up && !srv->stopping)
-    mqproc__broker_consume(srv->broker, NULL);
+  srv->store_back_ms = mqproc__now_ms();
+  MQPROC__INFO("job store reachable again; renewing leases, recording what waited, consuming "
+               "again");
+  for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_store_back(d);
+  }
+  mqproc__server_update_consuming(srv, 0);
 }
 
 /* Runs from a timer, not from the failing delivery's own step (which it may requeue). */
@@ -246,8 +280,7 @@ static void on_store_pause(mqproc__loop_t *loop, void *ud) {
   mqproc__delivery_t *d, *next;
   MQPROC__WARN("job store unreachable: not consuming; deliveries not yet claimed go back to "
                "the queue; running jobs keep running and are recorded when it returns");
-  if (srv->broker_up)
-    mqproc__broker_cancel(srv->broker, NULL);
+  mqproc__server_update_consuming(srv, 0);
   for (d = srv->deliveries; d != NULL; d = next) {
     next = *mqproc__delivery_next(d);
     if (mqproc__delivery_before_claim(d))
@@ -322,6 +355,10 @@ static void sweep(mqproc__server_t *srv) {
   int every_ms = srv->cfg->lease_s * 500;
   if (!srv->broker_up || srv->store_paused || srv->stopping || now - srv->last_sweep_ms < every_ms)
     return;
+  /* Right after a database outage every holder's lease may have run out only because it
+   * could not renew: give the holders two leases to renew before judging them dead. */
+  if (srv->store_back_ms != 0 && now - srv->store_back_ms < srv->cfg->lease_s * 2000LL)
+    return;
   srv->last_sweep_ms = now;
   if (mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
                           srv, err) != MQPROC_OK)
@@ -374,8 +411,7 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
                  "stop them now)",
                  strsignal(signo));
     srv->stopping = 1;
-    if (srv->broker_up)
-      mqproc__broker_cancel(srv->broker, NULL);
+    mqproc__server_update_consuming(srv, 0);
     stop_all(srv, 0);
     if (srv->deliveries != NULL)
       srv->grace_timer =
@@ -453,7 +489,6 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .dead_queue = srv->dead_queue,
                                    .durable = cfg->queue_durable,
                                    .queue_args = (const char *const *)cfg->queue_args,
-                                   .prefetch = cfg->prefetch,
                                    .heartbeat_s = cfg->heartbeat_s};
   return mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
 }

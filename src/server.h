@@ -38,6 +38,9 @@ typedef struct mqproc__server {
   int broker_fd;                  /* watched fd of the current connection, -1 when down */
   int signals;                    /* stop signals received */
   int store_paused;               /* the store is unreachable: not consuming */
+  int consuming;                  /* a consumer is registered on this connection */
+  int consume_prefetch;           /* with this prefetch */
+  int64_t store_back_ms;          /* when the store last came back (sweeper grace) */
   uint64_t ping_timer;            /* while paused: is the store back? */
   uint64_t grace_timer;           /* shutdown grace */
   int64_t last_sweep_ms;
@@ -56,6 +59,10 @@ int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const m
 int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err);
 /* The delivery in flight running attempt `attempt` of job_id, or NULL. */
 mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id, int attempt);
+/* Consumes only when connected, not stopping, with a reachable store and a free slot:
+ * --prefetch bounds the jobs running at once, early-acked ones included (the broker's
+ * prefetch only counts unacked deliveries). extra: early acks about to be sent. */
+void mqproc__server_update_consuming(mqproc__server_t *srv, int extra);
 /* A delivery found the store unreachable: stop taking deliveries until it answers. */
 void mqproc__server_store_down(mqproc__server_t *srv);
 /* An abandoned delivery's thread finished after all: free it. */

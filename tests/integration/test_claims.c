@@ -174,3 +174,33 @@ Test(claims, a_job_out_of_attempts_fails_without_running) {
   cr_expect_eq(it_file_lines(marker), 0);
   it_server_stop(srv);
 }
+
+Test(claims, an_early_acked_job_keeps_its_slot) {
+  char *proc = it_name("slot"), *results = it_name("slot-result");
+  const char *envp[] = {"PROC_SLEEP=3", NULL};
+  const char *extra[] = {"--ack-after=1", "--prefetch=1", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  it_publish(proc, it_job_json(proc, "slot-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  it_publish(proc, it_job_json(proc, "slot-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(
+      it_server_wait_log(srv, "job slot-1: still running after 1 s; delivery acked", WAIT_MS));
+  cr_assert(it_get(results, WAIT_MS, &m));
+  cr_expect(strstr(m.body, "slot-1") != NULL, "slot-1 ended first: %s", m.body);
+  it_msg_free(&m);
+  cr_assert(it_get(results, WAIT_MS, &m));
+  it_msg_free(&m);
+  it_server_stop(srv);
+  {
+    /* slot-2 was claimed only once slot-1 had ended: --prefetch bounds running jobs */
+    long first = it_sql_long("SELECT extract(epoch FROM start_time) * 1000 FROM mqproc_jobs "
+                             "WHERE job_id = 'slot-2'",
+                             0);
+    long ended = it_sql_long("SELECT extract(epoch FROM end_time) * 1000 FROM mqproc_jobs "
+                             "WHERE job_id = 'slot-1'",
+                             0);
+    cr_expect_geq(first, ended, "slot-2 started %ld ms before slot-1 ended", ended - first);
+  }
+}

@@ -174,3 +174,47 @@ Test(faults, a_job_longer_than_consumer_timeout_runs_once, .timeout = 420) {
   cr_expect_eq(it_sql_long("SELECT deliveries FROM mqproc_jobs WHERE job_id = 'ct-1'", 0), 1);
   it_server_stop(srv);
 }
+
+Test(faults, an_early_acked_result_waits_for_the_broker) {
+  char *proc = it_name("ackbrk"), *results = it_name("ackbrk-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *extra[] = {"--ack-after=1", NULL};
+  it_server_t *srv;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(marker, "4"));
+  it_publish(proc,
+             it_job_json(proc, "ackbrk-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job ackbrk-1: still running after 1 s", WAIT_MS));
+  it_services("rabbitmq-stop");
+  cr_assert(it_server_wait_log(srv, "job ackbrk-1: SUCCESS", WAIT_MS), "ends while away");
+  it_services("rabbitmq-start");
+  expect_one_success("ackbrk-1", results); /* no redelivery can bring it: the server sent it */
+  it_server_stop(srv);
+  cr_expect_str_eq(
+      it_sql("SELECT result_published::text FROM mqproc_jobs WHERE job_id = 'ackbrk-1'", 0),
+      "true");
+  cr_expect_eq(it_file_lines(marker), 1);
+}
+
+Test(faults, a_database_outage_longer_than_the_lease_hands_no_live_job_over) {
+  char *proc = it_name("dblease"), *results = it_name("dblease-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *extra_a[] = {"--lease=3", "--ack-after=1", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=3", "--ack-after=1", "--worker-id=B", NULL};
+  it_server_t *a, *b;
+  it_declare(results);
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(marker, "10"));
+  it_publish(proc, it_job_json(proc, "dbl-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(a, "job dbl-1: still running after 1 s", WAIT_MS));
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(marker, "10"));
+  it_services("pg-stop");
+  /* renewals fail for longer than the lease (3 s: renewed every second) */
+  cr_assert(it_server_wait_count(a, "lease renewal failed", 5, WAIT_MS));
+  it_services("pg-start");
+  expect_one_success("dbl-1", results);
+  cr_expect_eq(it_server_count_log(b, "republished"), 0, "B took no live job for a dead one");
+  cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'dbl-1'", 0), 1);
+  cr_expect_eq(it_file_lines(marker), 1, "ran once");
+  it_server_stop(a);
+  it_server_stop(b);
+}

@@ -279,7 +279,8 @@ Test(processors, a_server_killed_with_sigkill_takes_its_processor_along) {
   it_server_signal(srv, SIGKILL);
   st = it_server_wait_exit(srv, WAIT_MS);
   cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "wait status %d", st);
-  cr_expect(wait_gone(&child, GONE_MS), "processor %d outlived its server", (int)child.pid);
+  cr_expect(wait_gone(&child, GONE_MS), "the processor's child %d outlived the server",
+            (int)child.pid);
   unwatch(&child);
   cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'pdeath-1'", 0), "RUNNING",
                    "nobody recorded the end: the job waits for its lease to expire");

@@ -3,7 +3,8 @@
 # does depends on the job id's prefix; any other job succeeds at once.
 #   hang-*    start `sleep $PROC_SLEEP` (default 1000) as a child, write the child's pid
 #             to $PROC_PIDFILE (when set) and wait for it
-#   pdeath-*  write its own pid to $PROC_PIDFILE, then become `sleep 1000`
+#   pdeath-*  start `sleep 1000` as a child, write the child's pid to $PROC_PIDFILE and
+#             wait (the child is the processor's own: only a group kill reaches it)
 #   flood-*   write 2 GiB of zeros to stdout
 #   orphan-*  leave `sleep 300` running in the background, write its pid to
 #             $PROC_PIDFILE and exit 0
@@ -23,8 +24,9 @@ case "$MQPROC_JOB_ID" in
     wait
     ;;
   pdeath-*)
-    put_pid $$
-    exec sleep 1000
+    sleep 1000 &
+    put_pid $!
+    wait
     ;;
   flood-*)
     exec head -c 2G /dev/zero

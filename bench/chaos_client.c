@@ -1,0 +1,233 @@
+/* AMQP side of the chaos benchmark (bench/chaos.sh): publish the jobs, drain the results.
+ *
+ *   chaos_client publish URL PROCESSOR RESULT_QUEUE JOBS_FILE
+ *       Declares exchange ocrd-network-default (direct, non-durable, as mqproc and OCR-D
+ *       declare it), the job queue PROCESSOR and RESULT_QUEUE (durable, no arguments,
+ *       bound with routing key = queue name), then publishes one JSON processing message
+ *       per line of JOBS_FILE (a job_id) — persistent, mandatory, with publisher
+ *       confirms. Exits non-zero unless every message was confirmed and routed.
+ *
+ *   chaos_client drain URL RESULT_QUEUE OUT_FILE IDLE_MS
+ *       Consumes RESULT_QUEUE (manual acks) until no message arrived for IDLE_MS and
+ *       writes one line per result message: "job_id state redelivered". Prints the count.
+ *
+ * Build: cc -O2 bench/chaos_client.c $(pkg-config --cflags --libs librabbitmq jansson)
+ */
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#define EXCHANGE "ocrd-network-default"
+#define CH 1
+#define WINDOW 256 /* messages in flight before waiting for confirms */
+
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("chaos_client: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+static void check_rpc(amqp_connection_state_t c, const char *what) {
+  amqp_rpc_reply_t r = amqp_get_rpc_reply(c);
+  if (r.reply_type == AMQP_RESPONSE_NORMAL)
+    return;
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+      r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    amqp_channel_close_t *m = r.reply.decoded;
+    die("%s: channel closed by the broker: %d %.*s", what, m->reply_code,
+        (int)m->reply_text.len, (char *)m->reply_text.bytes);
+  }
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
+    die("%s: %s", what, amqp_error_string2(r.library_error));
+  die("%s: failed (reply type %d)", what, r.reply_type);
+}
+
+static amqp_connection_state_t connect_url(const char *url_in) {
+  struct amqp_connection_info ci;
+  char *url = strdup(url_in);
+  amqp_connection_state_t c = amqp_new_connection();
+  amqp_socket_t *s = amqp_tcp_socket_new(c);
+  if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK)
+    die("bad AMQP URL");
+  if (s == NULL || amqp_socket_open(s, ci.host, ci.port) != AMQP_STATUS_OK)
+    die("cannot connect to %s:%d", ci.host, ci.port);
+  amqp_rpc_reply_t r = amqp_login(c, ci.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, ci.user,
+                                  ci.password);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL)
+    die("login failed");
+  amqp_channel_open(c, CH);
+  check_rpc(c, "channel.open");
+  free(url);
+  return c;
+}
+
+static void declare_queue(amqp_connection_state_t c, const char *q) {
+  amqp_queue_declare(c, CH, amqp_cstring_bytes(q), 0, 1, 0, 0, amqp_empty_table);
+  check_rpc(c, "queue.declare");
+  amqp_queue_bind(c, CH, amqp_cstring_bytes(q), amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes(q),
+                  amqp_empty_table);
+  check_rpc(c, "queue.bind");
+}
+
+/* ---- publish -------------------------------------------------------------------------- */
+
+static uint64_t g_confirmed, g_returned, g_nacked;
+
+/* Reads frames until every published message up to seq is confirmed. */
+static void wait_confirms(amqp_connection_state_t c, uint64_t seq) {
+  while (g_confirmed < seq) {
+    amqp_frame_t f;
+    struct timeval tv = {30, 0};
+    int rc = amqp_simple_wait_frame_noblock(c, &f, &tv);
+    if (rc != AMQP_STATUS_OK)
+      die("waiting for confirms: %s", amqp_error_string2(rc));
+    if (f.frame_type != AMQP_FRAME_METHOD)
+      continue;
+    switch (f.payload.method.id) {
+    case AMQP_BASIC_ACK_METHOD: {
+      amqp_basic_ack_t *a = f.payload.method.decoded;
+      g_confirmed = a->delivery_tag; /* with or without multiple: all up to it */
+      break;
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+      amqp_basic_nack_t *n = f.payload.method.decoded;
+      g_nacked++;
+      g_confirmed = n->delivery_tag;
+      break;
+    }
+    case AMQP_BASIC_RETURN_METHOD: { /* unroutable: the content follows */
+      amqp_message_t m;
+      g_returned++;
+      if (amqp_read_message(c, f.channel, &m, 0).reply_type == AMQP_RESPONSE_NORMAL)
+        amqp_destroy_message(&m);
+      break;
+    }
+    case AMQP_CHANNEL_CLOSE_METHOD:
+    case AMQP_CONNECTION_CLOSE_METHOD:
+      die("broker closed the channel while publishing");
+    default:
+      break;
+    }
+    amqp_maybe_release_buffers(c);
+  }
+}
+
+static int cmd_publish(const char *url, const char *proc, const char *resq, const char *jobs) {
+  amqp_connection_state_t c = connect_url(url);
+  FILE *in = fopen(jobs, "r");
+  char line[512];
+  uint64_t seq = 0;
+  amqp_basic_properties_t p;
+  if (in == NULL)
+    die("cannot open %s", jobs);
+  amqp_exchange_declare(c, CH, amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes("direct"), 0, 0, 0,
+                        0, amqp_empty_table);
+  check_rpc(c, "exchange.declare");
+  declare_queue(c, proc);
+  declare_queue(c, resq);
+  amqp_confirm_select(c, CH);
+  check_rpc(c, "confirm.select");
+  memset(&p, 0, sizeof(p));
+  p._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
+  p.content_type = amqp_cstring_bytes("application/json");
+  p.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  while (fgets(line, sizeof(line), in) != NULL) {
+    line[strcspn(line, "\r\n")] = '\0';
+    if (line[0] == '\0')
+      continue;
+    json_t *o = json_pack("{s:s, s:s, s:I, s:[s], s:[s], s:s, s:{}, s:s}", "job_id", line,
+                          "processor_name", proc, "created_time", (json_int_t)time(NULL),
+                          "input_file_grps", "OCR-D-IMG", "output_file_grps", "OCR-D-CHAOS",
+                          "path_to_mets", "/data/chaos/mets.xml", "parameters",
+                          "result_queue_name", resq);
+    char *body = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (body == NULL)
+      die("out of memory");
+    int rc = amqp_basic_publish(c, CH, amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes(proc), 1, 0,
+                                &p, amqp_cstring_bytes(body));
+    free(body);
+    if (rc != AMQP_STATUS_OK)
+      die("publish: %s", amqp_error_string2(rc));
+    seq++;
+    if (seq - g_confirmed >= WINDOW)
+      wait_confirms(c, seq - WINDOW / 2);
+  }
+  fclose(in);
+  wait_confirms(c, seq);
+  amqp_channel_close(c, CH, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(c);
+  printf("published %llu, confirmed %llu, nacked %llu, unroutable %llu\n",
+         (unsigned long long)seq, (unsigned long long)g_confirmed, (unsigned long long)g_nacked,
+         (unsigned long long)g_returned);
+  return g_nacked == 0 && g_returned == 0 ? 0 : 1;
+}
+
+/* ---- drain ---------------------------------------------------------------------------- */
+
+static int cmd_drain(const char *url, const char *resq, const char *out_path, int idle_ms) {
+  amqp_connection_state_t c = connect_url(url);
+  FILE *out = fopen(out_path, "w");
+  long n = 0, bad = 0;
+  if (out == NULL)
+    die("cannot open %s", out_path);
+  amqp_basic_qos(c, CH, 0, 500, 0);
+  check_rpc(c, "basic.qos");
+  amqp_basic_consume(c, CH, amqp_cstring_bytes(resq), amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+  check_rpc(c, "basic.consume");
+  for (;;) {
+    amqp_envelope_t env;
+    struct timeval tv = {idle_ms / 1000, (idle_ms % 1000) * 1000};
+    amqp_maybe_release_buffers(c);
+    amqp_rpc_reply_t r = amqp_consume_message(c, &env, &tv, 0);
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
+      break;
+    if (r.reply_type != AMQP_RESPONSE_NORMAL)
+      die("consume: reply type %d (%s)", r.reply_type,
+          r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? amqp_error_string2(r.library_error)
+                                                          : "server exception");
+    json_error_t e;
+    json_t *o = json_loadb(env.message.body.bytes, env.message.body.len, 0, &e);
+    const char *jid = o ? json_string_value(json_object_get(o, "job_id")) : NULL;
+    const char *st = o ? json_string_value(json_object_get(o, "state")) : NULL;
+    if (jid == NULL || st == NULL) {
+      bad++;
+      fprintf(out, "(undecodable) ? %d\n", env.redelivered);
+    } else {
+      fprintf(out, "%s %s %d\n", jid, st, env.redelivered);
+    }
+    json_decref(o);
+    if (amqp_basic_ack(c, CH, env.delivery_tag, 0) != AMQP_STATUS_OK)
+      die("ack failed");
+    amqp_destroy_envelope(&env);
+    n++;
+  }
+  fclose(out);
+  amqp_channel_close(c, CH, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(c);
+  printf("drained %ld result messages (%ld undecodable)\n", n, bad);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 6 && strcmp(argv[1], "publish") == 0)
+    return cmd_publish(argv[2], argv[3], argv[4], argv[5]);
+  if (argc == 6 && strcmp(argv[1], "drain") == 0)
+    return cmd_drain(argv[2], argv[3], argv[4], atoi(argv[5]));
+  fprintf(stderr, "usage: %s publish URL PROCESSOR RESULT_QUEUE JOBS_FILE\n"
+                  "       %s drain URL RESULT_QUEUE OUT_FILE IDLE_MS\n",
+          argv[0], argv[0]);
+  return 2;
+}
