@@ -661,6 +661,11 @@ static int step_callback_record(mqproc__delivery_t *d) {
 static int step_settle(mqproc__delivery_t *d, int ack) {
   char err[MQPROC_ERR_LEN];
   int rc;
+  if (d->acked && d->outcome != NULL) { /* the outcome is out: the row needs us no more */
+    rc = mqproc__store_outbox_done(d->srv->store, d->job_id, d->attempt, err);
+    if (rc != MQPROC_OK)
+      return store_failed(d, rc, err);
+  }
   d->state = S_DONE;
   if (d->acked) /* acked early; a requeued job gets a new message from the sweeper */
     return 1;
@@ -832,6 +837,36 @@ mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__br
   return d;
 }
 
+mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
+                                                const mqproc__outbox_row_t *r) {
+  mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
+  char err[MQPROC_ERR_LEN];
+  mqproc__format_t fmt;
+  json_t *doc;
+  if (d == NULL)
+    return NULL;
+  if (mqproc__codec_parse(r->request_json, strlen(r->request_json), &doc, &fmt, err) != MQPROC_OK ||
+      mqproc__msg_validate(doc, fmt, NULL, &d->msg, err) != MQPROC_OK ||
+      (d->job_id = mqproc__strdup(r->job_id)) == NULL) {
+    MQPROC__ERROR("job %s: cannot send its outcome: stored request unusable (%s)", r->job_id, err);
+    mqproc__delivery_free(d);
+    return NULL;
+  }
+  d->msg->format = strcmp(r->format, "yaml") == 0 ? MQPROC__FMT_YAML : MQPROC__FMT_JSON;
+  d->srv = srv;
+  d->attempt = r->attempt;
+  d->outcome = strcmp(r->state, "SUCCESS") == 0 ? "SUCCESS" : "FAILED";
+  d->send_result = !r->result_published;
+  d->send_callbacks = !r->callbacks_done;
+  d->acked = 1; /* no broker delivery: the row carries the job */
+  d->last_renew_ms = mqproc__now_ms();
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  d->state = S_PUBLISH;
+  MQPROC__INFO("job %s: its holder died before sending its outcome (%s); sending it", d->job_id,
+               d->outcome);
+  return d;
+}
+
 void mqproc__delivery_start(mqproc__delivery_t *d) {
   advance(d);
 }
@@ -840,8 +875,8 @@ void mqproc__delivery_tick(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   int64_t now = mqproc__now_ms();
   int rc;
-  if ((d->state != S_RUNNING && d->state != S_BACKOFF) || d->fenced ||
-      now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
+  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || (d->acked && d->outcome != NULL);
+  if (!holds || d->fenced || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
     return;
   rc = mqproc__store_renew(d->srv->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000, err);
   if (rc == MQPROC_OK) {

@@ -349,6 +349,18 @@ static void republish_confirmed(mqproc__server_t *srv, const char *job_id, int s
                  err);
 }
 
+/* A final job's outcome its dead holder never sent: a delivery without a broker message
+ * sends it (result, callbacks) like any other. */
+static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d = mqproc__delivery_new_outbox(srv, r);
+  if (d == NULL)
+    return; /* logged; its grace lease runs out and a later sweep tries again */
+  *mqproc__delivery_next(d) = srv->deliveries;
+  srv->deliveries = d;
+  mqproc__delivery_start(d);
+}
+
 static void sweep(mqproc__server_t *srv) {
   char err[MQPROC_ERR_LEN];
   int64_t now = mqproc__now_ms();
@@ -361,7 +373,9 @@ static void sweep(mqproc__server_t *srv) {
     return;
   srv->last_sweep_ms = now;
   if (mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
-                          srv, err) != MQPROC_OK)
+                          srv, err) != MQPROC_OK ||
+      mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
+                                 send_outbox_row, srv, err) != MQPROC_OK)
     MQPROC__WARN("sweep failed: %s", err);
 }
 

@@ -45,6 +45,17 @@ typedef struct mqproc__claim {
   char worker_id_now[128]; /* holder, when not claimed */
 } mqproc__claim_t;
 
+/* A final job whose outcome still has to be sent (mqproc__store_sweep_outbox). */
+typedef struct mqproc__outbox_row {
+  const char *job_id;
+  const char *request_json;
+  const char *format; /* "json" or "yaml" */
+  const char *state;  /* SUCCESS or FAILED */
+  int attempt;
+  int result_published;
+  int callbacks_done;
+} mqproc__outbox_row_t;
+
 typedef struct mqproc__try_end {
   int ok;
   int exit_code;   /* -1 when none */
@@ -93,8 +104,15 @@ struct mqproc__store_class {
   int (*republished)(mqproc__store_t *s, const char *job_id, char *err);
   /* ping: is the store reachable? */
   int (*ping)(mqproc__store_t *s, char *err);
-  /* renew: extend the lease of attempt by lease_ms. */
+  /* renew: extend the lease of attempt by lease_ms (while it runs, and while an early-acked
+     holder still sends the outcome of a final job). */
   int (*renew)(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms, char *err);
+  /* outbox_done: the early-acked holder of attempt sent everything of a final job. */
+  int (*outbox_done)(mqproc__store_t *s, const char *job_id, int attempt, char *err);
+  /* sweep_outbox: final jobs whose early-acked holder died before sending their result
+     and callbacks; each is taken for lease_ms and passed to row() (at most limit). */
+  int (*sweep_outbox)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
+                      void (*row)(void *ud, const mqproc__outbox_row_t *r), void *ud, char *err);
   /* mark_published: the result message was confirmed by the broker (or failed: error). */
   int (*mark_published)(mqproc__store_t *s, const char *job_id, const char *error, char *err);
   /* record_callbacks: outcome of the callback POSTs (error NULL = all OK). */
@@ -132,6 +150,8 @@ int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err)
 #define mqproc__store_republished(s, ...) MQPROC__STORE_CALL(s, republished, __VA_ARGS__)
 #define mqproc__store_ping(s, err) ((s)->klass->ping((s), (err)))
 #define mqproc__store_renew(s, ...) MQPROC__STORE_CALL(s, renew, __VA_ARGS__)
+#define mqproc__store_outbox_done(s, ...) MQPROC__STORE_CALL(s, outbox_done, __VA_ARGS__)
+#define mqproc__store_sweep_outbox(s, ...) MQPROC__STORE_CALL(s, sweep_outbox, __VA_ARGS__)
 #define mqproc__store_mark_published(s, ...) MQPROC__STORE_CALL(s, mark_published, __VA_ARGS__)
 #define mqproc__store_record_callbacks(s, ...) MQPROC__STORE_CALL(s, record_callbacks, __VA_ARGS__)
 #define mqproc__store_record_dead(s, ...) MQPROC__STORE_CALL(s, record_dead, __VA_ARGS__)

@@ -322,7 +322,9 @@ static int pg_succeed(mqproc__store_t *base, const char *job_id, int attempt, in
   snprintf(ms, sizeof(ms), "%lld", (long long)exec_ms);
   return run_fenced((pg_store_t *)base,
                     "UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = now(),"
-                    " exec_time_ms = $3::bigint, lease_until = NULL, updated_at = now()"
+                    " exec_time_ms = $3::bigint, updated_at = now(),"
+                    /* an early-acked holder keeps its lease while it sends the result */
+                    " lease_until = CASE WHEN delivery_acked THEN lease_until END"
                     " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
                     3, vals, job_id, attempt, err);
 }
@@ -341,8 +343,10 @@ static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const
                 " state = CASE WHEN requeues < $4::int THEN 'QUEUED' ELSE 'FAILED' END,"
                 " requeues = CASE WHEN requeues < $4::int THEN requeues + 1 ELSE requeues END,"
                 " end_time = CASE WHEN requeues < $4::int THEN NULL ELSE now() END,"
-                " republish = $5::boolean AND requeues < $4::int, delivery_acked = false,"
-                " lease_until = NULL, last_error = $3, updated_at = now()"
+                " republish = $5::boolean AND requeues < $4::int,"
+                " delivery_acked = delivery_acked AND requeues >= $4::int,"
+                " lease_until = CASE WHEN delivery_acked AND requeues >= $4::int"
+                "   THEN lease_until END, last_error = $3, updated_at = now()"
                 " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING state",
                 5, vals, &res, err);
   if (rc != MQPROC_OK)
@@ -446,8 +450,54 @@ static int pg_renew(mqproc__store_t *base, const char *job_id, int attempt, int 
   return run_fenced(
       (pg_store_t *)base,
       "UPDATE mqproc_jobs SET lease_until = now() + $3::int * interval '1 millisecond'"
-      " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+      " WHERE job_id = $1 AND attempt = $2::int"
+      " AND (state = 'RUNNING' OR (delivery_acked AND state IN ('SUCCESS', 'FAILED')))",
       3, vals, job_id, attempt, err);
+}
+
+static int pg_outbox_done(mqproc__store_t *base, const char *job_id, int attempt, char *err) {
+  char att[16];
+  const char *vals[2] = {job_id, att};
+  snprintf(att, sizeof(att), "%d", attempt);
+  return run_text((pg_store_t *)base,
+                  "UPDATE mqproc_jobs SET delivery_acked = false, lease_until = NULL,"
+                  " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
+                  " AND state IN ('SUCCESS', 'FAILED') AND delivery_acked",
+                  2, vals, NULL, err);
+}
+
+/* Final jobs whose early-acked holder died before it sent their result or callbacks
+ * (nothing would replay them: their message was acked). Taken for a grace lease. */
+static const char OUTBOX_SQL[] =
+    "UPDATE mqproc_jobs SET lease_until = now() + $2::int * interval '1 millisecond',"
+    " updated_at = now()"
+    " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
+    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked AND lease_until < now()"
+    "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
+    " RETURNING job_id, request::text, request_format, state, attempt, result_published,"
+    "   callback_state IS NOT NULL";
+
+static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
+                           void (*row)(void *ud, const mqproc__outbox_row_t *r), void *ud,
+                           char *err) {
+  char ms[16], lim[16];
+  const char *vals[3] = {processor, ms, lim};
+  PGresult *res;
+  int rc;
+  snprintf(ms, sizeof(ms), "%d", lease_ms);
+  snprintf(lim, sizeof(lim), "%d", limit);
+  if ((rc = run_text((pg_store_t *)base, OUTBOX_SQL, 3, vals, &res, err)) != MQPROC_OK)
+    return rc;
+  for (int i = 0; i < PQntuples(res); i++) {
+    mqproc__outbox_row_t r = {PQgetvalue(res, i, 0),          PQgetvalue(res, i, 1),
+                              PQgetvalue(res, i, 2),          PQgetvalue(res, i, 3),
+                              atoi(PQgetvalue(res, i, 4)),    PQgetvalue(res, i, 5)[0] == 't',
+                              PQgetvalue(res, i, 6)[0] == 't'};
+    if (!PQgetisnull(res, i, 1))
+      row(ud, &r);
+  }
+  PQclear(res);
+  return MQPROC_OK;
 }
 
 /* ---- after the outcome -------------------------------------------------------------- */
@@ -508,6 +558,8 @@ static const struct mqproc__store_class pg_class = {
     pg_republished,      /* republished */
     pg_ping,             /* ping */
     pg_renew,            /* renew */
+    pg_outbox_done,      /* outbox_done */
+    pg_sweep_outbox,     /* sweep_outbox */
     pg_mark_published,   /* mark_published */
     pg_record_callbacks, /* record_callbacks */
     pg_record_dead,      /* record_dead */

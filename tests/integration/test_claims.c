@@ -3,9 +3,11 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "http_listener.h"
 
 #define WAIT_MS 30000
 
@@ -203,4 +205,38 @@ Test(claims, an_early_acked_job_keeps_its_slot) {
                              0);
     cr_expect_geq(first, ended, "slot-2 started %ld ms before slot-1 ended", ended - first);
   }
+}
+
+Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) {
+  char *proc = it_name("outbox"), *results = it_name("outbox-result");
+  test_http_t *cb = test_http_start(200);
+  char *cb_url = test_http_url(cb, "/result_callback");
+  const char *extra[] = {"--lease=2", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  char *body;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  /* as if the holder died right after recording SUCCESS, its delivery acked early */
+  it_sql("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
+         " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 1, true,"
+         " now() - interval '1 second', $2::jsonb)",
+         2, proc,
+         it_job_json(
+             proc, "outbox-1",
+             it_fmt("{\"result_queue_name\": \"%s\", \"callback_url\": \"%s\"}", results, cb_url)));
+  cr_assert(it_get(results, WAIT_MS, &m), "the sweeper did not send the result");
+  cr_expect(strstr(m.body, "outbox-1") != NULL && strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_assert_eq(test_http_wait(cb, 1, WAIT_MS), 1, "the callback was not sent");
+  body = test_http_body(cb, 0);
+  cr_expect(strstr(body, "\"state\":\"SUCCESS\"") != NULL, "%s", body);
+  free(body);
+  it_server_stop(srv); /* the outbox delivery ended before the server could stop */
+  cr_expect_str_eq(it_sql("SELECT result_published::text || ' ' || callback_state || ' ' ||"
+                          " delivery_acked::text FROM mqproc_jobs WHERE job_id = 'outbox-1'",
+                          0),
+                   "true OK false");
+  test_http_stop(cb);
+  free(cb_url);
 }
