@@ -1,7 +1,9 @@
 /* The state machine of one delivery: decode -> claim -> run (local retries) -> record ->
  * publish -> callbacks -> ack/nack. Read top to bottom, it is the processing protocol.
  *
- * API (delivery.h): mqproc__delivery_new/_start/_on_confirm/_tick/_stop/_free.
+ * API (delivery.h): here only mqproc__delivery_on_confirm; what acts on a delivery from
+ * outside the machine (_new, _start, _tick, --ack-after, _stop, _free, ...) is in
+ * delivery_ctl.c. The struct and the state list are in delivery_int.h.
  *
  * States, in the order a successful job passes them (waits marked ~):
  *
@@ -24,13 +26,13 @@
  * before the claim is dropped (the broker redelivers it); after the claim it runs to
  * the end, so a job running during a broker outage is still recorded once.
  *
- * To add a state: add it to DELIVERY_STATES, write its step function, and add the case
- * in step(). Waiting states return 0 from step() and are resumed by an event.
+ * To add a state: add it to DELIVERY_STATES (delivery_int.h), write its step function
+ * here, and add the case in step(). Waiting states return 0 from step() and are resumed
+ * by an event; for a new one, also see what delivery_ctl.c's shutdown
+ * (mqproc__delivery_stop) and accessors should make of it.
  */
-#include "delivery.h"
+#include "delivery_int.h"
 
-#include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,101 +44,13 @@
 #include "policy.h"
 #include "util.h"
 
-#define DELIVERY_STATES(X)                                                                         \
-  X(DECODE)                                                                                        \
-  X(CLAIM)                                                                                         \
-  X(START_TRY)                                                                                     \
-  X(RUNNING)                                                                                       \
-  X(END_TRY)                                                                                       \
-  X(BACKOFF)                                                                                       \
-  X(SUCCEED)                                                                                       \
-  X(FAIL)                                                                                          \
-  X(RELEASE)                                                                                       \
-  X(GIVE_UP)                                                                                       \
-  X(FENCED)                                                                                        \
-  X(DEAD_LETTER)                                                                                   \
-  X(DEAD_WAIT)                                                                                     \
-  X(PUBLISH)                                                                                       \
-  X(PUBLISH_WAIT)                                                                                  \
-  X(PUBLISHED)                                                                                     \
-  X(CALLBACK)                                                                                      \
-  X(CALLBACK_WAIT)                                                                                 \
-  X(CALLBACK_RECORD)                                                                               \
-  X(DEFER)                                                                                         \
-  X(STORE_WAIT)                                                                                    \
-  X(BROKER_WAIT)                                                                                   \
-  X(ACK)                                                                                           \
-  X(NACK)                                                                                          \
-  X(DONE)
-
-typedef enum dstate {
-#define DSTATE_ENUM(name) S_##name,
-  DELIVERY_STATES(DSTATE_ENUM)
-#undef DSTATE_ENUM
-} dstate_t;
-
 static const char *const DSTATE_NAMES[] = {
 #define DSTATE_NAME(name) #name,
     DELIVERY_STATES(DSTATE_NAME)
 #undef DSTATE_NAME
 };
 
-#define STORE_BACKOFF_MIN_MS 250
-#define STORE_BACKOFF_MAX_MS 5000
-
-struct mqproc__delivery {
-  mqproc__delivery_t *next; /* server's list */
-  mqproc__server_t *srv;
-  dstate_t state;
-  dstate_t resume;     /* STORE_WAIT resumes here */
-  dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
-  /* the delivery */
-  uint64_t epoch;
-  uint64_t tag;
-  int redelivered;
-  char *body;
-  size_t len;
-  /* the message */
-  mqproc__msg_t *msg;
-  char *request_json;
-  char *mets_path; /* path_to_mets, or the workspace_id's METS under --workspace-root */
-  char *job_id;    /* also set for invalid messages when readable */
-  /* the attempt */
-  int attempt; /* fencing token */
-  int tries_in_attempt;
-  int try_no; /* over the whole job */
-  mqproc__run_t *run;
-  mqproc__run_result_t last; /* how the last try ended */
-  const char *outcome;       /* "SUCCESS" / "FAILED" once final */
-  int send_result;           /* publish the result message */
-  int send_callbacks;        /* POST the callbacks */
-  int dead_recorded;
-  int stop_requested;
-  int fenced;
-  int acked;          /* the delivery was acked early: the row carries the job */
-  int abandoned;      /* released at shutdown while its thread still runs */
-  uint64_t ack_timer; /* --ack-after */
-  uint64_t timer;
-  int store_backoff_ms;
-  int64_t last_renew_ms;
-  char reason[MQPROC_ERR_LEN]; /* dead-letter reason / final error */
-  char publish_error[MQPROC_ERR_LEN];
-  int publish_status;
-  char callback_error[MQPROC_ERR_LEN];
-  char log_path[PATH_MAX];
-};
-
-static void advance(mqproc__delivery_t *d);
-
 /* ---- helpers ------------------------------------------------------------------------ */
-
-static const char *jid(const mqproc__delivery_t *d) {
-  return d->job_id != NULL ? d->job_id : "(no job_id)";
-}
-
-static const mqproc__config_t *cfg(const mqproc__delivery_t *d) {
-  return d->srv->cfg;
-}
 
 static uint32_t rnd(void) {
   return (uint32_t)random();
@@ -257,8 +171,6 @@ static int step_decode(mqproc__delivery_t *d) {
   return 1;
 }
 
-static void on_ack_timer(mqproc__loop_t *loop, void *ud);
-
 /* RUNNING under a live lease held by this very server: another copy of a job we are
  * running. A copy redelivered after our connection died replaces the dead delivery (its
  * tag is the one to ack at the end); a copy of an early-acked job is redundant. */
@@ -284,8 +196,7 @@ static int claimed(mqproc__delivery_t *d, int attempt) {
   d->attempt = attempt;
   MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
                d->redelivered ? " (redelivered)" : "");
-  if (cfg(d)->ack_after_s > 0)
-    d->ack_timer = mqproc__loop_timer(d->srv->loop, cfg(d)->ack_after_s * 1000LL, on_ack_timer, d);
+  mqproc__delivery_arm_ack_timer(d); /* --ack-after, in delivery_ctl.c */
   d->state = S_START_TRY;
   return 1;
 }
@@ -350,7 +261,7 @@ static void on_run_done(void *ud, const mqproc__run_result_t *r) {
   d->run = NULL;
   d->last = *r;
   d->state = S_END_TRY;
-  advance(d);
+  mqproc__delivery_advance(d);
 }
 
 static void job_log_path(mqproc__delivery_t *d) {
@@ -630,7 +541,7 @@ static void callback_after(mqproc__loop_t *loop, void *ud) {
   if (d->callback_error[0] != '\0')
     MQPROC__WARN("job %s: callback failed: %s", jid(d), d->callback_error);
   d->state = S_CALLBACK_RECORD;
-  advance(d);
+  mqproc__delivery_advance(d);
 }
 
 static int step_callback(mqproc__delivery_t *d) {
@@ -731,7 +642,7 @@ static int step(mqproc__delivery_t *d) {
   return 0;
 }
 
-static void advance(mqproc__delivery_t *d) {
+void mqproc__delivery_advance(mqproc__delivery_t *d) {
   while (step(d))
     ;
   if (d->state == S_DONE)
@@ -750,7 +661,7 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
     d->state = S_NACK;
   else if (d->state == S_BROKER_WAIT)
     d->state = d->resume;
-  advance(d);
+  mqproc__delivery_advance(d);
 }
 
 void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
@@ -782,216 +693,5 @@ void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
   } else {
     return;
   }
-  advance(d);
-}
-
-/* --ack-after: a job still running this long gets its delivery acked, after the row
- * records that the broker no longer holds it (so a dead holder's job is republished by
- * a sweeper instead of waiting for a redelivery that will not come). Keeps long jobs
- * clear of RabbitMQ's consumer_timeout. */
-static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
-  mqproc__delivery_t *d = ud;
-  char err[MQPROC_ERR_LEN];
-  int rc;
-  (void)loop;
-  d->ack_timer = 0;
-  if (d->acked || d->fenced ||
-      (d->state != S_START_TRY && d->state != S_RUNNING && d->state != S_BACKOFF &&
-       d->state != S_STORE_WAIT))
-    return;
-  rc = mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, err);
-  if (rc == MQPROC_OK) {
-    /* this job keeps its slot after the ack: first make the broker push no more than the
-     * free slots allow, then ack */
-    mqproc__server_update_consuming(d->srv, 1);
-    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err);
-  }
-  d->acked = rc == MQPROC_OK;
-  mqproc__server_update_consuming(d->srv, 0);
-  if (rc == MQPROC_OK) {
-    MQPROC__INFO("job %s: still running after %d s; delivery acked, the job table carries it",
-                 jid(d), cfg(d)->ack_after_s);
-    return;
-  }
-  MQPROC__WARN("job %s: early ack postponed: %s", jid(d), err);
-  if (rc != MQPROC_ESTORE_FENCED)
-    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
-}
-
-/* ---- lifecycle ---------------------------------------------------------------------- */
-
-mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__broker_msg_t *m) {
-  mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
-  if (d == NULL || (d->body = mqproc__malloc(m->len)) == NULL) {
-    free(d);
-    return NULL;
-  }
-  memcpy(d->body, m->body, m->len);
-  d->len = m->len;
-  d->srv = srv;
-  d->epoch = m->epoch;
-  d->tag = m->tag;
-  d->redelivered = m->redelivered;
-  d->state = S_DECODE;
-  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  return d;
-}
-
-mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
-                                                const mqproc__outbox_row_t *r) {
-  mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
-  char err[MQPROC_ERR_LEN];
-  mqproc__format_t fmt;
-  json_t *doc;
-  if (d == NULL)
-    return NULL;
-  if (mqproc__codec_parse(r->request_json, strlen(r->request_json), &doc, &fmt, err) != MQPROC_OK ||
-      mqproc__msg_validate(doc, fmt, NULL, &d->msg, err) != MQPROC_OK ||
-      (d->job_id = mqproc__strdup(r->job_id)) == NULL) {
-    MQPROC__ERROR("job %s: cannot send its outcome: stored request unusable (%s)", r->job_id, err);
-    mqproc__delivery_free(d);
-    return NULL;
-  }
-  d->msg->format = strcmp(r->format, "yaml") == 0 ? MQPROC__FMT_YAML : MQPROC__FMT_JSON;
-  d->srv = srv;
-  d->attempt = r->attempt;
-  d->outcome = strcmp(r->state, "SUCCESS") == 0 ? "SUCCESS" : "FAILED";
-  d->send_result = !r->result_published;
-  d->send_callbacks = !r->callbacks_done;
-  d->acked = 1; /* no broker delivery: the row carries the job */
-  d->last_renew_ms = mqproc__now_ms();
-  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  d->state = S_PUBLISH;
-  MQPROC__INFO("job %s: its holder died before sending its outcome (%s); sending it", d->job_id,
-               d->outcome);
-  return d;
-}
-
-void mqproc__delivery_start(mqproc__delivery_t *d) {
-  advance(d);
-}
-
-void mqproc__delivery_tick(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  int64_t now = mqproc__now_ms();
-  int rc;
-  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || (d->acked && d->outcome != NULL);
-  if (!holds || d->fenced || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
-    return;
-  rc = mqproc__store_renew(d->srv->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000, err);
-  if (rc == MQPROC_OK) {
-    d->last_renew_ms = now;
-  } else if (rc == MQPROC_ESTORE_FENCED) {
-    MQPROC__ERROR("job %s: lease of attempt %d lost to a newer attempt; stopping this try", jid(d),
-                  d->attempt);
-    d->fenced = 1;
-    if (d->run != NULL)
-      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
-    else if (d->state == S_BACKOFF) {
-      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
-      d->state = S_FENCED;
-      advance(d);
-    }
-  } else {
-    MQPROC__WARN("job %s: lease renewal failed: %s", jid(d), err);
-  }
-}
-
-void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
-  d->stop_requested = 1;
-  switch (d->state) {
-  case S_DEFER:
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
-    d->state = S_NACK;
-    advance(d);
-    break;
-  case S_STORE_WAIT:
-    if (d->resume == S_CLAIM || d->resume == S_DECODE) {
-      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
-      d->state = S_NACK;
-      advance(d);
-    }
-    break;
-  case S_BACKOFF:
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
-    d->state = S_RELEASE;
-    advance(d);
-    break;
-  case S_BROKER_WAIT: /* an early-acked job's result waits for the broker */
-    if (!force)
-      break;
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
-    d->timer = 0;
-    d->state = d->resume;
-    advance(d); /* stop_requested: broker_down() gives up waiting */
-    break;
-  case S_RUNNING:
-    if (!force || d->run == NULL)
-      break;
-    if (d->srv->runner->klass->killable) {
-      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL); /* ends as RELEASE */
-      break;
-    }
-    /* A thread cannot be stopped: release the job now and leave the try running; the
-     * server exits without waiting for it (mqproc__server_delivery_done). */
-    MQPROC__WARN("job %s: the processing function is still running; releasing its job", jid(d));
-    d->abandoned = 1;
-    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
-    d->ack_timer = 0;
-    d->state = S_RELEASE;
-    advance(d);
-    break;
-  default:
-    break; /* publishing, recording, calling back: let it finish */
-  }
-}
-
-void mqproc__delivery_free(mqproc__delivery_t *d) {
-  if (d == NULL)
-    return;
-  if (d->timer != 0)
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
-  if (d->ack_timer != 0)
-    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
-  mqproc__msg_free(d->msg);
-  free(d->request_json);
-  free(d->mets_path);
-  free(d->job_id);
-  free(d->body);
-  free(d);
-}
-
-mqproc__delivery_t **mqproc__delivery_next(mqproc__delivery_t *d) {
-  return &d->next;
-}
-
-int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int attempt) {
-  return d->job_id != NULL && d->attempt == attempt && d->outcome == NULL && !d->fenced &&
-         strcmp(d->job_id, job_id) == 0 &&
-         (d->state == S_START_TRY || d->state == S_RUNNING || d->state == S_END_TRY ||
-          d->state == S_BACKOFF || d->state == S_STORE_WAIT);
-}
-
-int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
-  return d->abandoned;
-}
-
-int mqproc__delivery_acked(const mqproc__delivery_t *d) {
-  return d->acked;
-}
-
-void mqproc__delivery_store_back(mqproc__delivery_t *d) {
-  d->last_renew_ms = 0; /* renew at the next tick */
-  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  if (d->state != S_STORE_WAIT)
-    return;
-  mqproc__loop_timer_cancel(d->srv->loop, d->timer);
-  d->timer = 0;
-  d->state = d->resume;
-  advance(d);
-}
-
-int mqproc__delivery_before_claim(const mqproc__delivery_t *d) {
-  return d->state == S_DECODE || d->state == S_CLAIM ||
-         (d->state == S_STORE_WAIT && (d->resume == S_CLAIM || d->resume == S_DECODE));
+  mqproc__delivery_advance(d);
 }

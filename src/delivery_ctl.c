@@ -1,0 +1,237 @@
+/* The control surface of a delivery: what acts on one from outside its state machine
+ * (delivery.c, where the states and the processing protocol are). The server creates
+ * deliveries (mqproc__delivery_new, _new_outbox) and starts them, renews the leases of
+ * the jobs they hold (_tick), tells them the store is back (_store_back), stops them at
+ * shutdown (_stop), asks about them (the accessors) and frees them. The --ack-after
+ * early ack of a long-running job is a timer armed at the claim and handled here.
+ *
+ * These functions change a delivery's state only where it waits, then let the machine
+ * run on (mqproc__delivery_advance); the struct and states are in delivery_int.h.
+ */
+#include "delivery_int.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "log.h"
+#include "util.h"
+
+/* ---- --ack-after -------------------------------------------------------------------- */
+
+/* --ack-after: a job still running this long gets its delivery acked, after the row
+ * records that the broker no longer holds it (so a dead holder's job is republished by
+ * a sweeper instead of waiting for a redelivery that will not come). Keeps long jobs
+ * clear of RabbitMQ's consumer_timeout. */
+static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
+  mqproc__delivery_t *d = ud;
+  char err[MQPROC_ERR_LEN];
+  int rc;
+  (void)loop;
+  d->ack_timer = 0;
+  if (d->acked || d->fenced ||
+      (d->state != S_START_TRY && d->state != S_RUNNING && d->state != S_BACKOFF &&
+       d->state != S_STORE_WAIT))
+    return;
+  rc = mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, err);
+  if (rc == MQPROC_OK) {
+    /* this job keeps its slot after the ack: first make the broker push no more than the
+     * free slots allow, then ack */
+    mqproc__server_update_consuming(d->srv, 1);
+    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err);
+  }
+  d->acked = rc == MQPROC_OK;
+  mqproc__server_update_consuming(d->srv, 0);
+  if (rc == MQPROC_OK) {
+    MQPROC__INFO("job %s: still running after %d s; delivery acked, the job table carries it",
+                 jid(d), cfg(d)->ack_after_s);
+    return;
+  }
+  MQPROC__WARN("job %s: early ack postponed: %s", jid(d), err);
+  if (rc != MQPROC_ESTORE_FENCED)
+    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
+}
+
+void mqproc__delivery_arm_ack_timer(mqproc__delivery_t *d) {
+  if (cfg(d)->ack_after_s > 0)
+    d->ack_timer = mqproc__loop_timer(d->srv->loop, cfg(d)->ack_after_s * 1000LL, on_ack_timer, d);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__broker_msg_t *m) {
+  mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
+  if (d == NULL || (d->body = mqproc__malloc(m->len)) == NULL) {
+    free(d);
+    return NULL;
+  }
+  memcpy(d->body, m->body, m->len);
+  d->len = m->len;
+  d->srv = srv;
+  d->epoch = m->epoch;
+  d->tag = m->tag;
+  d->redelivered = m->redelivered;
+  d->state = S_DECODE;
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  return d;
+}
+
+mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
+                                                const mqproc__outbox_row_t *r) {
+  mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
+  char err[MQPROC_ERR_LEN];
+  mqproc__format_t fmt;
+  json_t *doc;
+  if (d == NULL)
+    return NULL;
+  if (mqproc__codec_parse(r->request_json, strlen(r->request_json), &doc, &fmt, err) != MQPROC_OK ||
+      mqproc__msg_validate(doc, fmt, NULL, &d->msg, err) != MQPROC_OK ||
+      (d->job_id = mqproc__strdup(r->job_id)) == NULL) {
+    MQPROC__ERROR("job %s: cannot send its outcome: stored request unusable (%s)", r->job_id, err);
+    mqproc__delivery_free(d);
+    return NULL;
+  }
+  d->msg->format = strcmp(r->format, "yaml") == 0 ? MQPROC__FMT_YAML : MQPROC__FMT_JSON;
+  d->srv = srv;
+  d->attempt = r->attempt;
+  d->outcome = strcmp(r->state, "SUCCESS") == 0 ? "SUCCESS" : "FAILED";
+  d->send_result = !r->result_published;
+  d->send_callbacks = !r->callbacks_done;
+  d->acked = 1; /* no broker delivery: the row carries the job */
+  d->last_renew_ms = mqproc__now_ms();
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  d->state = S_PUBLISH;
+  MQPROC__INFO("job %s: its holder died before sending its outcome (%s); sending it", d->job_id,
+               d->outcome);
+  return d;
+}
+
+void mqproc__delivery_start(mqproc__delivery_t *d) {
+  mqproc__delivery_advance(d);
+}
+
+void mqproc__delivery_tick(mqproc__delivery_t *d) {
+  char err[MQPROC_ERR_LEN];
+  int64_t now = mqproc__now_ms();
+  int rc;
+  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || (d->acked && d->outcome != NULL);
+  if (!holds || d->fenced || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
+    return;
+  rc = mqproc__store_renew(d->srv->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000, err);
+  if (rc == MQPROC_OK) {
+    d->last_renew_ms = now;
+  } else if (rc == MQPROC_ESTORE_FENCED) {
+    MQPROC__ERROR("job %s: lease of attempt %d lost to a newer attempt; stopping this try", jid(d),
+                  d->attempt);
+    d->fenced = 1;
+    if (d->run != NULL)
+      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
+    else if (d->state == S_BACKOFF) {
+      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+      d->state = S_FENCED;
+      mqproc__delivery_advance(d);
+    }
+  } else {
+    MQPROC__WARN("job %s: lease renewal failed: %s", jid(d), err);
+  }
+}
+
+void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
+  d->stop_requested = 1;
+  switch (d->state) {
+  case S_DEFER:
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->state = S_NACK;
+    mqproc__delivery_advance(d);
+    break;
+  case S_STORE_WAIT:
+    if (d->resume == S_CLAIM || d->resume == S_DECODE) {
+      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+      d->state = S_NACK;
+      mqproc__delivery_advance(d);
+    }
+    break;
+  case S_BACKOFF:
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->state = S_RELEASE;
+    mqproc__delivery_advance(d);
+    break;
+  case S_BROKER_WAIT: /* an early-acked job's result waits for the broker */
+    if (!force)
+      break;
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->timer = 0;
+    d->state = d->resume;
+    mqproc__delivery_advance(d); /* stop_requested: broker_down() gives up waiting */
+    break;
+  case S_RUNNING:
+    if (!force || d->run == NULL)
+      break;
+    if (d->srv->runner->klass->killable) {
+      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL); /* ends as RELEASE */
+      break;
+    }
+    /* A thread cannot be stopped: release the job now and leave the try running; the
+     * server exits without waiting for it (mqproc__server_delivery_done). */
+    MQPROC__WARN("job %s: the processing function is still running; releasing its job", jid(d));
+    d->abandoned = 1;
+    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
+    d->ack_timer = 0;
+    d->state = S_RELEASE;
+    mqproc__delivery_advance(d);
+    break;
+  default:
+    break; /* publishing, recording, calling back: let it finish */
+  }
+}
+
+void mqproc__delivery_free(mqproc__delivery_t *d) {
+  if (d == NULL)
+    return;
+  if (d->timer != 0)
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  if (d->ack_timer != 0)
+    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
+  mqproc__msg_free(d->msg);
+  free(d->request_json);
+  free(d->mets_path);
+  free(d->job_id);
+  free(d->body);
+  free(d);
+}
+
+mqproc__delivery_t **mqproc__delivery_next(mqproc__delivery_t *d) {
+  return &d->next;
+}
+
+int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int attempt) {
+  return d->job_id != NULL && d->attempt == attempt && d->outcome == NULL && !d->fenced &&
+         strcmp(d->job_id, job_id) == 0 &&
+         (d->state == S_START_TRY || d->state == S_RUNNING || d->state == S_END_TRY ||
+          d->state == S_BACKOFF || d->state == S_STORE_WAIT);
+}
+
+int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
+  return d->abandoned;
+}
+
+int mqproc__delivery_acked(const mqproc__delivery_t *d) {
+  return d->acked;
+}
+
+void mqproc__delivery_store_back(mqproc__delivery_t *d) {
+  d->last_renew_ms = 0; /* renew at the next tick */
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  if (d->state != S_STORE_WAIT)
+    return;
+  mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  d->timer = 0;
+  d->state = d->resume;
+  mqproc__delivery_advance(d);
+}
+
+int mqproc__delivery_before_claim(const mqproc__delivery_t *d) {
+  return d->state == S_DECODE || d->state == S_CLAIM ||
+         (d->state == S_STORE_WAIT && (d->resume == S_CLAIM || d->resume == S_DECODE));
+}

@@ -1,0 +1,111 @@
+/* Internal to the delivery, shared by its two files: delivery.c (the state machine, the
+ * processing protocol) and delivery_ctl.c (what acts on a delivery from outside the
+ * machine: creation, start, lease renewal, --ack-after, shutdown, accessors, free). The
+ * rest of mqproc uses delivery.h only.
+ *
+ * Here: the states (DELIVERY_STATES; their names are in delivery.c), the struct of one
+ * delivery, the store backoff bounds, and the few helpers both files need.
+ */
+#ifndef MQPROC_DELIVERY_INT_H
+#define MQPROC_DELIVERY_INT_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "delivery.h"
+
+#define DELIVERY_STATES(X)                                                                         \
+  X(DECODE)                                                                                        \
+  X(CLAIM)                                                                                         \
+  X(START_TRY)                                                                                     \
+  X(RUNNING)                                                                                       \
+  X(END_TRY)                                                                                       \
+  X(BACKOFF)                                                                                       \
+  X(SUCCEED)                                                                                       \
+  X(FAIL)                                                                                          \
+  X(RELEASE)                                                                                       \
+  X(GIVE_UP)                                                                                       \
+  X(FENCED)                                                                                        \
+  X(DEAD_LETTER)                                                                                   \
+  X(DEAD_WAIT)                                                                                     \
+  X(PUBLISH)                                                                                       \
+  X(PUBLISH_WAIT)                                                                                  \
+  X(PUBLISHED)                                                                                     \
+  X(CALLBACK)                                                                                      \
+  X(CALLBACK_WAIT)                                                                                 \
+  X(CALLBACK_RECORD)                                                                               \
+  X(DEFER)                                                                                         \
+  X(STORE_WAIT)                                                                                    \
+  X(BROKER_WAIT)                                                                                   \
+  X(ACK)                                                                                           \
+  X(NACK)                                                                                          \
+  X(DONE)
+
+typedef enum dstate {
+#define DSTATE_ENUM(name) S_##name,
+  DELIVERY_STATES(DSTATE_ENUM)
+#undef DSTATE_ENUM
+} dstate_t;
+
+#define STORE_BACKOFF_MIN_MS 250
+#define STORE_BACKOFF_MAX_MS 5000
+
+struct mqproc__delivery {
+  mqproc__delivery_t *next; /* server's list */
+  mqproc__server_t *srv;
+  dstate_t state;
+  dstate_t resume;     /* STORE_WAIT resumes here */
+  dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
+  /* the delivery */
+  uint64_t epoch;
+  uint64_t tag;
+  int redelivered;
+  char *body;
+  size_t len;
+  /* the message */
+  mqproc__msg_t *msg;
+  char *request_json;
+  char *mets_path; /* path_to_mets, or the workspace_id's METS under --workspace-root */
+  char *job_id;    /* also set for invalid messages when readable */
+  /* the attempt */
+  int attempt; /* fencing token */
+  int tries_in_attempt;
+  int try_no; /* over the whole job */
+  mqproc__run_t *run;
+  mqproc__run_result_t last; /* how the last try ended */
+  const char *outcome;       /* "SUCCESS" / "FAILED" once final */
+  int send_result;           /* publish the result message */
+  int send_callbacks;        /* POST the callbacks */
+  int dead_recorded;
+  int stop_requested;
+  int fenced;
+  int acked;          /* the delivery was acked early: the row carries the job */
+  int abandoned;      /* released at shutdown while its thread still runs */
+  uint64_t ack_timer; /* --ack-after */
+  uint64_t timer;
+  int store_backoff_ms;
+  int64_t last_renew_ms;
+  char reason[MQPROC_ERR_LEN]; /* dead-letter reason / final error */
+  char publish_error[MQPROC_ERR_LEN];
+  int publish_status;
+  char callback_error[MQPROC_ERR_LEN];
+  char log_path[PATH_MAX];
+};
+
+/* Runs the machine until it waits for something; a delivery that reaches DONE is handed
+ * back to the server (delivery.c). */
+void mqproc__delivery_advance(mqproc__delivery_t *d);
+/* Arms the --ack-after timer of a freshly claimed delivery, if configured (delivery_ctl.c). */
+void mqproc__delivery_arm_ack_timer(mqproc__delivery_t *d);
+
+static inline const char *jid(const mqproc__delivery_t *d) {
+  return d->job_id != NULL ? d->job_id : "(no job_id)";
+}
+
+static inline const mqproc__config_t *cfg(const mqproc__delivery_t *d) {
+  return d->srv->cfg;
+}
+
+#endif
