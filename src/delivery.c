@@ -103,17 +103,18 @@ static int store_ok(mqproc__delivery_t *d, dstate_t next) {
  * not confirmed); an early-acked one has no copy coming, so it waits for the broker and
  * publishes itself (d->state is the step to retry). */
 static int broker_down(mqproc__delivery_t *d, const char *why) {
-  if (!d->acked || d->stop_requested) {
-    MQPROC__WARN("job %s: not published (%s); %s", jid(d), why,
-                 d->acked ? "left unpublished at shutdown" : "its redelivery will send it");
-    d->state = d->state == S_DEAD_LETTER ? d->after_dead : S_CALLBACK;
-    if (d->state == S_ACK && d->after_dead == S_ACK && !d->acked)
-      d->state = S_DONE; /* an invalid message: the broker redelivers it */
-    return 1;
+  if (d->acked && !d->stop_requested) {
+    MQPROC__WARN("job %s: broker away (%s); publishing once it is back", jid(d), why);
+    d->resume = d->state;
+    return wait_timer(d, S_BROKER_WAIT, 1000);
   }
-  MQPROC__WARN("job %s: broker away (%s); publishing once it is back", jid(d), why);
-  d->resume = d->state;
-  return wait_timer(d, S_BROKER_WAIT, 1000);
+  MQPROC__WARN("job %s: not published (%s); %s", jid(d), why,
+               d->acked ? "left unpublished at shutdown" : "its redelivery will send it");
+  if (d->state != S_DEAD_LETTER)
+    d->state = S_CALLBACK;
+  else /* nothing claimed (an invalid message): its redelivery brings it back */
+    d->state = d->after_dead == S_ACK ? S_DONE : d->after_dead;
+  return 1;
 }
 
 static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
@@ -320,23 +321,31 @@ static int step_start_try(mqproc__delivery_t *d) {
   return 0;
 }
 
+/* How the last try ended, as the store records it. */
+static mqproc__try_end_t try_end(const mqproc__delivery_t *d) {
+  return (mqproc__try_end_t){.ok = d->last.status == MQPROC_OK,
+                             .exit_code = d->last.exit_code,
+                             .term_signal = d->last.term_signal,
+                             .duration_ms = d->last.duration_ms,
+                             .error = d->last.status == MQPROC_OK ? NULL : d->last.error};
+}
+
+/* A successful try is recorded with the job's SUCCESS in one write (step_succeed). */
 static int step_end_try(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
-  mqproc__try_end_t e = {.ok = d->last.status == MQPROC_OK,
-                         .exit_code = d->last.exit_code,
-                         .term_signal = d->last.term_signal,
-                         .duration_ms = d->last.duration_ms,
-                         .error = d->last.status == MQPROC_OK ? NULL : d->last.error};
+  mqproc__try_end_t e = try_end(d);
   int rc;
   if (d->fenced) {
     d->state = S_FENCED;
     return 1;
   }
+  if (e.ok) {
+    d->state = S_SUCCEED;
+    return 1;
+  }
   rc = mqproc__store_end_try(d->srv->store, d->job_id, d->attempt, d->try_no, &e, err);
   if (rc != MQPROC_OK)
     return store_failed(d, rc, err);
-  if (e.ok)
-    return store_ok(d, S_SUCCEED);
   MQPROC__WARN("job %s: attempt %d try %d failed: %s", jid(d), d->attempt, d->try_no,
                d->last.error);
   if (d->stop_requested)
@@ -353,7 +362,8 @@ static int step_end_try(mqproc__delivery_t *d) {
 
 static int step_succeed(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
-  int rc = mqproc__store_succeed(d->srv->store, d->job_id, d->attempt, d->last.duration_ms, err);
+  mqproc__try_end_t e = try_end(d);
+  int rc = mqproc__store_succeed(d->srv->store, d->job_id, d->attempt, d->try_no, &e, err);
   if (rc != MQPROC_OK)
     return store_failed(d, rc, err);
   MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
@@ -655,12 +665,10 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
   d->timer = 0;
   if (d->state == S_BACKOFF)
     d->state = S_START_TRY;
-  else if (d->state == S_STORE_WAIT)
+  else if (d->state == S_STORE_WAIT || d->state == S_BROKER_WAIT)
     d->state = d->resume;
   else if (d->state == S_DEFER)
     d->state = S_NACK;
-  else if (d->state == S_BROKER_WAIT)
-    d->state = d->resume;
   mqproc__delivery_advance(d);
 }
 

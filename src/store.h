@@ -78,8 +78,10 @@ struct mqproc__store_class {
   /* end_try: record how try try_no ended. */
   int (*end_try)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
                  const mqproc__try_end_t *e, char *err);
-  /* succeed: RUNNING -> SUCCESS with end time and execution time. */
-  int (*succeed)(mqproc__store_t *s, const char *job_id, int attempt, int64_t exec_ms, char *err);
+  /* succeed: try try_no ended well (e) and the job is RUNNING -> SUCCESS, in one write
+     (end_try is for failed tries). */
+  int (*succeed)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
+                 const mqproc__try_end_t *e, char *err);
   /* fail: RUNNING -> QUEUED (requeues + 1) while requeues < max_requeues, else FAILED;
      *requeued says which. republish: the delivery was acked early, so a QUEUED job needs a
      new message (the sweeper sends it). */

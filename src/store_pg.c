@@ -314,19 +314,26 @@ static int pg_end_try(mqproc__store_t *base, const char *job_id, int attempt, in
                     8, vals, job_id, attempt, err);
 }
 
-static int pg_succeed(mqproc__store_t *base, const char *job_id, int attempt, int64_t exec_ms,
-                      char *err) {
-  char att[16], ms[24];
-  const char *vals[3] = {job_id, att, ms};
+/* One statement for the successful try's end and the job's SUCCESS (the hot path). */
+static int pg_succeed(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
+                      const mqproc__try_end_t *e, char *err) {
+  char att[16], tn[16], ms[24], code[16];
+  const char *vals[5] = {job_id, att, tn, ms, e->exit_code >= 0 ? code : NULL};
   snprintf(att, sizeof(att), "%d", attempt);
-  snprintf(ms, sizeof(ms), "%lld", (long long)exec_ms);
+  snprintf(tn, sizeof(tn), "%d", try_no);
+  snprintf(ms, sizeof(ms), "%lld", (long long)e->duration_ms);
+  snprintf(code, sizeof(code), "%d", e->exit_code);
   return run_fenced((pg_store_t *)base,
-                    "UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = now(),"
-                    " exec_time_ms = $3::bigint, updated_at = now(),"
+                    "WITH j AS (UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = now(),"
+                    " exec_time_ms = $4::bigint, updated_at = now(),"
                     /* an early-acked holder keeps its lease while it sends the result */
                     " lease_until = CASE WHEN delivery_acked THEN lease_until END"
-                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
-                    3, vals, job_id, attempt, err);
+                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
+                    " RETURNING job_id)"
+                    " UPDATE mqproc_job_tries t SET ended_at = now(), ok = true,"
+                    " exit_code = $5::int, duration_ms = $4::bigint"
+                    " FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
+                    5, vals, job_id, attempt, err);
 }
 
 static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
@@ -410,17 +417,23 @@ static const char SWEEP_SQL[] =
     "   ORDER BY lease_until NULLS FIRST LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format";
 
+/* Runs a sweep statement ($1 processor, $2 grace lease in ms, $3 row limit). */
+static int run_sweep(pg_store_t *s, const char *sql, const char *processor, int lease_ms, int limit,
+                     PGresult **res, char *err) {
+  char ms[16], lim[16];
+  const char *vals[3] = {processor, ms, lim};
+  snprintf(ms, sizeof(ms), "%d", lease_ms);
+  snprintf(lim, sizeof(lim), "%d", limit);
+  return run_text(s, sql, 3, vals, res, err);
+}
+
 static int pg_sweep(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
                     void (*row)(void *ud, const char *job_id, const char *request_json,
                                 const char *format),
                     void *ud, char *err) {
-  char ms[16], lim[16];
-  const char *vals[3] = {processor, ms, lim};
   PGresult *res;
-  int rc;
-  snprintf(ms, sizeof(ms), "%d", lease_ms);
-  snprintf(lim, sizeof(lim), "%d", limit);
-  if ((rc = run_text((pg_store_t *)base, SWEEP_SQL, 3, vals, &res, err)) != MQPROC_OK)
+  int rc = run_sweep((pg_store_t *)base, SWEEP_SQL, processor, lease_ms, limit, &res, err);
+  if (rc != MQPROC_OK)
     return rc;
   for (int i = 0; i < PQntuples(res); i++)
     if (!PQgetisnull(res, i, 1))
@@ -480,13 +493,9 @@ static const char OUTBOX_SQL[] =
 static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
                            void (*row)(void *ud, const mqproc__outbox_row_t *r), void *ud,
                            char *err) {
-  char ms[16], lim[16];
-  const char *vals[3] = {processor, ms, lim};
   PGresult *res;
-  int rc;
-  snprintf(ms, sizeof(ms), "%d", lease_ms);
-  snprintf(lim, sizeof(lim), "%d", limit);
-  if ((rc = run_text((pg_store_t *)base, OUTBOX_SQL, 3, vals, &res, err)) != MQPROC_OK)
+  int rc = run_sweep((pg_store_t *)base, OUTBOX_SQL, processor, lease_ms, limit, &res, err);
+  if (rc != MQPROC_OK)
     return rc;
   for (int i = 0; i < PQntuples(res); i++) {
     mqproc__outbox_row_t r = {PQgetvalue(res, i, 0),          PQgetvalue(res, i, 1),
