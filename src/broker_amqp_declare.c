@@ -1,0 +1,147 @@
+/* AMQP backend, part two: declarations and RPC replies (exchange, queues, bindings;
+ * passive first so an existing object is used as it is). Part one is broker_amqp.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker_amqp_int.h"
+#include "util.h"
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+/* Formats the outcome of the last RPC into err and returns a status; *code (may be
+ * NULL) gets the server's reply code when it closed the channel (404 = not found). A
+ * server close of a channel or the connection is answered with close-ok here. */
+int mqproc__amqp_rpc_status(amqp_broker_t *b, int ch, const char *what, int fail_status, int *code,
+                            char *err) {
+  amqp_rpc_reply_t r = amqp_get_rpc_reply(b->conn);
+  if (code != NULL)
+    *code = 0;
+  if (r.reply_type == AMQP_RESPONSE_NORMAL)
+    return MQPROC_OK;
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: %s", what,
+                       amqp_error_string2(r.library_error));
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    amqp_channel_close_t *c = r.reply.decoded;
+    amqp_channel_close_ok_t ok;
+    mqproc__err(err, fail_status, "%s: server closed channel: %u %.*s", what, c->reply_code,
+                (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+    amqp_send_method(b->conn, (amqp_channel_t)ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    if (code != NULL)
+      *code = c->reply_code;
+    return fail_status;
+  }
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+      r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    amqp_connection_close_t *c = r.reply.decoded;
+    amqp_connection_close_ok_t ok;
+    mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: server closed connection: %u %.*s", what,
+                c->reply_code, (int)c->reply_text.len, (const char *)c->reply_text.bytes);
+    amqp_send_method(b->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+    return MQPROC_EBROKER_CLOSED;
+  }
+  return mqproc__err(err, MQPROC_EBROKER_PROTOCOL, "%s: unexpected reply", what);
+}
+
+int mqproc__amqp_rpc_error(amqp_broker_t *b, int ch, const char *what, int fail_status, char *err) {
+  return mqproc__amqp_rpc_status(b, ch, what, fail_status, NULL, err);
+}
+
+int mqproc__amqp_open_channel(amqp_broker_t *b, int ch, char *err) {
+  amqp_channel_open(b->conn, (amqp_channel_t)ch);
+  return mqproc__amqp_rpc_error(b, ch, "channel.open", MQPROC_EBROKER_PROTOCOL, err);
+}
+
+/* Builds an AMQP table from "key=value" strings; integers and true/false are typed. */
+static int build_args(const char *const *kv, amqp_table_t *t, amqp_table_entry_t *ents, size_t cap,
+                      char *err) {
+  size_t n = 0;
+  t->num_entries = 0;
+  t->entries = ents;
+  for (; kv != NULL && *kv != NULL; kv++) {
+    const char *eq = strchr(*kv, '=');
+    char *end;
+    long long iv;
+    if (eq == NULL || eq == *kv || n == cap)
+      return mqproc__err(err, MQPROC_ECONFIG, "queue argument '%s': expected key=value", *kv);
+    ents[n].key.bytes = (void *)*kv;
+    ents[n].key.len = (size_t)(eq - *kv);
+    errno = 0;
+    iv = strtoll(eq + 1, &end, 10);
+    if (eq[1] != '\0' && *end == '\0' && errno == 0) {
+      ents[n].value.kind = AMQP_FIELD_KIND_I64;
+      ents[n].value.value.i64 = iv;
+    } else if (strcmp(eq + 1, "true") == 0 || strcmp(eq + 1, "false") == 0) {
+      ents[n].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+      ents[n].value.value.boolean = eq[1] == 't';
+    } else {
+      ents[n].value.kind = AMQP_FIELD_KIND_UTF8;
+      ents[n].value.value.bytes = amqp_cstring_bytes(eq + 1);
+    }
+    n++;
+  }
+  t->num_entries = (int)n;
+  return MQPROC_OK;
+}
+
+/* Passive declare first so an existing queue is used as it is (its arguments may
+ * differ from ours); declare it with our arguments only when it does not exist. */
+static int declare_queue_inner(amqp_broker_t *b, const char *queue, char *err) {
+  amqp_table_entry_t ents[32];
+  amqp_table_t args;
+  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents), err);
+  if (rc != MQPROC_OK)
+    return rc;
+  amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 1, b->topo.durable, 0, 0,
+                     amqp_empty_table);
+  rc = mqproc__amqp_rpc_status(b, CH_DECLARE, "queue.declare (passive)", MQPROC_EBROKER_DECLARE,
+                               &code, err);
+  if (rc == MQPROC_EBROKER_DECLARE && code == 404) {
+    if ((rc = mqproc__amqp_open_channel(b, CH_DECLARE, err)) != MQPROC_OK)
+      return rc;
+    amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 0, b->topo.durable, 0, 0,
+                       args);
+    rc = mqproc__amqp_rpc_error(b, CH_DECLARE, "queue.declare", MQPROC_EBROKER_DECLARE, err);
+  }
+  return rc;
+}
+
+static int bind_queue(amqp_broker_t *b, const char *queue, char *err) {
+  amqp_queue_bind(b->conn, CH_DECLARE, amqp_cstring_bytes(queue),
+                  amqp_cstring_bytes(b->topo.exchange), amqp_cstring_bytes(queue),
+                  amqp_empty_table);
+  return mqproc__amqp_rpc_error(b, CH_DECLARE, "queue.bind", MQPROC_EBROKER_DECLARE, err);
+}
+
+static int declare_exchange(amqp_broker_t *b, char *err) {
+  int code, rc;
+  amqp_exchange_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(b->topo.exchange),
+                        amqp_cstring_bytes("direct"), 1, 0, 0, 0, amqp_empty_table);
+  rc = mqproc__amqp_rpc_status(b, CH_DECLARE, "exchange.declare (passive)", MQPROC_EBROKER_DECLARE,
+                               &code, err);
+  if (rc != MQPROC_EBROKER_DECLARE || code != 404)
+    return rc;
+  if ((rc = mqproc__amqp_open_channel(b, CH_DECLARE, err)) != MQPROC_OK)
+    return rc;
+  amqp_exchange_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(b->topo.exchange),
+                        amqp_cstring_bytes("direct"), 0, 0, 0, 0, amqp_empty_table);
+  return mqproc__amqp_rpc_error(b, CH_DECLARE, "exchange.declare", MQPROC_EBROKER_DECLARE, err);
+}
+
+int mqproc__amqp_declare_topology(amqp_broker_t *b, char *err) {
+  int rc = declare_exchange(b, err);
+  if (rc == MQPROC_OK)
+    rc = declare_queue_inner(b, b->topo.queue, err);
+  if (rc == MQPROC_OK)
+    rc = bind_queue(b, b->topo.queue, err);
+  if (rc == MQPROC_OK && b->topo.dead_queue != NULL)
+    rc = declare_queue_inner(b, b->topo.dead_queue, err);
+  return rc;
+}
+
+int mqproc__amqp_declare_bound_queue(amqp_broker_t *b, const char *queue, char *err) {
+  int rc = declare_queue_inner(b, queue, err);
+  return rc == MQPROC_OK ? bind_queue(b, queue, err) : rc;
+}
