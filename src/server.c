@@ -364,7 +364,7 @@ static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
 static void sweep(mqproc__server_t *srv) {
   char err[MQPROC_ERR_LEN];
   int64_t now = mqproc__now_ms();
-  int every_ms = srv->cfg->lease_s * 500;
+  int every_ms = srv->cfg->lease_s * 500, rc;
   if (!srv->broker_up || srv->store_paused || srv->stopping || now - srv->last_sweep_ms < every_ms)
     return;
   /* Right after a database outage every holder's lease may have run out only because it
@@ -372,11 +372,17 @@ static void sweep(mqproc__server_t *srv) {
   if (srv->store_back_ms != 0 && now - srv->store_back_ms < srv->cfg->lease_s * 2000LL)
     return;
   srv->last_sweep_ms = now;
-  if (mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
-                          srv, err) != MQPROC_OK ||
-      mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
-                                 send_outbox_row, srv, err) != MQPROC_OK)
+  rc = mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
+                           srv, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
+                                    send_outbox_row, srv, err);
+  if (rc != MQPROC_OK)
     MQPROC__WARN("sweep failed: %s", err);
+  /* An idle server learns of a database outage here: pausing makes it wait the two
+   * leases above once the database is back, like a server that was running a job. */
+  if (rc == MQPROC_ESTORE_CONNECT)
+    mqproc__server_store_down(srv);
 }
 
 /* ---- periodic work and signals ------------------------------------------------------ */

@@ -406,14 +406,20 @@ static int pg_ack_early(mqproc__store_t *base, const char *job_id, int attempt, 
 /* Collects jobs to republish: an early-acked job whose holder's lease expired (the holder
  * is gone and no message exists for it) or a QUEUED job still waiting for its message.
  * They become QUEUED with republish pending and a grace lease, so concurrent sweepers skip
- * them while this one publishes; if this one dies, the grace runs out and another sends. */
+ * them while this one publishes; if this one dies, the grace runs out and another sends.
+ * No lease counts as expired in the first two leases after the database (re)started: the
+ * holders could not renew while it was down, and a server that never noticed the outage
+ * (started during it, or idle) would otherwise take a live job over. */
+#define SWEEP_AFTER_RESTART                                                                        \
+  "   AND pg_postmaster_start_time() < now() - 2 * $2::int * interval '1 millisecond'"
 static const char SWEEP_SQL[] =
     "UPDATE mqproc_jobs SET state = 'QUEUED', republish = true, delivery_acked = false,"
     " worker_id = NULL, lease_until = now() + $2::int * interval '1 millisecond',"
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
     "   AND ((state = 'RUNNING' AND delivery_acked AND lease_until < now())"
-    "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= now()))"
+    "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= "
+    "now()))" SWEEP_AFTER_RESTART
     "   ORDER BY lease_until NULLS FIRST LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format";
 
@@ -485,8 +491,8 @@ static const char OUTBOX_SQL[] =
     "UPDATE mqproc_jobs SET lease_until = now() + $2::int * interval '1 millisecond',"
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
-    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked AND lease_until < now()"
-    "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
+    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked AND lease_until < "
+    "now()" SWEEP_AFTER_RESTART "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format, state, attempt, result_published,"
     "   callback_state IS NOT NULL";
 

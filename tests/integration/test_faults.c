@@ -201,7 +201,8 @@ Test(faults, a_database_outage_longer_than_the_lease_hands_no_live_job_over) {
   char *marker = it_fmt("%s/marker", it_tmpdir());
   const char *extra_a[] = {"--lease=3", "--ack-after=1", "--worker-id=A", NULL};
   const char *extra_b[] = {"--lease=3", "--ack-after=1", "--worker-id=B", NULL};
-  it_server_t *a, *b;
+  const char *extra_c[] = {"--lease=3", "--ack-after=1", "--worker-id=C", NULL};
+  it_server_t *a, *b, *c;
   it_declare(results);
   a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(marker, "10"));
   it_publish(proc, it_job_json(proc, "dbl-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
@@ -211,10 +212,14 @@ Test(faults, a_database_outage_longer_than_the_lease_hands_no_live_job_over) {
   /* renewals fail for longer than the lease (3 s: renewed every second) */
   cr_assert(it_server_wait_count(a, "lease renewal failed", 5, WAIT_MS));
   it_services("pg-start");
+  /* C never saw the outage: the database's own start time keeps it from judging A */
+  c = it_server_start(proc, it_proc("proc.sh"), extra_c, proc_env(marker, "10"));
   expect_one_success("dbl-1", results);
-  cr_expect_eq(it_server_count_log(b, "republished"), 0, "B took no live job for a dead one");
+  cr_expect_eq(it_server_count_log(b, "republished"), 0, "B (idle through it) took no live job");
+  cr_expect_eq(it_server_count_log(c, "republished"), 0, "C (started after it) took no live job");
   cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'dbl-1'", 0), 1);
   cr_expect_eq(it_file_lines(marker), 1, "ran once");
   it_server_stop(a);
   it_server_stop(b);
+  it_server_stop(c);
 }
