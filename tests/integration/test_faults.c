@@ -22,12 +22,22 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static const char **proc_env(const char *marker, const char *sleep_s) {
-  static const char *envp[3];
+/* The environment for proc.sh: it appends to marker, works sleep_s seconds, then (gate
+ * not NULL) works on until the file gate exists. Fills envp (4 slots) and returns it. */
+static const char **proc_env(const char *envp[4], const char *marker, const char *sleep_s,
+                             const char *gate) {
   envp[0] = it_fmt("PROC_MARKER=%s", marker);
   envp[1] = it_fmt("PROC_SLEEP=%s", sleep_s);
-  envp[2] = NULL;
+  envp[2] = gate != NULL ? it_fmt("PROC_GATE=%s", gate) : NULL;
+  envp[3] = NULL;
   return envp;
+}
+
+/* Lets the jobs waiting on gate end. */
+static void open_gate(const char *gate) {
+  FILE *f = fopen(gate, "w");
+  cr_assert_not_null(f, "cannot create %s", gate);
+  fclose(f);
 }
 
 static void expect_one_success(const char *job, const char *results) {
@@ -44,21 +54,24 @@ static void expect_one_success(const char *job, const char *results) {
 Test(faults, broker_restart_during_a_job) {
   char *proc = it_name("brk"), *results = it_name("brk-result");
   char *marker = it_fmt("%s/marker", it_tmpdir());
-  const char *extra[] = {"--heartbeat=5", NULL};
+  char *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *extra[] = {"--heartbeat=5", NULL}, *envp[4];
   it_server_t *srv;
   long ready, unacked;
   double back;
   it_declare(results);
-  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(marker, "6"));
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(envp, marker, "0", gate));
   it_publish(proc, it_job_json(proc, "brk-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job brk-1: attempt 1 try 1 started", WAIT_MS));
   it_services("rabbitmq-stop");
   cr_assert(it_server_wait_log(srv, "broker connection lost", WAIT_MS));
+  open_gate(gate); /* the job ends while the broker is away */
   it_services("rabbitmq-start");
   back = now_s();
-  cr_assert(it_server_wait_count(srv, "consuming from queue", 2, 5000),
-            "not consuming again within 5 s of the broker's return");
-  cr_expect_lt(now_s() - back, 5.0);
+  cr_assert(it_server_wait_count(srv, "consuming from queue", 2, WAIT_MS));
+  /* the goal is 5 s (reconnect backoff capped at 3 s); a loaded CI machine gets slack */
+  cr_log_info("consuming again %.2f s after the broker's return", now_s() - back);
+  cr_expect_lt(now_s() - back, 10.0, "consuming again within seconds of the broker's return");
   expect_one_success("brk-1", results);
   cr_expect_eq(it_file_lines(marker), 1, "the job ran once across the outage");
   it_server_stop(srv);
@@ -68,18 +81,21 @@ Test(faults, broker_restart_during_a_job) {
 }
 
 Test(faults, database_restart_during_a_job) {
-  char *proc = it_name("db"), *results = it_name("db-result");
-  char *marker = it_fmt("%s/marker", it_tmpdir());
+  char *proc = it_name("db"), *results = it_name("db-result"), *results2 = it_name("db-result2");
+  char *marker = it_fmt("%s/marker", it_tmpdir()), *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *envp[4];
   it_server_t *srv;
   long ready, unacked;
   it_declare(results);
-  srv = it_server_start(proc, it_proc("proc.sh"), NULL, proc_env(marker, "3"));
+  it_declare(results2);
+  srv = it_server_start(proc, it_proc("proc.sh"), NULL, proc_env(envp, marker, "0", gate));
   it_publish(proc, it_job_json(proc, "db-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job db-1: attempt 1 try 1 started", WAIT_MS));
   it_services("pg-stop");
   /* the job ends while the database is away; a new job arrives meanwhile */
+  open_gate(gate);
   cr_assert(it_server_wait_log(srv, "job store unavailable", WAIT_MS));
-  it_publish(proc, it_job_json(proc, "db-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  it_publish(proc, it_job_json(proc, "db-2", it_fmt("{\"result_queue_name\": \"%s\"}", results2)));
   cr_assert(it_server_wait_log(srv, "not consuming", WAIT_MS));
   it_queue_counts(proc, &ready, &unacked);
   cr_expect_eq(ready, 1, "the new job waits in the broker while the database is away");
@@ -87,7 +103,7 @@ Test(faults, database_restart_during_a_job) {
   it_services("pg-start");
   cr_assert(it_server_wait_log(srv, "consuming again", WAIT_MS));
   expect_one_success("db-1", results);
-  expect_one_success("db-2", results);
+  expect_one_success("db-2", results2);
   cr_expect_eq(it_file_lines(marker), 2, "each job ran once");
   cr_expect_eq(it_sql_long("SELECT tries FROM mqproc_jobs WHERE job_id = 'db-1'", 0), 1);
   it_server_stop(srv);
@@ -100,18 +116,22 @@ Test(faults, kill_9_mid_job_another_server_finishes_it) {
   char *marker = it_fmt("%s/marker", it_tmpdir());
   const char *extra_a[] = {"--lease=3", "--worker-id=A", NULL};
   const char *extra_b[] = {"--lease=3", "--worker-id=B", NULL};
+  const char *envp[4];
   it_server_t *a, *b;
   double killed;
   it_declare(results);
-  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(marker, "4"));
+  /* A's try outlasts anything the test does before the kill; B's is short */
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(envp, marker, "120", NULL));
   it_publish(proc, it_job_json(proc, "kill-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(a, "job kill-1: attempt 1 try 1 started", WAIT_MS));
-  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(marker, "4"));
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(envp, marker, "1", NULL));
   it_server_signal(a, SIGKILL);
   killed = now_s();
   cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
   cr_assert(it_server_wait_log(b, "job kill-1: claimed, attempt 2", WAIT_MS));
-  cr_expect_lt(now_s() - killed, 3 + 3, "taken over within one lease (+ redelivery)");
+  /* the lease (3 s), B's jittered hold of the redelivered copy (<= 1.25 leases), slack */
+  cr_log_info("taken over %.2f s after the kill", now_s() - killed);
+  cr_expect_lt(now_s() - killed, 3 * 1.25 + 5, "taken over within about one lease");
   expect_one_success("kill-1", results);
   cr_expect_str_eq(it_sql("SELECT worker_id FROM mqproc_jobs WHERE job_id = 'kill-1'", 0), "B");
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'kill-1' AND "
@@ -127,13 +147,14 @@ Test(faults, a_server_frozen_past_its_lease_is_fenced_when_it_wakes) {
   char *marker = it_fmt("%s/marker", it_tmpdir());
   const char *extra_a[] = {"--lease=3", "--heartbeat=2", "--worker-id=A", NULL};
   const char *extra_b[] = {"--lease=3", "--heartbeat=2", "--worker-id=B", NULL};
+  const char *envp[4];
   it_server_t *a, *b;
   it_declare(results);
-  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(marker, "2"));
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(envp, marker, "2", NULL));
   it_publish(proc, it_job_json(proc, "stop-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(a, "job stop-1: attempt 1 try 1 started", WAIT_MS));
   it_server_signal(a, SIGSTOP); /* its processor runs on and ends; A cannot see it */
-  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(marker, "2"));
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(envp, marker, "2", NULL));
   /* the broker drops A's silent connection, B gets the job once A's lease expired */
   cr_assert(it_server_wait_log(b, "job stop-1: claimed, attempt 2", WAIT_MS));
   expect_one_success("stop-1", results);
@@ -157,11 +178,11 @@ Test(faults, a_server_frozen_past_its_lease_is_fenced_when_it_wakes) {
 Test(faults, a_job_longer_than_consumer_timeout_runs_once, .timeout = 420) {
   char *proc = it_name("ct"), *results = it_name("ct-result");
   char *marker = it_fmt("%s/marker", it_tmpdir());
-  const char *extra[] = {"--ack-after=20", "--heartbeat=10", NULL};
+  const char *extra[] = {"--ack-after=20", "--heartbeat=10", NULL}, *envp[4];
   it_server_t *srv;
   long ready, unacked;
   it_declare(results);
-  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(marker, "180"));
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(envp, marker, "180", NULL));
   it_publish(proc, it_job_json(proc, "ct-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job ct-1: still running after 20 s; delivery acked", WAIT_MS));
   it_queue_counts(proc, &ready, &unacked);
@@ -178,14 +199,16 @@ Test(faults, a_job_longer_than_consumer_timeout_runs_once, .timeout = 420) {
 Test(faults, an_early_acked_result_waits_for_the_broker) {
   char *proc = it_name("ackbrk"), *results = it_name("ackbrk-result");
   char *marker = it_fmt("%s/marker", it_tmpdir());
-  const char *extra[] = {"--ack-after=1", NULL};
+  char *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *extra[] = {"--ack-after=1", NULL}, *envp[4];
   it_server_t *srv;
   it_declare(results);
-  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(marker, "4"));
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(envp, marker, "0", gate));
   it_publish(proc,
              it_job_json(proc, "ackbrk-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job ackbrk-1: still running after 1 s", WAIT_MS));
   it_services("rabbitmq-stop");
+  open_gate(gate);
   cr_assert(it_server_wait_log(srv, "job ackbrk-1: SUCCESS", WAIT_MS), "ends while away");
   it_services("rabbitmq-start");
   expect_one_success("ackbrk-1", results); /* no redelivery can bring it: the server sent it */
@@ -199,21 +222,27 @@ Test(faults, an_early_acked_result_waits_for_the_broker) {
 Test(faults, a_database_outage_longer_than_the_lease_hands_no_live_job_over) {
   char *proc = it_name("dblease"), *results = it_name("dblease-result");
   char *marker = it_fmt("%s/marker", it_tmpdir());
-  const char *extra_a[] = {"--lease=3", "--ack-after=1", "--worker-id=A", NULL};
-  const char *extra_b[] = {"--lease=3", "--ack-after=1", "--worker-id=B", NULL};
-  const char *extra_c[] = {"--lease=3", "--ack-after=1", "--worker-id=C", NULL};
+  char *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *extra_a[] = {"--lease=6", "--ack-after=1", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=6", "--ack-after=1", "--worker-id=B", NULL};
+  const char *extra_c[] = {"--lease=6", "--ack-after=1", "--worker-id=C", NULL};
+  const char *envp[4];
   it_server_t *a, *b, *c;
   it_declare(results);
-  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(marker, "10"));
+  proc_env(envp, marker, "0", gate); /* the job runs until the test opens the gate */
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp);
   it_publish(proc, it_job_json(proc, "dbl-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(a, "job dbl-1: still running after 1 s", WAIT_MS));
-  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(marker, "10"));
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, envp);
   it_services("pg-stop");
-  /* renewals fail for longer than the lease (3 s: renewed every second) */
-  cr_assert(it_server_wait_count(a, "lease renewal failed", 5, WAIT_MS));
+  /* renewals fail for longer than the lease: due 2 s after the last renewal, retried every
+   * second, so the 7th failure comes about 8 s after it, when the 6 s lease has run out */
+  cr_assert(it_server_wait_count(a, "lease renewal failed", 7, WAIT_MS));
   it_services("pg-start");
   /* C never saw the outage: the database's own start time keeps it from judging A */
-  c = it_server_start(proc, it_proc("proc.sh"), extra_c, proc_env(marker, "10"));
+  c = it_server_start(proc, it_proc("proc.sh"), extra_c, envp);
+  cr_assert(it_server_wait_log(a, "job store reachable again", WAIT_MS));
+  open_gate(gate);
   expect_one_success("dbl-1", results);
   cr_expect_eq(it_server_count_log(b, "republished"), 0, "B (idle through it) took no live job");
   cr_expect_eq(it_server_count_log(c, "republished"), 0, "C (started after it) took no live job");

@@ -30,7 +30,7 @@ Test(shutdown, sigterm_lets_the_running_job_finish_and_takes_nothing_new) {
   cr_assert(it_server_wait_log(srv, "stopping; no new jobs", WAIT_MS));
   it_publish(proc, it_job_json(proc, "term-2", NULL)); /* must not be taken */
   cr_assert(exited_0(it_server_wait_exit(srv, WAIT_MS)), "exit 0 after the job finished");
-  cr_assert(it_get(results, 1000, &m), "term-1 finished and was reported");
+  cr_assert(it_get(results, WAIT_MS, &m), "term-1 finished and was reported");
   it_msg_free(&m);
   cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'term-1'", 0), "SUCCESS");
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE job_id = 'term-2'", 0), 0);
@@ -71,7 +71,8 @@ Test(shutdown, a_second_signal_stops_running_jobs_at_once) {
   it_server_signal(srv, SIGTERM);
   cr_assert(it_server_wait_log(srv, "stopping; no new jobs", WAIT_MS));
   it_server_signal(srv, SIGTERM);
-  cr_assert(exited_0(it_server_wait_exit(srv, 10000)), "exit 0 right after the second signal");
+  cr_assert(exited_0(it_server_wait_exit(srv, WAIT_MS)),
+            "exit 0 at once, not after the 600 s grace");
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'RUNNING'", 0), 0);
   it_queue_counts(proc, &ready, &unacked);
   cr_expect_eq(ready, 1);

@@ -91,14 +91,30 @@ char *it_fmt(const char *fmt, ...) {
   return keep(out);
 }
 
+/* Names this test's queues, schema and directory: the pid alone may come back within one
+ * run (pid_max is often 32768 and every rabbitmqctl starts a dozen processes), so a clock
+ * reading joins it. Recomputed in each test process. */
+static const char *tag(void) {
+  static char buf[32];
+  static pid_t owner;
+  if (owner != getpid()) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    owner = getpid();
+    snprintf(buf, sizeof(buf), "t%dx%04lx", (int)owner,
+             (unsigned long)((ts.tv_nsec / 1000) ^ ts.tv_sec) & 0xffff);
+  }
+  return buf;
+}
+
 char *it_name(const char *suffix) {
-  return it_fmt("ocrd-t%d-%s", (int)getpid(), suffix);
+  return it_fmt("ocrd-%s-%s", tag(), suffix);
 }
 
 const char *it_tmpdir(void) {
   if (g_tmpdir == NULL) {
     char path[512];
-    snprintf(path, sizeof(path), "%s/tests/tmp/t%d", MQPROC_BUILD_DIR, (int)getpid());
+    snprintf(path, sizeof(path), "%s/tests/tmp/%s", MQPROC_BUILD_DIR, tag());
     mkdir(MQPROC_BUILD_DIR "/tests", 0755);
     mkdir(MQPROC_BUILD_DIR "/tests/tmp", 0755);
     mkdir(path, 0755);
@@ -126,7 +142,7 @@ const char *it_db_url(void) {
   if (g_dburl != NULL)
     return g_dburl;
   init_env();
-  snprintf(schema, sizeof(schema), "t%d", (int)getpid());
+  snprintf(schema, sizeof(schema), "%s", tag());
   c = PQconnectdb(g_pg);
   cr_assert_eq(PQstatus(c), CONNECTION_OK, "cannot connect to %s", g_pg);
   PQclear(PQexec(c, "SET client_min_messages = warning"));

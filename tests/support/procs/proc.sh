@@ -4,6 +4,8 @@
 #   PROC_MARKER=path      append "$MQPROC_JOB_ID $MQPROC_ATTEMPT $MQPROC_TRY" to path
 #   PROC_COPY=dir         copy stdin to dir/$MQPROC_JOB_ID.json, environment to .env
 #   PROC_SLEEP=seconds    work that long
+#   PROC_GATE=path        then work until path exists (a test creates it when the job may
+#                         end, e.g. once the broker is down)
 #   PROC_FAIL_MATCH=text  exit 3 when the job id contains text
 #   PROC_SIGNAL=SIG       die by that signal when the job id contains "sig"
 set -u
@@ -17,6 +19,9 @@ fi
 echo "proc.sh: job $MQPROC_JOB_ID attempt $MQPROC_ATTEMPT try $MQPROC_TRY"
 if [ -n "${PROC_SLEEP:-}" ]; then
   sleep "$PROC_SLEEP"
+fi
+if [ -n "${PROC_GATE:-}" ]; then
+  while [ ! -e "$PROC_GATE" ]; do sleep 0.1; done
 fi
 case "$MQPROC_JOB_ID" in
   *"${PROC_FAIL_MATCH:-@none@}"*) echo "proc.sh: failing on purpose" >&2; exit 3 ;;
