@@ -59,6 +59,9 @@ static const opt_t OPTS[] = {
      0, "wait before the first local retry, doubled per retry (with jitter)"},
     {"max-requeues", "MQPROC_MAX_REQUEUES", OPT_INT, F(max_requeues), "1", 0, 1000, 0,
      "times a job whose local tries all failed goes back to the queue before it is FAILED"},
+    {"final-exit-code", "MQPROC_FINAL_EXIT_CODE", OPT_INT, F(final_exit_code), "0", 0, 255, 0,
+     "a try that exits with this code (a C processor: returns it) fails the job at once, "
+     "without retries or requeue (0 = none)"},
     {"heartbeat", "MQPROC_HEARTBEAT", OPT_INT, F(heartbeat_s), "30", 0, 3600, 0,
      "AMQP heartbeat in seconds (0 = off, not advised)"},
     {"lease", "MQPROC_LEASE", OPT_INT, F(lease_s), "30", 2, 86400, 0,

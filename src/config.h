@@ -28,6 +28,7 @@ typedef struct mqproc__config {
   int retries;               /* --retries: extra local tries after a failure */
   int retry_backoff_ms;      /* --retry-backoff-ms: first wait, doubled per retry */
   int max_requeues;          /* --max-requeues */
+  int final_exit_code;       /* --final-exit-code: the processor says "cannot succeed" */
   int heartbeat_s;           /* --heartbeat */
   int lease_s;               /* --lease */
   int ack_after_s;           /* --ack-after: ack a still-running job's delivery (0 = never) */

@@ -350,8 +350,16 @@ static int step_end_try(mqproc__delivery_t *d) {
                d->last.error);
   if (d->stop_requested)
     return store_ok(d, S_RELEASE);
-  if (mqproc__policy_after_try(d->tries_in_attempt, cfg(d)->retries) == MQPROC__TRY_GIVE_UP)
+  switch (mqproc__policy_after_try(d->tries_in_attempt, cfg(d)->retries, d->last.exit_code,
+                                   cfg(d)->final_exit_code)) {
+  case MQPROC__TRY_FINAL:
+    d->final_failure = 1;
     return store_ok(d, S_FAIL);
+  case MQPROC__TRY_GIVE_UP:
+    return store_ok(d, S_FAIL);
+  case MQPROC__TRY_RETRY:
+    break;
+  }
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return wait_timer(
       d, S_BACKOFF,
@@ -376,8 +384,9 @@ static int step_succeed(mqproc__delivery_t *d) {
 static int step_fail(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   int requeued = 0;
-  int rc = mqproc__store_fail(d->srv->store, d->job_id, d->attempt, d->last.error,
-                              cfg(d)->max_requeues, d->acked, &requeued, err);
+  int rc =
+      mqproc__store_fail(d->srv->store, d->job_id, d->attempt, d->last.error,
+                         d->final_failure ? 0 : cfg(d)->max_requeues, d->acked, &requeued, err);
   if (rc != MQPROC_OK)
     return store_failed(d, rc, err);
   if (requeued) {
@@ -385,11 +394,18 @@ static int step_fail(mqproc__delivery_t *d) {
                  d->tries_in_attempt);
     return store_ok(d, S_NACK);
   }
-  MQPROC__ERROR("job %s: FAILED after attempt %d (%d tries in it): %s", jid(d), d->attempt,
-                d->tries_in_attempt, d->last.error);
   d->outcome = "FAILED";
   d->send_result = d->send_callbacks = 1;
-  to_dead_letter(d, S_PUBLISH, "job FAILED after %d attempts: %s", d->attempt, d->last.error);
+  if (d->final_failure) {
+    MQPROC__ERROR("job %s: FAILED for good: %s (--final-exit-code: no retry, no requeue)", jid(d),
+                  d->last.error);
+    to_dead_letter(d, S_PUBLISH, "job FAILED for good (final exit code %d): %s", d->last.exit_code,
+                   d->last.error);
+  } else {
+    MQPROC__ERROR("job %s: FAILED after attempt %d (%d tries in it): %s", jid(d), d->attempt,
+                  d->tries_in_attempt, d->last.error);
+    to_dead_letter(d, S_PUBLISH, "job FAILED after %d attempts: %s", d->attempt, d->last.error);
+  }
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return 1;
 }

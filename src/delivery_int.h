@@ -81,6 +81,7 @@ struct mqproc__delivery {
   int dead_recorded;
   int stop_requested;
   int fenced;
+  int final_failure;  /* the processor said the job cannot succeed (--final-exit-code) */
   int acked;          /* the delivery was acked early: the row carries the job */
   int abandoned;      /* released at shutdown while its thread still runs */
   uint64_t ack_timer; /* --ack-after */

@@ -58,7 +58,10 @@ mqproc__claim_action_t mqproc__policy_after_claim(const mqproc__claim_t *c, int 
   }
 }
 
-mqproc__try_action_t mqproc__policy_after_try(int tries_in_attempt, int retries) {
+mqproc__try_action_t mqproc__policy_after_try(int tries_in_attempt, int retries, int exit_code,
+                                              int final_exit_code) {
+  if (final_exit_code != 0 && exit_code == final_exit_code)
+    return MQPROC__TRY_FINAL;
   return tries_in_attempt <= retries ? MQPROC__TRY_RETRY : MQPROC__TRY_GIVE_UP;
 }
 

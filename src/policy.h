@@ -49,12 +49,16 @@ mqproc__claim_action_t mqproc__policy_after_claim(const mqproc__claim_t *c, int 
                                                   int wants_callbacks);
 
 typedef enum mqproc__try_action {
-  MQPROC__TRY_RETRY,  /* try again locally after a backoff */
-  MQPROC__TRY_GIVE_UP /* the attempt failed: record it (requeue or FAILED) */
+  MQPROC__TRY_RETRY,   /* try again locally after a backoff */
+  MQPROC__TRY_GIVE_UP, /* the attempt failed: record it (requeue or FAILED) */
+  MQPROC__TRY_FINAL    /* the processor said the job cannot succeed: FAILED now */
 } mqproc__try_action_t;
 
-/* tries_in_attempt: tries made so far in this attempt (>= 1); retries: --retries. */
-mqproc__try_action_t mqproc__policy_after_try(int tries_in_attempt, int retries);
+/* After a failed try. tries_in_attempt: tries made so far in this attempt (>= 1);
+ * retries: --retries; exit_code: the try's exit code (-1 when it did not exit normally;
+ * a C processor's return value); final_exit_code: --final-exit-code (0 = none). */
+mqproc__try_action_t mqproc__policy_after_try(int tries_in_attempt, int retries, int exit_code,
+                                              int final_exit_code);
 
 /* Backoff before local retry number n (1-based): base * 2^(n-1), capped at 60 s, then
  * scaled by a factor in [0.8, 1.2) chosen by rnd (any 32-bit value). */

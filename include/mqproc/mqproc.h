@@ -79,6 +79,8 @@ typedef struct mqproc_job mqproc_job_t;
 
 /* The processing function: runs in a worker thread, never in the server's event loop.
  * Returns 0 on success, anything else on failure (then mqproc_job_fail() says why).
+ * Returning the server's --final-exit-code says the job can never succeed: it is FAILED
+ * at once, without local retries or requeue.
  * It may be called again for the same job (retries, redeliveries): make its effects
  * idempotent or let them fail cleanly on existing output. */
 typedef int (*mqproc_process_cb)(mqproc_job_t *job, void *userdata);

@@ -123,6 +123,33 @@ Test(server, always_failing_job_retries_requeues_then_dead_letters) {
   it_server_stop(srv);
 }
 
+Test(server, the_final_exit_code_fails_the_job_at_once) {
+  char *proc = it_name("final"), *results = it_name("final-result");
+  char *dead = it_fmt("%s.dead", proc), *marker = marker_path(), *body;
+  const char *envp[] = {env_kv("PROC_MARKER", marker), env_kv("PROC_FAIL_MATCH", "hopeless"), NULL};
+  const char *extra[] = {"--final-exit-code=3", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  body = it_job_json(proc, "hopeless", it_fmt("{\"result_queue_name\": \"%s\"}", results));
+  it_publish(proc, body);
+  cr_assert(it_get(dead, WAIT_MS, &m), "the failed job did not reach %s", dead);
+  cr_expect(strstr(m.reason, "FAILED for good (final exit code 3)") != NULL, "reason: %s",
+            m.reason);
+  it_msg_free(&m);
+  cr_assert(it_get(results, WAIT_MS, &m), "no FAILED result message");
+  cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_expect_str_eq(it_sql("SELECT state || ' ' || attempt || ' ' || tries || ' ' || requeues"
+                          " FROM mqproc_jobs WHERE job_id = 'hopeless'",
+                          0),
+                   "FAILED 1 1 0", "one try: no local retry, no requeue");
+  cr_expect_eq(it_file_lines(marker), 1);
+  expect_still_serving(proc, results); /* other jobs (exit 0) are unaffected */
+  it_server_stop(srv);
+}
+
 Test(server, a_flaky_job_succeeds_on_a_local_retry) {
   char *proc = it_name("flaky"), *results = it_name("flaky-result");
   char extra[256], *body;

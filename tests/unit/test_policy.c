@@ -52,10 +52,18 @@ Test(policy, a_claimable_job_the_claim_refused_is_out_of_attempts) {
 }
 
 Test(policy, three_local_retries_by_default_then_give_up) {
-  cr_expect_eq(mqproc__policy_after_try(1, 3), MQPROC__TRY_RETRY);
-  cr_expect_eq(mqproc__policy_after_try(3, 3), MQPROC__TRY_RETRY);
-  cr_expect_eq(mqproc__policy_after_try(4, 3), MQPROC__TRY_GIVE_UP);
-  cr_expect_eq(mqproc__policy_after_try(1, 0), MQPROC__TRY_GIVE_UP);
+  cr_expect_eq(mqproc__policy_after_try(1, 3, 1, 0), MQPROC__TRY_RETRY);
+  cr_expect_eq(mqproc__policy_after_try(3, 3, 1, 0), MQPROC__TRY_RETRY);
+  cr_expect_eq(mqproc__policy_after_try(4, 3, 1, 0), MQPROC__TRY_GIVE_UP);
+  cr_expect_eq(mqproc__policy_after_try(1, 0, 1, 0), MQPROC__TRY_GIVE_UP);
+}
+
+Test(policy, the_final_exit_code_ends_the_job_at_the_first_try) {
+  cr_expect_eq(mqproc__policy_after_try(1, 3, 75, 75), MQPROC__TRY_FINAL);
+  cr_expect_eq(mqproc__policy_after_try(1, 3, 1, 75), MQPROC__TRY_RETRY, "other codes retry");
+  cr_expect_eq(mqproc__policy_after_try(1, 3, -1, 75), MQPROC__TRY_RETRY, "a signal retries");
+  cr_expect_eq(mqproc__policy_after_try(4, 3, 75, 75), MQPROC__TRY_FINAL);
+  cr_expect_eq(mqproc__policy_after_try(1, 3, 0, 0), MQPROC__TRY_RETRY, "0 means no final code");
 }
 
 Test(policy, backoff_doubles_with_bounded_jitter_and_a_cap) {
