@@ -480,6 +480,17 @@ static int dump_json(const json_t *o, char **out, size_t *len) {
   return 0;
 }
 
+int mqproc__doc_encode(const json_t *doc, mqproc__format_t fmt, char **out, size_t *len,
+                       char *err) {
+  *out = NULL;
+  *len = 0;
+  if (fmt == MQPROC__FMT_YAML)
+    return mqproc__yaml_dump(doc, out, len, err);
+  if (dump_json(doc, out, len) != MQPROC_OK)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory encoding a request");
+  return MQPROC_OK;
+}
+
 int mqproc__result_encode(const mqproc__msg_t *msg, const char *state, mqproc__format_t fmt,
                           char **out, size_t *len) {
   json_t *o;

@@ -69,6 +69,11 @@ void mqproc__msg_free(mqproc__msg_t *msg);
 int mqproc__result_encode(const mqproc__msg_t *msg, const char *state, mqproc__format_t fmt,
                           char **out, size_t *len);
 
+/* Encodes a stored request document again in fmt (JSON compact with sorted keys, or YAML
+ * as yaml.dump() writes it), e.g. to republish or dead-letter it when the original body is
+ * gone. *out malloc()ed, NUL-terminated, *len excludes the NUL; caller free()s. */
+int mqproc__doc_encode(const json_t *doc, mqproc__format_t fmt, char **out, size_t *len, char *err);
+
 /* YAML (1.1, one document, as PyYAML safe_load accepts; no aliases, no custom tags)
  * to a json_t. Mapping keys must be scalars and unique. */
 int mqproc__yaml_load(const char *buf, size_t len, json_t **out, char *err);

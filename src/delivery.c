@@ -689,13 +689,24 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
 }
 
 void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
+  char err[MQPROC_ERR_LEN];
   if (d->state == S_DEAD_WAIT) {
     if (status == MQPROC_OK) {
       d->state = d->after_dead;
+      /* an early-acked job's row said "dead letter pending" for the outbox sweep; if
+       * this write fails, outbox_done clears it, or a sweep sends a second copy */
+      if (d->acked && d->outcome != NULL &&
+          mqproc__store_dead_lettered(d->srv->store, d->job_id, d->attempt, err) != MQPROC_OK)
+        MQPROC__WARN("job %s: %s", jid(d), err);
     } else if (status == MQPROC_EBROKER_CLOSED) {
       d->state = S_DEAD_LETTER;
       if (!broker_down(d, "connection lost before the broker confirmed the dead letter"))
         return;
+    } else if (d->acked) { /* no message to keep: the outcome still goes out */
+      MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); it stays in "
+                    "mqproc_dead_letters only",
+                    jid(d), d->srv->dead_queue, mqproc_strerror(status));
+      d->state = d->after_dead;
     } else { /* the dead-letter queue refused it: keep the message, try again later */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); requeueing later",
                     jid(d), d->srv->dead_queue, mqproc_strerror(status));

@@ -102,6 +102,18 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
   d->last_renew_ms = mqproc__now_ms();
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->state = S_PUBLISH;
+  if (r->dead_letter_pending && strcmp(d->outcome, "FAILED") == 0) {
+    /* its dead letter first, from the stored request (the original body is gone) */
+    if (mqproc__doc_encode(d->msg->doc, d->msg->format, &d->body, &d->len, err) != MQPROC_OK) {
+      MQPROC__ERROR("job %s: cannot send its outcome: %s", r->job_id, err);
+      mqproc__delivery_free(d);
+      return NULL;
+    }
+    snprintf(d->reason, sizeof(d->reason), "job FAILED: %s (sent by %s: the holder died first)",
+             r->last_error[0] != '\0' ? r->last_error : "no error recorded", srv->worker_id);
+    d->after_dead = S_PUBLISH;
+    d->state = S_DEAD_LETTER;
+  }
   MQPROC__INFO("job %s: its holder died before sending its outcome (%s); sending it", d->job_id,
                d->outcome);
   return d;

@@ -305,19 +305,16 @@ static void republish_row(void *ud, const char *job_id, const char *request_json
   size_t len = 0;
   json_t *doc = json_loads(request_json, 0, NULL);
   waiter_t *w = mqproc__calloc(1, sizeof(*w));
-  int yaml = strcmp(format, "yaml") == 0, rc = MQPROC_ENOMEM;
+  int rc = MQPROC_ENOMEM;
   mqproc__publish_t p = {.exchange = srv->cfg->exchange,
                          .routing_key = srv->processor,
                          .content_type = "application/json", /* as OCR-D labels both */
                          .message_id = job_id,
                          .persistent = srv->cfg->queue_durable,
                          .mandatory = 1};
-  if (doc != NULL && w != NULL && (w->job_id = mqproc__strdup(job_id)) != NULL) {
-    if (yaml)
-      rc = mqproc__yaml_dump(doc, &body, &len, err);
-    else if ((body = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
-      len = strlen(body), rc = MQPROC_OK;
-  }
+  if (doc != NULL && w != NULL && (w->job_id = mqproc__strdup(job_id)) != NULL)
+    rc = mqproc__doc_encode(doc, strcmp(format, "yaml") == 0 ? MQPROC__FMT_YAML : MQPROC__FMT_JSON,
+                            &body, &len, err);
   p.body = body;
   p.len = len;
   if (rc == MQPROC_OK)

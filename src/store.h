@@ -54,6 +54,8 @@ typedef struct mqproc__outbox_row {
   int attempt;
   int result_published;
   int callbacks_done;
+  int dead_letter_pending; /* FAILED, and its dead letter was never confirmed */
+  const char *last_error;  /* why it FAILED ("" when none recorded) */
 } mqproc__outbox_row_t;
 
 typedef struct mqproc__try_end {
@@ -111,6 +113,9 @@ struct mqproc__store_class {
   int (*renew)(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms, char *err);
   /* outbox_done: the early-acked holder of attempt sent everything of a final job. */
   int (*outbox_done)(mqproc__store_t *s, const char *job_id, int attempt, char *err);
+  /* dead_lettered: the broker confirmed the dead letter of a FAILED early-acked job (the
+     outbox sweep sends it while it is pending: fail() sets that for such jobs). */
+  int (*dead_lettered)(mqproc__store_t *s, const char *job_id, int attempt, char *err);
   /* sweep_outbox: final jobs whose early-acked holder died before sending their result
      and callbacks; each is taken for lease_ms and passed to row() (at most limit). */
   int (*sweep_outbox)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
@@ -153,6 +158,7 @@ int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err)
 #define mqproc__store_ping(s, err) ((s)->klass->ping((s), (err)))
 #define mqproc__store_renew(s, ...) MQPROC__STORE_CALL(s, renew, __VA_ARGS__)
 #define mqproc__store_outbox_done(s, ...) MQPROC__STORE_CALL(s, outbox_done, __VA_ARGS__)
+#define mqproc__store_dead_lettered(s, ...) MQPROC__STORE_CALL(s, dead_lettered, __VA_ARGS__)
 #define mqproc__store_sweep_outbox(s, ...) MQPROC__STORE_CALL(s, sweep_outbox, __VA_ARGS__)
 #define mqproc__store_mark_published(s, ...) MQPROC__STORE_CALL(s, mark_published, __VA_ARGS__)
 #define mqproc__store_record_callbacks(s, ...) MQPROC__STORE_CALL(s, record_callbacks, __VA_ARGS__)

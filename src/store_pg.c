@@ -15,7 +15,7 @@
 #include "store.h"
 #include "util.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 typedef struct pg_store {
   struct mqproc__store base; /* first: klass */
@@ -352,6 +352,7 @@ static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const
                 " end_time = CASE WHEN requeues < $4::int THEN NULL ELSE now() END,"
                 " republish = $5::boolean AND requeues < $4::int,"
                 " delivery_acked = delivery_acked AND requeues >= $4::int,"
+                " dead_letter_pending = delivery_acked AND requeues >= $4::int,"
                 " lease_until = CASE WHEN delivery_acked AND requeues >= $4::int"
                 "   THEN lease_until END, last_error = $3, updated_at = now()"
                 " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING state",
@@ -479,9 +480,19 @@ static int pg_outbox_done(mqproc__store_t *base, const char *job_id, int attempt
   const char *vals[2] = {job_id, att};
   snprintf(att, sizeof(att), "%d", attempt);
   return run_text((pg_store_t *)base,
-                  "UPDATE mqproc_jobs SET delivery_acked = false, lease_until = NULL,"
-                  " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
-                  " AND state IN ('SUCCESS', 'FAILED') AND delivery_acked",
+                  "UPDATE mqproc_jobs SET delivery_acked = false, dead_letter_pending = false,"
+                  " lease_until = NULL, updated_at = now() WHERE job_id = $1"
+                  " AND attempt = $2::int AND state IN ('SUCCESS', 'FAILED') AND delivery_acked",
+                  2, vals, NULL, err);
+}
+
+static int pg_dead_lettered(mqproc__store_t *base, const char *job_id, int attempt, char *err) {
+  char att[16];
+  const char *vals[2] = {job_id, att};
+  snprintf(att, sizeof(att), "%d", attempt);
+  return run_text((pg_store_t *)base,
+                  "UPDATE mqproc_jobs SET dead_letter_pending = false, updated_at = now()"
+                  " WHERE job_id = $1 AND attempt = $2::int AND dead_letter_pending",
                   2, vals, NULL, err);
 }
 
@@ -491,10 +502,11 @@ static const char OUTBOX_SQL[] =
     "UPDATE mqproc_jobs SET lease_until = now() + $2::int * interval '1 millisecond',"
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
-    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked AND lease_until < "
-    "now()" SWEEP_AFTER_RESTART "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
+    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked"
+    "   AND lease_until < now()" SWEEP_AFTER_RESTART
+    "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format, state, attempt, result_published,"
-    "   callback_state IS NOT NULL";
+    "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, '')";
 
 static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
                            void (*row)(void *ud, const mqproc__outbox_row_t *r), void *ud,
@@ -504,10 +516,15 @@ static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lea
   if (rc != MQPROC_OK)
     return rc;
   for (int i = 0; i < PQntuples(res); i++) {
-    mqproc__outbox_row_t r = {PQgetvalue(res, i, 0),          PQgetvalue(res, i, 1),
-                              PQgetvalue(res, i, 2),          PQgetvalue(res, i, 3),
-                              atoi(PQgetvalue(res, i, 4)),    PQgetvalue(res, i, 5)[0] == 't',
-                              PQgetvalue(res, i, 6)[0] == 't'};
+    mqproc__outbox_row_t r = {.job_id = PQgetvalue(res, i, 0),
+                              .request_json = PQgetvalue(res, i, 1),
+                              .format = PQgetvalue(res, i, 2),
+                              .state = PQgetvalue(res, i, 3),
+                              .attempt = atoi(PQgetvalue(res, i, 4)),
+                              .result_published = PQgetvalue(res, i, 5)[0] == 't',
+                              .callbacks_done = PQgetvalue(res, i, 6)[0] == 't',
+                              .dead_letter_pending = PQgetvalue(res, i, 7)[0] == 't',
+                              .last_error = PQgetvalue(res, i, 8)};
     if (!PQgetisnull(res, i, 1))
       row(ud, &r);
   }
@@ -574,6 +591,7 @@ static const struct mqproc__store_class pg_class = {
     pg_ping,             /* ping */
     pg_renew,            /* renew */
     pg_outbox_done,      /* outbox_done */
+    pg_dead_lettered,    /* dead_lettered */
     pg_sweep_outbox,     /* sweep_outbox */
     pg_mark_published,   /* mark_published */
     pg_record_callbacks, /* record_callbacks */

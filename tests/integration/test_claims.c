@@ -247,3 +247,63 @@ Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) 
   test_http_stop(cb);
   free(cb_url);
 }
+
+Test(claims, the_dead_letter_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) {
+  char *proc = it_name("outdead"), *results = it_name("outdead-result");
+  char *dead = it_fmt("%s.dead", proc);
+  const char *extra[] = {"--lease=2", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  /* as if the holder died right after recording FAILED, its delivery acked early */
+  it_sql("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
+         " dead_letter_pending, lease_until, last_error, request, request_format)"
+         " VALUES ('outdead-1', $1, 'FAILED', 1, true, true, now() - interval '1 second',"
+         " 'processor exited with status 3', $2::jsonb, 'yaml')",
+         2, proc,
+         it_job_json(proc, "outdead-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_get(dead, WAIT_MS, &m), "the sweeper did not send the dead letter");
+  cr_expect(strstr(m.reason, "job FAILED: processor exited with status 3 (sent by") != NULL,
+            "reason: %s", m.reason);
+  cr_expect(strstr(m.body, "job_id: outdead-1\n") != NULL, "the stored request, as YAML: %s",
+            m.body);
+  it_msg_free(&m);
+  cr_assert(it_get(results, WAIT_MS, &m), "the sweeper did not send the result");
+  cr_expect(strstr(m.body, "state: FAILED") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  it_server_stop(srv);
+  cr_expect_str_eq(it_sql("SELECT dead_letter_pending::text || ' ' || delivery_acked::text"
+                          " FROM mqproc_jobs WHERE job_id = 'outdead-1'",
+                          0),
+                   "false false");
+}
+
+Test(claims, an_early_acked_job_that_fails_for_good_is_dead_lettered_once) {
+  char *proc = it_name("ackfail"), *results = it_name("ackfail-result");
+  char *dead = it_fmt("%s.dead", proc);
+  const char *envp[] = {"PROC_SLEEP=2", "PROC_FAIL_MATCH=ackfail", NULL};
+  const char *extra[] = {"--ack-after=1", "--final-exit-code=3", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  long ready, unacked;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  it_publish(proc,
+             it_job_json(proc, "ackfail-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job ackfail-1: still running after 1 s", WAIT_MS));
+  cr_assert(it_get(dead, WAIT_MS, &m));
+  cr_expect(strstr(m.reason, "FAILED for good (final exit code 3)") != NULL, "%s", m.reason);
+  it_msg_free(&m);
+  cr_assert(it_get(results, WAIT_MS, &m));
+  cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  it_server_stop(srv);
+  cr_expect_str_eq(it_sql("SELECT state || ' ' || tries || ' ' || dead_letter_pending::text"
+                          " || ' ' || delivery_acked::text FROM mqproc_jobs"
+                          " WHERE job_id = 'ackfail-1'",
+                          0),
+                   "FAILED 1 false false", "the holder sent everything and cleared its marks");
+  it_queue_counts(dead, &ready, &unacked);
+  cr_expect_eq(ready, 0, "one dead letter");
+}
