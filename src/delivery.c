@@ -109,7 +109,9 @@ static int broker_down(mqproc__delivery_t *d, const char *why) {
     return wait_timer(d, S_BROKER_WAIT, 1000);
   }
   MQPROC__WARN("job %s: not published (%s); %s", jid(d), why,
-               d->acked ? "left unpublished at shutdown" : "its redelivery will send it");
+               d->acked ? "stopping: another server's outbox sweep will send it"
+                        : "its redelivery will send it");
+  d->unsent = d->acked; /* settle keeps the row's outbox marks for that sweep */
   if (d->state != S_DEAD_LETTER)
     d->state = S_CALLBACK;
   else /* nothing claimed (an invalid message): its redelivery brings it back */
@@ -598,7 +600,7 @@ static int step_callback_record(mqproc__delivery_t *d) {
 static int step_settle(mqproc__delivery_t *d, int ack) {
   char err[MQPROC_ERR_LEN];
   int rc;
-  if (d->acked && d->outcome != NULL) { /* the outcome is out: the row needs us no more */
+  if (d->acked && d->outcome != NULL && !d->unsent) { /* out: the row needs us no more */
     rc = mqproc__store_outbox_done(d->srv->store, d->job_id, d->attempt, err);
     if (rc != MQPROC_OK)
       return store_failed(d, rc, err);

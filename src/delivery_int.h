@@ -81,6 +81,7 @@ struct mqproc__delivery {
   int dead_recorded;
   int stop_requested;
   int fenced;
+  int unsent;         /* early-acked, stopping with the broker away: outcome left to a sweep */
   int final_failure;  /* the processor said the job cannot succeed (--final-exit-code) */
   int acked;          /* the delivery was acked early: the row carries the job */
   int abandoned;      /* released at shutdown while its thread still runs */

@@ -377,8 +377,10 @@ static void sweep(mqproc__server_t *srv) {
   if (rc != MQPROC_OK)
     MQPROC__WARN("sweep failed: %s", err);
   /* An idle server learns of a database outage here: pausing makes it wait the two
-   * leases above once the database is back, like a server that was running a job. */
-  if (rc == MQPROC_ESTORE_CONNECT)
+   * leases above once the database is back, like a server that was running a job. A
+   * connection dropped while the database stays up (idle timeout, a proxy) is not an
+   * outage: the ping reconnects and the next sweep runs as usual. */
+  if (rc == MQPROC_ESTORE_CONNECT && mqproc__store_ping(srv->store, err) != MQPROC_OK)
     mqproc__server_store_down(srv);
 }
 

@@ -189,6 +189,14 @@ static int pg_open(mqproc__store_t *base, char *err) {
 
 /* ---- claim -------------------------------------------------------------------------- */
 
+/* When the lease of a RUNNING row counts as over: at lease_until, but never within two
+ * leases (ms: the SQL parameter given) of the database's start, as in SWEEP_AFTER_RESTART
+ * below: holders could not renew while it was down, so a copy redelivered meanwhile is
+ * held, not run, until they had the time to. */
+/* clang-format off */
+#define LEASE_END(col, ms) \
+  "greatest(" col ", pg_postmaster_start_time() + 2 * " ms "::int * interval '1 millisecond')"
+
 /* One statement: take the job when it is new, QUEUED, or RUNNING under an expired lease
  * (attempt + 1); otherwise count the delivery and report the row as it is. */
 static const char CLAIM_SQL[] =
@@ -202,7 +210,8 @@ static const char CLAIM_SQL[] =
     "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
     "   delivery_acked = false, republish = false,"
     "   request = coalesce(j.request, EXCLUDED.request), updated_at = now()"
-    "  WHERE (j.state = 'QUEUED' OR (j.state = 'RUNNING' AND j.lease_until < now()))"
+    "  WHERE (j.state = 'QUEUED'"
+    "     OR (j.state = 'RUNNING' AND " LEASE_END("j.lease_until", "$4") " < now()))"
     "    AND j.attempt < $8::int"
     " RETURNING true, j.attempt, j.state, j.tries, j.requeues, j.result_published,"
     "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id),"
@@ -210,10 +219,13 @@ static const char CLAIM_SQL[] =
     " UPDATE mqproc_jobs SET deliveries = deliveries + 1, updated_at = now()"
     "  WHERE job_id = $1 AND NOT EXISTS (SELECT 1 FROM claim)"
     " RETURNING false, attempt, state, tries, requeues, result_published,"
-    "   callback_state IS NOT NULL, state = 'RUNNING' AND lease_until >= now(),"
-    "   greatest(0, extract(epoch FROM lease_until - now()) * 1000)::bigint,"
+    "   callback_state IS NOT NULL,"
+    "   state = 'RUNNING' AND " LEASE_END("lease_until", "$4") " >= now(),"
+    "   greatest(0, extract(epoch FROM " LEASE_END("lease_until", "$4") " - now()) * 1000)"
+    "     ::bigint,"
     "   coalesce(worker_id, ''))"
     "SELECT * FROM claim UNION ALL SELECT * FROM seen";
+/* clang-format on */
 
 static void read_claim(PGresult *res, mqproc__claim_t *c) {
   c->claimed = PQgetvalue(res, 0, 0)[0] == 't';
@@ -411,7 +423,8 @@ static int pg_ack_early(mqproc__store_t *base, const char *job_id, int attempt, 
  * No lease counts as expired in the first two leases after the database (re)started: the
  * holders could not renew while it was down, and a server that never noticed the outage
  * (started during it, or idle) would otherwise take a live job over. */
-#define SWEEP_AFTER_RESTART                                                                        \
+/* clang-format off */
+#define SWEEP_AFTER_RESTART \
   "   AND pg_postmaster_start_time() < now() - 2 * $2::int * interval '1 millisecond'"
 static const char SWEEP_SQL[] =
     "UPDATE mqproc_jobs SET state = 'QUEUED', republish = true, delivery_acked = false,"
@@ -419,10 +432,11 @@ static const char SWEEP_SQL[] =
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
     "   AND ((state = 'RUNNING' AND delivery_acked AND lease_until < now())"
-    "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= "
-    "now()))" SWEEP_AFTER_RESTART
+    "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= now()))"
+    SWEEP_AFTER_RESTART
     "   ORDER BY lease_until NULLS FIRST LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format";
+/* clang-format on */
 
 /* Runs a sweep statement ($1 processor, $2 grace lease in ms, $3 row limit). */
 static int run_sweep(pg_store_t *s, const char *sql, const char *processor, int lease_ms, int limit,
@@ -498,15 +512,17 @@ static int pg_dead_lettered(mqproc__store_t *base, const char *job_id, int attem
 
 /* Final jobs whose early-acked holder died before it sent their result or callbacks
  * (nothing would replay them: their message was acked). Taken for a grace lease. */
+/* clang-format off */
 static const char OUTBOX_SQL[] =
     "UPDATE mqproc_jobs SET lease_until = now() + $2::int * interval '1 millisecond',"
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
-    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked"
-    "   AND lease_until < now()" SWEEP_AFTER_RESTART
+    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked AND lease_until < now()"
+    SWEEP_AFTER_RESTART
     "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format, state, attempt, result_published,"
     "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, '')";
+/* clang-format on */
 
 static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
                            void (*row)(void *ud, const mqproc__outbox_row_t *r), void *ud,

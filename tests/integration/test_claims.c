@@ -281,8 +281,8 @@ Test(claims, the_dead_letter_an_early_acked_holder_never_sent_is_sent_by_a_sweep
 
 Test(claims, an_early_acked_job_that_fails_for_good_is_dead_lettered_once) {
   char *proc = it_name("ackfail"), *results = it_name("ackfail-result");
-  char *dead = it_fmt("%s.dead", proc);
-  const char *envp[] = {"PROC_SLEEP=2", "PROC_FAIL_MATCH=ackfail", NULL};
+  char *dead = it_fmt("%s.dead", proc), *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_GATE=%s", gate), "PROC_FAIL_MATCH=ackfail", NULL};
   const char *extra[] = {"--ack-after=1", "--final-exit-code=3", NULL};
   it_server_t *srv;
   it_msg_t m;
@@ -292,6 +292,11 @@ Test(claims, an_early_acked_job_that_fails_for_good_is_dead_lettered_once) {
   it_publish(proc,
              it_job_json(proc, "ackfail-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job ackfail-1: still running after 1 s", WAIT_MS));
+  {
+    FILE *f = fopen(gate, "w"); /* now the job may end (and fail) */
+    cr_assert_not_null(f);
+    fclose(f);
+  }
   cr_assert(it_get(dead, WAIT_MS, &m));
   cr_expect(strstr(m.reason, "FAILED for good (final exit code 3)") != NULL, "%s", m.reason);
   it_msg_free(&m);

@@ -252,3 +252,36 @@ Test(faults, a_database_outage_longer_than_the_lease_hands_no_live_job_over) {
   it_server_stop(b);
   it_server_stop(c);
 }
+
+Test(faults, an_early_acked_outcome_left_unsent_at_shutdown_is_sent_by_another_server) {
+  char *proc = it_name("unsent"), *results = it_name("unsent-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir()), *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *extra_a[] = {"--lease=3", "--ack-after=1", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=3", "--worker-id=B", NULL};
+  const char *envp[4];
+  it_server_t *a, *b;
+  it_declare(results);
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, proc_env(envp, marker, "0", gate));
+  it_publish(proc,
+             it_job_json(proc, "unsent-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(a, "job unsent-1: still running after 1 s", WAIT_MS));
+  it_services("rabbitmq-stop");
+  open_gate(gate);
+  cr_assert(it_server_wait_log(a, "job unsent-1: broker away", WAIT_MS));
+  it_server_signal(a, SIGTERM);
+  cr_assert(it_server_wait_log(a, "stopping; no new jobs", WAIT_MS));
+  it_server_signal(a, SIGTERM); /* no grace: A gives up waiting for the broker */
+  cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
+  cr_expect_str_eq(it_sql("SELECT state || ' ' || delivery_acked::text || ' ' ||"
+                          " result_published::text FROM mqproc_jobs WHERE job_id = 'unsent-1'",
+                          0),
+                   "SUCCESS true false", "A left the row marked for the outbox sweep");
+  it_services("rabbitmq-start");
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, proc_env(envp, marker, "0", NULL));
+  cr_assert(
+      it_server_wait_log(b, "job unsent-1: its holder died before sending its outcome", WAIT_MS));
+  expect_one_success("unsent-1", results);
+  it_server_stop(a);
+  it_server_stop(b);
+  cr_expect_eq(it_file_lines(marker), 1, "ran once");
+}
