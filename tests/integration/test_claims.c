@@ -82,7 +82,6 @@ Test(claims, prefetch_two_runs_two_jobs_at_once) {
   const char *extra[] = {"--prefetch=2", NULL};
   it_server_t *srv;
   it_msg_t m;
-  FILE *f;
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
   it_publish(proc, it_job_json(proc, "pf-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
@@ -90,8 +89,7 @@ Test(claims, prefetch_two_runs_two_jobs_at_once) {
   cr_assert(it_server_wait_log(srv, "job pf-1: attempt 1 try 1 started", WAIT_MS));
   cr_assert(it_server_wait_log(srv, "job pf-2: attempt 1 try 1 started", WAIT_MS));
   cr_expect_eq(it_server_count_log(srv, ": SUCCESS in"), 0, "both started before either ended");
-  cr_assert_not_null(f = fopen(gate, "w"));
-  fclose(f);
+  it_open_gate(gate);
   cr_assert(it_get(results, WAIT_MS, &m));
   it_msg_free(&m);
   cr_assert(it_get(results, WAIT_MS, &m));
@@ -292,11 +290,7 @@ Test(claims, an_early_acked_job_that_fails_for_good_is_dead_lettered_once) {
   it_publish(proc,
              it_job_json(proc, "ackfail-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job ackfail-1: still running after 1 s", WAIT_MS));
-  {
-    FILE *f = fopen(gate, "w"); /* now the job may end (and fail) */
-    cr_assert_not_null(f);
-    fclose(f);
-  }
+  it_open_gate(gate); /* now the job may end (and fail) */
   cr_assert(it_get(dead, WAIT_MS, &m));
   cr_expect(strstr(m.reason, "FAILED for good (final exit code 3)") != NULL, "%s", m.reason);
   it_msg_free(&m);

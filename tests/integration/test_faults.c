@@ -33,13 +33,6 @@ static const char **proc_env(const char *envp[4], const char *marker, const char
   return envp;
 }
 
-/* Lets the jobs waiting on gate end. */
-static void open_gate(const char *gate) {
-  FILE *f = fopen(gate, "w");
-  cr_assert_not_null(f, "cannot create %s", gate);
-  fclose(f);
-}
-
 static void expect_one_success(const char *job, const char *results) {
   it_msg_t m;
   long ready, unacked;
@@ -65,7 +58,7 @@ Test(faults, broker_restart_during_a_job) {
   cr_assert(it_server_wait_log(srv, "job brk-1: attempt 1 try 1 started", WAIT_MS));
   it_services("rabbitmq-stop");
   cr_assert(it_server_wait_log(srv, "broker connection lost", WAIT_MS));
-  open_gate(gate); /* the job ends while the broker is away */
+  it_open_gate(gate); /* the job ends while the broker is away */
   it_services("rabbitmq-start");
   back = now_s();
   cr_assert(it_server_wait_count(srv, "consuming from queue", 2, WAIT_MS));
@@ -93,7 +86,7 @@ Test(faults, database_restart_during_a_job) {
   cr_assert(it_server_wait_log(srv, "job db-1: attempt 1 try 1 started", WAIT_MS));
   it_services("pg-stop");
   /* the job ends while the database is away; a new job arrives meanwhile */
-  open_gate(gate);
+  it_open_gate(gate);
   cr_assert(it_server_wait_log(srv, "job store unavailable", WAIT_MS));
   it_publish(proc, it_job_json(proc, "db-2", it_fmt("{\"result_queue_name\": \"%s\"}", results2)));
   cr_assert(it_server_wait_log(srv, "not consuming", WAIT_MS));
@@ -208,7 +201,7 @@ Test(faults, an_early_acked_result_waits_for_the_broker) {
              it_job_json(proc, "ackbrk-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job ackbrk-1: still running after 1 s", WAIT_MS));
   it_services("rabbitmq-stop");
-  open_gate(gate);
+  it_open_gate(gate);
   cr_assert(it_server_wait_log(srv, "job ackbrk-1: SUCCESS", WAIT_MS), "ends while away");
   it_services("rabbitmq-start");
   expect_one_success("ackbrk-1", results); /* no redelivery can bring it: the server sent it */
@@ -242,7 +235,7 @@ Test(faults, a_database_outage_longer_than_the_lease_hands_no_live_job_over) {
   /* C never saw the outage: the database's own start time keeps it from judging A */
   c = it_server_start(proc, it_proc("proc.sh"), extra_c, envp);
   cr_assert(it_server_wait_log(a, "job store reachable again", WAIT_MS));
-  open_gate(gate);
+  it_open_gate(gate);
   expect_one_success("dbl-1", results);
   cr_expect_eq(it_server_count_log(b, "republished"), 0, "B (idle through it) took no live job");
   cr_expect_eq(it_server_count_log(c, "republished"), 0, "C (started after it) took no live job");
@@ -266,7 +259,7 @@ Test(faults, an_early_acked_outcome_left_unsent_at_shutdown_is_sent_by_another_s
              it_job_json(proc, "unsent-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(a, "job unsent-1: still running after 1 s", WAIT_MS));
   it_services("rabbitmq-stop");
-  open_gate(gate);
+  it_open_gate(gate);
   cr_assert(it_server_wait_log(a, "job unsent-1: broker away", WAIT_MS));
   it_server_signal(a, SIGTERM);
   cr_assert(it_server_wait_log(a, "stopping; no new jobs", WAIT_MS));

@@ -610,6 +610,12 @@ char *it_job_yaml(const char *processor, const char *job_id, const char *result_
   return keep(out);
 }
 
+void it_open_gate(const char *path) {
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f, "cannot create %s", path);
+  fclose(f);
+}
+
 int it_file_lines(const char *path) {
   FILE *f = fopen(path, "r");
   int n = 0, c;

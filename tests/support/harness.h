@@ -98,6 +98,9 @@ char *it_job_yaml(const char *processor, const char *job_id, const char *result_
 
 /* Lines in a file (0 when missing). */
 int it_file_lines(const char *path);
+/* Opens a gate: creates the (empty) file path that jobs of proc.sh with PROC_GATE=path
+ * wait for, so they end now. */
+void it_open_gate(const char *path);
 /* Path to a helper processor script in tests/support/procs/. Static. */
 const char *it_proc(const char *script);
 
