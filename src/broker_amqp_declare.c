@@ -133,9 +133,7 @@ static int declare_exchange(amqp_broker_t *b, char *err) {
 int mqproc__amqp_declare_topology(amqp_broker_t *b, char *err) {
   int rc = declare_exchange(b, err);
   if (rc == MQPROC_OK)
-    rc = declare_queue_inner(b, b->topo.queue, err);
-  if (rc == MQPROC_OK)
-    rc = bind_queue(b, b->topo.queue, err);
+    rc = mqproc__amqp_declare_bound_queue(b, b->topo.queue, err);
   if (rc == MQPROC_OK && b->topo.dead_queue != NULL)
     rc = declare_queue_inner(b, b->topo.dead_queue, err);
   return rc;

@@ -1,7 +1,8 @@
 /* Codec: message bytes -> json_t (JSON or YAML), OCR-D schema validation, result encoding.
  *
  * API (see codec.h): mqproc__codec_parse(), mqproc__doc_job_id(), mqproc__msg_validate(),
- * mqproc__msg_free(), mqproc__result_encode(). The YAML side lives in codec_yaml*.c.
+ * mqproc__msg_free(), mqproc__doc_encode(), mqproc__result_encode(). The YAML side lives
+ * in codec_yaml*.c.
  *
  * Validation follows OCR-D core's message_processing.schema.yml with these deliberate
  * differences: callback URLs may be https:// (core's `^http?://` rejects it by accident),
@@ -480,10 +481,19 @@ static int dump_json(const json_t *o, char **out, size_t *len) {
   return 0;
 }
 
+mqproc__format_t mqproc__format_parse(const char *name) {
+  return name != NULL && strcmp(name, "yaml") == 0 ? MQPROC__FMT_YAML : MQPROC__FMT_JSON;
+}
+
+const char *mqproc__format_name(mqproc__format_t fmt) {
+  return fmt == MQPROC__FMT_YAML ? "yaml" : "json";
+}
+
 int mqproc__doc_encode(const json_t *doc, mqproc__format_t fmt, char **out, size_t *len,
                        char *err) {
   *out = NULL;
-  *len = 0;
+  if (len != NULL)
+    *len = 0;
   if (fmt == MQPROC__FMT_YAML)
     return mqproc__yaml_dump(doc, out, len, err);
   if (dump_json(doc, out, len) != MQPROC_OK)
@@ -503,10 +513,7 @@ int mqproc__result_encode(const mqproc__msg_t *msg, const char *state, mqproc__f
     return MQPROC_EINVAL;
   if ((o = result_object(msg, state)) == NULL)
     return MQPROC_ENOMEM;
-  if (fmt == MQPROC__FMT_YAML)
-    rc = mqproc__yaml_dump(o, out, len, NULL);
-  else
-    rc = dump_json(o, out, len);
+  rc = mqproc__doc_encode(o, fmt, out, len, NULL);
   json_decref(o);
   return rc;
 }

@@ -69,9 +69,14 @@ void mqproc__msg_free(mqproc__msg_t *msg);
 int mqproc__result_encode(const mqproc__msg_t *msg, const char *state, mqproc__format_t fmt,
                           char **out, size_t *len);
 
+/* The request_format names stored in the job table: "yaml" or "json". */
+mqproc__format_t mqproc__format_parse(const char *name);
+const char *mqproc__format_name(mqproc__format_t fmt);
+
 /* Encodes a stored request document again in fmt (JSON compact with sorted keys, or YAML
  * as yaml.dump() writes it), e.g. to republish or dead-letter it when the original body is
- * gone. *out malloc()ed, NUL-terminated, *len excludes the NUL; caller free()s. */
+ * gone. *out malloc()ed, NUL-terminated, *len (may be NULL) excludes the NUL; caller
+ * free()s. */
 int mqproc__doc_encode(const json_t *doc, mqproc__format_t fmt, char **out, size_t *len, char *err);
 
 /* YAML (1.1, one document, as PyYAML safe_load accepts; no aliases, no custom tags)

@@ -210,7 +210,7 @@ static int step_claim(mqproc__delivery_t *d) {
                        .processor = d->srv->processor,
                        .worker_id = d->srv->worker_id,
                        .request_json = d->request_json,
-                       .request_format = d->msg->format == MQPROC__FMT_YAML ? "yaml" : "json",
+                       .request_format = mqproc__format_name(d->msg->format),
                        .created_time = d->msg->created_time,
                        .lease_ms = cfg(d)->lease_s * 1000,
                        .max_attempts = cfg(d)->max_attempts};

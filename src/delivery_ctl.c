@@ -92,7 +92,7 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
     mqproc__delivery_free(d);
     return NULL;
   }
-  d->msg->format = strcmp(r->format, "yaml") == 0 ? MQPROC__FMT_YAML : MQPROC__FMT_JSON;
+  d->msg->format = mqproc__format_parse(r->format);
   d->srv = srv;
   d->attempt = r->attempt;
   d->outcome = strcmp(r->state, "SUCCESS") == 0 ? "SUCCESS" : "FAILED";

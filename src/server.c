@@ -181,17 +181,21 @@ static void schedule_connect(mqproc__server_t *srv) {
 
 /* ---- services for deliveries -------------------------------------------------------- */
 
-int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
-                           char *err) {
-  waiter_t *w = mqproc__calloc(1, sizeof(*w));
+/* Publishes p and keeps a waiter for its confirm: for delivery d, or (d NULL) for the
+ * sweeper's republish of job_id. */
+static int publish_waiter(mqproc__server_t *srv, mqproc__delivery_t *d, const char *job_id,
+                          const mqproc__publish_t *p, char *err) {
+  waiter_t *w;
   int rc;
-  if (w == NULL)
-    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  if (!srv->broker_up) {
-    free(w);
+  if (!srv->broker_up)
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  if ((w = mqproc__calloc(1, sizeof(*w))) == NULL ||
+      (job_id != NULL && (w->job_id = mqproc__strdup(job_id)) == NULL)) {
+    free(w);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   if ((rc = mqproc__broker_publish(srv->broker, p, &w->seq, err)) != MQPROC_OK) {
+    free(w->job_id);
     free(w);
     return rc;
   }
@@ -199,6 +203,11 @@ int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const m
   w->next = srv->waiters;
   srv->waiters = w;
   return MQPROC_OK;
+}
+
+int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
+                           char *err) {
+  return publish_waiter(srv, d, NULL, p, err);
 }
 
 int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err) {
@@ -304,32 +313,22 @@ static void republish_row(void *ud, const char *job_id, const char *request_json
   char err[MQPROC_ERR_LEN], *body = NULL;
   size_t len = 0;
   json_t *doc = json_loads(request_json, 0, NULL);
-  waiter_t *w = mqproc__calloc(1, sizeof(*w));
-  int rc = MQPROC_ENOMEM;
+  int rc = doc == NULL ? mqproc__err(err, MQPROC_ENOMEM, "stored request unreadable")
+                       : mqproc__doc_encode(doc, mqproc__format_parse(format), &body, &len, err);
   mqproc__publish_t p = {.exchange = srv->cfg->exchange,
                          .routing_key = srv->processor,
                          .content_type = "application/json", /* as OCR-D labels both */
                          .message_id = job_id,
+                         .body = body,
+                         .len = len,
                          .persistent = srv->cfg->queue_durable,
                          .mandatory = 1};
-  if (doc != NULL && w != NULL && (w->job_id = mqproc__strdup(job_id)) != NULL)
-    rc = mqproc__doc_encode(doc, strcmp(format, "yaml") == 0 ? MQPROC__FMT_YAML : MQPROC__FMT_JSON,
-                            &body, &len, err);
-  p.body = body;
-  p.len = len;
   if (rc == MQPROC_OK)
-    rc = mqproc__broker_publish(srv->broker, &p, &w->seq, err);
-  if (rc == MQPROC_OK) {
+    rc = publish_waiter(srv, NULL, job_id, &p, err);
+  if (rc == MQPROC_OK)
     MQPROC__INFO("job %s: its holder is gone; republished the stored request", job_id);
-    w->next = srv->waiters;
-    srv->waiters = w;
-  } else {
-    MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", job_id,
-                 rc == MQPROC_ENOMEM ? "out of memory" : err);
-    if (w != NULL)
-      free(w->job_id);
-    free(w);
-  }
+  else
+    MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", job_id, err);
   free(body);
   json_decref(doc);
 }

@@ -1,11 +1,6 @@
-/* PostgreSQL job store (libpq): the job table, fenced by attempt, parameterised SQL only.
- *
- * Every call (re)connects lazily, runs one statement with PQexecParams and maps the
- * outcome: a lost connection is MQPROC_ESTORE_CONNECT (the next call reconnects), a
- * failed statement MQPROC_ESTORE_QUERY with its SQLSTATE, a fenced write (no row
- * matched job_id + attempt + RUNNING) MQPROC_ESTORE_FENCED. Connections carry
- * connect/keepalive/TCP timeouts so a dead server cannot stall the event loop for long.
- */
+/* PostgreSQL job store (libpq): the job table's statements, fenced by attempt,
+ * parameterised SQL only. Connections, statement execution and the schema are in
+ * store_pg_conn.c (store_pg_int.h). */
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,186 +8,16 @@
 
 #include "log.h"
 #include "store.h"
+#include "store_pg_int.h"
 #include "util.h"
-
-#define SCHEMA_VERSION 3
-
-typedef struct pg_store {
-  struct mqproc__store base; /* first: klass */
-  char *conninfo;
-  PGconn *conn;
-} pg_store_t;
-
-/* ---- connection and statements ------------------------------------------------------ */
-
-static int ensure_conn(pg_store_t *s, char *err) {
-  static const char *const keys[] = {"connect_timeout",
-                                     "keepalives_idle",
-                                     "keepalives_interval",
-                                     "keepalives_count",
-                                     "tcp_user_timeout",
-                                     "application_name",
-                                     "dbname",
-                                     NULL};
-  const char *vals[] = {"5", "10", "5", "3", "15000", "mqproc", s->conninfo, NULL};
-  if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK)
-    return MQPROC_OK;
-  PQfinish(s->conn);
-  s->conn = PQconnectdbParams(keys, vals, 1);
-  if (s->conn == NULL)
-    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  if (PQstatus(s->conn) != CONNECTION_OK) {
-    char msg[MQPROC_ERR_LEN];
-    snprintf(msg, sizeof(msg), "%s", PQerrorMessage(s->conn));
-    msg[strcspn(msg, "\n")] = '\0';
-    PQfinish(s->conn);
-    s->conn = NULL;
-    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot connect to the database: %s", msg);
-  }
-  /* Bound every statement so a stuck server cannot hold the loop (not via `options`:
-   * a URL's own options would replace it). */
-  PQclear(PQexec(s->conn, "SET statement_timeout = 30000"));
-  return MQPROC_OK;
-}
-
-/* Runs sql with n text parameters (NULL = SQL NULL; binary when fmts[i] is 1). On success
- * *out (if not NULL) gets the result, which the caller PQclear()s. */
-static int run(pg_store_t *s, const char *sql, int n, const char *const *vals, const int *lens,
-               const int *fmts, PGresult **out, char *err) {
-  PGresult *res;
-  ExecStatusType st;
-  int rc = ensure_conn(s, err);
-  if (rc != MQPROC_OK)
-    return rc;
-  res = PQexecParams(s->conn, sql, n, NULL, vals, lens, fmts, 0);
-  st = PQresultStatus(res);
-  if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
-    if (out != NULL)
-      *out = res;
-    else
-      PQclear(res);
-    return MQPROC_OK;
-  }
-  if (PQstatus(s->conn) != CONNECTION_OK) {
-    mqproc__err(err, MQPROC_ESTORE_CONNECT, "database connection lost: %s",
-                PQerrorMessage(s->conn));
-    rc = MQPROC_ESTORE_CONNECT;
-    PQfinish(s->conn);
-    s->conn = NULL;
-  } else {
-    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    rc = mqproc__err(err, MQPROC_ESTORE_QUERY, "query failed (SQLSTATE %s): %s",
-                     state != NULL ? state : "?", PQresultErrorMessage(res));
-  }
-  if (err != NULL)
-    err[strcspn(err, "\n")] = '\0';
-  PQclear(res);
-  return rc;
-}
-
-static int run_text(pg_store_t *s, const char *sql, int n, const char *const *vals, PGresult **out,
-                    char *err) {
-  return run(s, sql, n, vals, NULL, NULL, out, err);
-}
-
-/* Runs a fenced write: 0 rows affected means a newer attempt owns the job. */
-static int run_fenced(pg_store_t *s, const char *sql, int n, const char *const *vals,
-                      const char *job_id, int attempt, char *err) {
-  PGresult *res;
-  int rc = run_text(s, sql, n, vals, &res, err);
-  if (rc != MQPROC_OK)
-    return rc;
-  rc = atoi(PQcmdTuples(res)) > 0
-           ? MQPROC_OK
-           : mqproc__err(err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job",
-                         job_id, attempt);
-  PQclear(res);
-  return rc;
-}
-
-/* ---- schema ------------------------------------------------------------------------- */
-
-static int exec_plain(pg_store_t *s, const char *sql, char *err) {
-  PGresult *res = PQexec(s->conn, sql);
-  ExecStatusType st = PQresultStatus(res);
-  int rc = MQPROC_OK;
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    rc = mqproc__err(err, MQPROC_ESTORE_QUERY, "%s", PQresultErrorMessage(res));
-    if (err != NULL)
-      err[strcspn(err, "\n")] = '\0';
-  }
-  PQclear(res);
-  return rc;
-}
-
-static int apply_migration(pg_store_t *s, const mqproc__migration_t *m, char *err) {
-  char ver[16];
-  const char *vals[2] = {ver, m->name};
-  PGresult *res;
-  int rc, done;
-  snprintf(ver, sizeof(ver), "%d", m->version);
-  rc = run_text(s, "SELECT 1 FROM mqproc_schema_migrations WHERE version = $1::int", 1, vals, &res,
-                err);
-  if (rc != MQPROC_OK)
-    return rc;
-  done = PQntuples(res) > 0;
-  PQclear(res);
-  if (done)
-    return MQPROC_OK;
-  MQPROC__INFO("applying schema migration %03d_%s", m->version, m->name);
-  if ((rc = exec_plain(s, m->sql, err)) != MQPROC_OK)
-    return rc;
-  return run_text(s, "INSERT INTO mqproc_schema_migrations (version, name) VALUES ($1::int, $2)", 2,
-                  vals, NULL, err);
-}
-
-static int pg_migrate(mqproc__store_t *base, char *err) {
-  pg_store_t *s = (pg_store_t *)base;
-  int rc = ensure_conn(s, err);
-  if (rc != MQPROC_OK)
-    return rc;
-  rc = exec_plain(s,
-                  "BEGIN; SELECT pg_advisory_xact_lock(hashtext('mqproc_migrate'));"
-                  "CREATE TABLE IF NOT EXISTS mqproc_schema_migrations (version integer PRIMARY "
-                  "KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
-                  err);
-  for (size_t i = 0; rc == MQPROC_OK && i < mqproc__n_migrations; i++)
-    rc = apply_migration(s, &mqproc__migrations[i], err);
-  if (rc == MQPROC_OK)
-    rc = exec_plain(s, "COMMIT", err);
-  else if (s->conn != NULL)
-    exec_plain(s, "ROLLBACK", NULL);
-  return rc;
-}
-
-static int pg_open(mqproc__store_t *base, char *err) {
-  pg_store_t *s = (pg_store_t *)base;
-  PGresult *res;
-  int rc = run_text(s, "SELECT coalesce(max(version), 0) FROM mqproc_schema_migrations", 0, NULL,
-                    &res, err);
-  int version;
-  if (rc == MQPROC_ESTORE_QUERY)
-    return mqproc__err(err, MQPROC_ESTORE_QUERY,
-                       "the mqproc schema is not installed in this database: run `mqproc "
-                       "migrate --database=…` or start the server with --migrate");
-  if (rc != MQPROC_OK)
-    return rc;
-  version = atoi(PQgetvalue(res, 0, 0));
-  PQclear(res);
-  if (version < SCHEMA_VERSION)
-    return mqproc__err(err, MQPROC_ESTORE_QUERY,
-                       "database schema is at version %d, this build needs %d: run `mqproc "
-                       "migrate` or pass --migrate",
-                       version, SCHEMA_VERSION);
-  return MQPROC_OK;
-}
 
 /* ---- claim -------------------------------------------------------------------------- */
 
-/* When the lease of a RUNNING row counts as over: at lease_until, but never within two
- * leases (ms: the SQL parameter given) of the database's start, as in SWEEP_AFTER_RESTART
- * below: holders could not renew while it was down, so a copy redelivered meanwhile is
- * held, not run, until they had the time to. */
+/* When a holder's lease counts as over, for the claim and both sweeps: at lease_until, but
+ * never within two leases (ms: the SQL parameter given) of the database's start. Holders
+ * could not renew while it was down, and a server that never noticed the outage (started
+ * during it, or idle) would otherwise take a live job over; a copy redelivered meanwhile
+ * is held, not run, until the holders had the time to renew. */
 /* clang-format off */
 #define LEASE_END(col, ms) \
   "greatest(" col ", pg_postmaster_start_time() + 2 * " ms "::int * interval '1 millisecond')"
@@ -259,7 +84,7 @@ static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, char *err) {
   snprintf(created, sizeof(created), "%lld", c->created_time);
   /* A row inserted concurrently after our snapshot is neither claimed nor seen: retry. */
   for (int i = 0; i < 3; i++) {
-    if ((rc = run_text(s, CLAIM_SQL, 8, vals, &res, err)) != MQPROC_OK)
+    if ((rc = mqproc__pg_run_text(s, CLAIM_SQL, 8, vals, &res, err)) != MQPROC_OK)
       return rc;
     if (PQntuples(res) == 1) {
       read_claim(res, c);
@@ -281,23 +106,19 @@ static int pg_start_try(mqproc__store_t *base, const char *job_id, int attempt,
   PGresult *res;
   int rc;
   snprintf(att, sizeof(att), "%d", attempt);
-  rc = run_text(s,
-                "WITH j AS (UPDATE mqproc_jobs SET tries = tries + 1, log_path = $4,"
-                " updated_at = now() WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
-                " RETURNING tries)"
-                " INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
-                " SELECT $1, tries, $2::int, $3 FROM j RETURNING try",
-                4, vals, &res, err);
+  rc = mqproc__pg_run_fenced(
+      s,
+      "WITH j AS (UPDATE mqproc_jobs SET tries = tries + 1, log_path = $4,"
+      " updated_at = now() WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
+      " RETURNING tries)"
+      " INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
+      " SELECT $1, tries, $2::int, $3 FROM j RETURNING try",
+      4, vals, job_id, attempt, &res, err);
   if (rc != MQPROC_OK)
     return rc;
-  if (PQntuples(res) == 1) {
-    *try_no = atoi(PQgetvalue(res, 0, 0));
-  } else {
-    rc = mqproc__err(err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job", job_id,
-                     attempt);
-  }
+  *try_no = atoi(PQgetvalue(res, 0, 0));
   PQclear(res);
-  return rc;
+  return MQPROC_OK;
 }
 
 static int pg_end_try(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
@@ -316,14 +137,15 @@ static int pg_end_try(mqproc__store_t *base, const char *job_id, int attempt, in
   snprintf(code, sizeof(code), "%d", e->exit_code);
   snprintf(sig, sizeof(sig), "%d", e->term_signal);
   snprintf(dur, sizeof(dur), "%lld", (long long)e->duration_ms);
-  return run_fenced((pg_store_t *)base,
-                    "WITH j AS (UPDATE mqproc_jobs SET last_error = coalesce($8, last_error),"
-                    " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
-                    " AND state = 'RUNNING' RETURNING job_id)"
-                    " UPDATE mqproc_job_tries t SET ended_at = now(), ok = $4::boolean,"
-                    " exit_code = $5::int, term_signal = $6::int, duration_ms = $7::bigint,"
-                    " error = $8 FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
-                    8, vals, job_id, attempt, err);
+  return mqproc__pg_run_fenced(
+      (pg_store_t *)base,
+      "WITH j AS (UPDATE mqproc_jobs SET last_error = coalesce($8, last_error),"
+      " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
+      " AND state = 'RUNNING' RETURNING job_id)"
+      " UPDATE mqproc_job_tries t SET ended_at = now(), ok = $4::boolean,"
+      " exit_code = $5::int, term_signal = $6::int, duration_ms = $7::bigint,"
+      " error = $8 FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
+      8, vals, job_id, attempt, NULL, err);
 }
 
 /* One statement for the successful try's end and the job's SUCCESS (the hot path). */
@@ -335,17 +157,18 @@ static int pg_succeed(mqproc__store_t *base, const char *job_id, int attempt, in
   snprintf(tn, sizeof(tn), "%d", try_no);
   snprintf(ms, sizeof(ms), "%lld", (long long)e->duration_ms);
   snprintf(code, sizeof(code), "%d", e->exit_code);
-  return run_fenced((pg_store_t *)base,
-                    "WITH j AS (UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = now(),"
-                    " exec_time_ms = $4::bigint, updated_at = now(),"
-                    /* an early-acked holder keeps its lease while it sends the result */
-                    " lease_until = CASE WHEN delivery_acked THEN lease_until END"
-                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
-                    " RETURNING job_id)"
-                    " UPDATE mqproc_job_tries t SET ended_at = now(), ok = true,"
-                    " exit_code = $5::int, duration_ms = $4::bigint"
-                    " FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
-                    5, vals, job_id, attempt, err);
+  return mqproc__pg_run_fenced(
+      (pg_store_t *)base,
+      "WITH j AS (UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = now(),"
+      " exec_time_ms = $4::bigint, updated_at = now(),"
+      /* an early-acked holder keeps its lease while it sends the result */
+      " lease_until = CASE WHEN delivery_acked THEN lease_until END"
+      " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
+      " RETURNING job_id)"
+      " UPDATE mqproc_job_tries t SET ended_at = now(), ok = true,"
+      " exit_code = $5::int, duration_ms = $4::bigint"
+      " FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
+      5, vals, job_id, attempt, NULL, err);
 }
 
 static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
@@ -357,27 +180,24 @@ static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const
   int rc;
   snprintf(att, sizeof(att), "%d", attempt);
   snprintf(maxr, sizeof(maxr), "%d", max_requeues);
-  rc = run_text(s,
-                "UPDATE mqproc_jobs SET"
-                " state = CASE WHEN requeues < $4::int THEN 'QUEUED' ELSE 'FAILED' END,"
-                " requeues = CASE WHEN requeues < $4::int THEN requeues + 1 ELSE requeues END,"
-                " end_time = CASE WHEN requeues < $4::int THEN NULL ELSE now() END,"
-                " republish = $5::boolean AND requeues < $4::int,"
-                " delivery_acked = delivery_acked AND requeues >= $4::int,"
-                " dead_letter_pending = delivery_acked AND requeues >= $4::int,"
-                " lease_until = CASE WHEN delivery_acked AND requeues >= $4::int"
-                "   THEN lease_until END, last_error = $3, updated_at = now()"
-                " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING state",
-                5, vals, &res, err);
+  rc = mqproc__pg_run_fenced(
+      s,
+      "UPDATE mqproc_jobs SET"
+      " state = CASE WHEN requeues < $4::int THEN 'QUEUED' ELSE 'FAILED' END,"
+      " requeues = CASE WHEN requeues < $4::int THEN requeues + 1 ELSE requeues END,"
+      " end_time = CASE WHEN requeues < $4::int THEN NULL ELSE now() END,"
+      " republish = $5::boolean AND requeues < $4::int,"
+      " delivery_acked = delivery_acked AND requeues >= $4::int,"
+      " dead_letter_pending = delivery_acked AND requeues >= $4::int,"
+      " lease_until = CASE WHEN delivery_acked AND requeues >= $4::int"
+      "   THEN lease_until END, last_error = $3, updated_at = now()"
+      " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING state",
+      5, vals, job_id, attempt, &res, err);
   if (rc != MQPROC_OK)
     return rc;
-  if (PQntuples(res) == 1)
-    *requeued = strcmp(PQgetvalue(res, 0, 0), "QUEUED") == 0;
-  else
-    rc = mqproc__err(err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job", job_id,
-                     attempt);
+  *requeued = strcmp(PQgetvalue(res, 0, 0), "QUEUED") == 0;
   PQclear(res);
-  return rc;
+  return MQPROC_OK;
 }
 
 static int pg_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
@@ -385,12 +205,12 @@ static int pg_release(mqproc__store_t *base, const char *job_id, int attempt, co
   char att[16];
   const char *vals[4] = {job_id, att, why, republish ? "true" : "false"};
   snprintf(att, sizeof(att), "%d", attempt);
-  return run_fenced((pg_store_t *)base,
-                    "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL,"
-                    " republish = $4::boolean, delivery_acked = false,"
-                    " last_error = coalesce($3, last_error), updated_at = now()"
-                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
-                    4, vals, job_id, attempt, err);
+  return mqproc__pg_run_fenced((pg_store_t *)base,
+                               "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL,"
+                               " republish = $4::boolean, delivery_acked = false,"
+                               " last_error = coalesce($3, last_error), updated_at = now()"
+                               " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+                               4, vals, job_id, attempt, NULL, err);
 }
 
 static int pg_give_up(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
@@ -398,42 +218,39 @@ static int pg_give_up(mqproc__store_t *base, const char *job_id, int attempt, co
   char att[16];
   const char *vals[3] = {job_id, att, why};
   snprintf(att, sizeof(att), "%d", attempt);
-  return run_fenced((pg_store_t *)base,
-                    "UPDATE mqproc_jobs SET state = 'FAILED', end_time = now(), lease_until = NULL,"
-                    " republish = false, delivery_acked = false, last_error = $3,"
-                    " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
-                    " AND (state = 'QUEUED' OR (state = 'RUNNING' AND lease_until < now()))",
-                    3, vals, job_id, attempt, err);
+  return mqproc__pg_run_fenced(
+      (pg_store_t *)base,
+      "UPDATE mqproc_jobs SET state = 'FAILED', end_time = now(), lease_until = NULL,"
+      " republish = false, delivery_acked = false, last_error = $3,"
+      " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
+      " AND (state = 'QUEUED' OR (state = 'RUNNING' AND lease_until < now()))",
+      3, vals, job_id, attempt, NULL, err);
 }
 
 static int pg_ack_early(mqproc__store_t *base, const char *job_id, int attempt, char *err) {
   char att[16];
   const char *vals[2] = {job_id, att};
   snprintf(att, sizeof(att), "%d", attempt);
-  return run_fenced((pg_store_t *)base,
-                    "UPDATE mqproc_jobs SET delivery_acked = true, updated_at = now()"
-                    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
-                    2, vals, job_id, attempt, err);
+  return mqproc__pg_run_fenced((pg_store_t *)base,
+                               "UPDATE mqproc_jobs SET delivery_acked = true, updated_at = now()"
+                               " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
+                               2, vals, job_id, attempt, NULL, err);
 }
 
 /* Collects jobs to republish: an early-acked job whose holder's lease expired (the holder
  * is gone and no message exists for it) or a QUEUED job still waiting for its message.
  * They become QUEUED with republish pending and a grace lease, so concurrent sweepers skip
  * them while this one publishes; if this one dies, the grace runs out and another sends.
- * No lease counts as expired in the first two leases after the database (re)started: the
- * holders could not renew while it was down, and a server that never noticed the outage
- * (started during it, or idle) would otherwise take a live job over. */
+ * A holder's lease ends as LEASE_END says. */
 /* clang-format off */
-#define SWEEP_AFTER_RESTART \
-  "   AND pg_postmaster_start_time() < now() - 2 * $2::int * interval '1 millisecond'"
 static const char SWEEP_SQL[] =
     "UPDATE mqproc_jobs SET state = 'QUEUED', republish = true, delivery_acked = false,"
     " worker_id = NULL, lease_until = now() + $2::int * interval '1 millisecond',"
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
-    "   AND ((state = 'RUNNING' AND delivery_acked AND lease_until < now())"
+    "   AND ((state = 'RUNNING' AND delivery_acked"
+    "       AND " LEASE_END("lease_until", "$2") " < now())"
     "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= now()))"
-    SWEEP_AFTER_RESTART
     "   ORDER BY lease_until NULLS FIRST LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format";
 /* clang-format on */
@@ -445,7 +262,7 @@ static int run_sweep(pg_store_t *s, const char *sql, const char *processor, int 
   const char *vals[3] = {processor, ms, lim};
   snprintf(ms, sizeof(ms), "%d", lease_ms);
   snprintf(lim, sizeof(lim), "%d", limit);
-  return run_text(s, sql, 3, vals, res, err);
+  return mqproc__pg_run_text(s, sql, 3, vals, res, err);
 }
 
 static int pg_sweep(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
@@ -465,14 +282,15 @@ static int pg_sweep(mqproc__store_t *base, const char *processor, int lease_ms, 
 
 static int pg_republished(mqproc__store_t *base, const char *job_id, char *err) {
   const char *vals[1] = {job_id};
-  return run_text((pg_store_t *)base,
-                  "UPDATE mqproc_jobs SET republish = false, lease_until = NULL,"
-                  " updated_at = now() WHERE job_id = $1 AND state = 'QUEUED' AND republish",
-                  1, vals, NULL, err);
+  return mqproc__pg_run_text(
+      (pg_store_t *)base,
+      "UPDATE mqproc_jobs SET republish = false, lease_until = NULL,"
+      " updated_at = now() WHERE job_id = $1 AND state = 'QUEUED' AND republish",
+      1, vals, NULL, err);
 }
 
 static int pg_ping(mqproc__store_t *base, char *err) {
-  return run_text((pg_store_t *)base, "SELECT 1", 0, NULL, NULL, err);
+  return mqproc__pg_run_text((pg_store_t *)base, "SELECT 1", 0, NULL, NULL, err);
 }
 
 static int pg_renew(mqproc__store_t *base, const char *job_id, int attempt, int lease_ms,
@@ -481,33 +299,35 @@ static int pg_renew(mqproc__store_t *base, const char *job_id, int attempt, int 
   const char *vals[3] = {job_id, att, ms};
   snprintf(att, sizeof(att), "%d", attempt);
   snprintf(ms, sizeof(ms), "%d", lease_ms);
-  return run_fenced(
+  return mqproc__pg_run_fenced(
       (pg_store_t *)base,
       "UPDATE mqproc_jobs SET lease_until = now() + $3::int * interval '1 millisecond'"
       " WHERE job_id = $1 AND attempt = $2::int"
       " AND (state = 'RUNNING' OR (delivery_acked AND state IN ('SUCCESS', 'FAILED')))",
-      3, vals, job_id, attempt, err);
+      3, vals, job_id, attempt, NULL, err);
 }
 
 static int pg_outbox_done(mqproc__store_t *base, const char *job_id, int attempt, char *err) {
   char att[16];
   const char *vals[2] = {job_id, att};
   snprintf(att, sizeof(att), "%d", attempt);
-  return run_text((pg_store_t *)base,
-                  "UPDATE mqproc_jobs SET delivery_acked = false, dead_letter_pending = false,"
-                  " lease_until = NULL, updated_at = now() WHERE job_id = $1"
-                  " AND attempt = $2::int AND state IN ('SUCCESS', 'FAILED') AND delivery_acked",
-                  2, vals, NULL, err);
+  return mqproc__pg_run_text(
+      (pg_store_t *)base,
+      "UPDATE mqproc_jobs SET delivery_acked = false, dead_letter_pending = false,"
+      " lease_until = NULL, updated_at = now() WHERE job_id = $1"
+      " AND attempt = $2::int AND state IN ('SUCCESS', 'FAILED') AND delivery_acked",
+      2, vals, NULL, err);
 }
 
 static int pg_dead_lettered(mqproc__store_t *base, const char *job_id, int attempt, char *err) {
   char att[16];
   const char *vals[2] = {job_id, att};
   snprintf(att, sizeof(att), "%d", attempt);
-  return run_text((pg_store_t *)base,
-                  "UPDATE mqproc_jobs SET dead_letter_pending = false, updated_at = now()"
-                  " WHERE job_id = $1 AND attempt = $2::int AND dead_letter_pending",
-                  2, vals, NULL, err);
+  return mqproc__pg_run_text(
+      (pg_store_t *)base,
+      "UPDATE mqproc_jobs SET dead_letter_pending = false, updated_at = now()"
+      " WHERE job_id = $1 AND attempt = $2::int AND dead_letter_pending",
+      2, vals, NULL, err);
 }
 
 /* Final jobs whose early-acked holder died before it sent their result or callbacks
@@ -517,8 +337,8 @@ static const char OUTBOX_SQL[] =
     "UPDATE mqproc_jobs SET lease_until = now() + $2::int * interval '1 millisecond',"
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
-    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked AND lease_until < now()"
-    SWEEP_AFTER_RESTART
+    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked"
+    "   AND " LEASE_END("lease_until", "$2") " < now()"
     "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format, state, attempt, result_published,"
     "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, '')";
@@ -553,19 +373,21 @@ static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lea
 static int pg_mark_published(mqproc__store_t *base, const char *job_id, const char *error,
                              char *err) {
   const char *vals[2] = {job_id, error};
-  return run_text((pg_store_t *)base,
-                  "UPDATE mqproc_jobs SET result_published = ($2::text IS NULL),"
-                  " last_error = coalesce($2, last_error), updated_at = now() WHERE job_id = $1",
-                  2, vals, NULL, err);
+  return mqproc__pg_run_text(
+      (pg_store_t *)base,
+      "UPDATE mqproc_jobs SET result_published = ($2::text IS NULL),"
+      " last_error = coalesce($2, last_error), updated_at = now() WHERE job_id = $1",
+      2, vals, NULL, err);
 }
 
 static int pg_record_callbacks(mqproc__store_t *base, const char *job_id, const char *error,
                                char *err) {
   const char *vals[2] = {job_id, error};
-  return run_text((pg_store_t *)base,
-                  "UPDATE mqproc_jobs SET callback_state = CASE WHEN $2::text IS NULL THEN 'OK'"
-                  " ELSE 'FAILED' END, callback_error = $2, updated_at = now() WHERE job_id = $1",
-                  2, vals, NULL, err);
+  return mqproc__pg_run_text(
+      (pg_store_t *)base,
+      "UPDATE mqproc_jobs SET callback_state = CASE WHEN $2::text IS NULL THEN 'OK'"
+      " ELSE 'FAILED' END, callback_error = $2, updated_at = now() WHERE job_id = $1",
+      2, vals, NULL, err);
 }
 
 static int pg_record_dead(mqproc__store_t *base, const char *processor, const char *job_id,
@@ -575,10 +397,11 @@ static int pg_record_dead(mqproc__store_t *base, const char *processor, const ch
                          worker_id};
   int lens[5] = {0, 0, 0, (int)len, 0};
   int fmts[5] = {0, 0, 0, 1, 0};
-  return run((pg_store_t *)base,
-             "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, body, worker_id)"
-             " VALUES ($1, $2, $3, $4::bytea, $5)",
-             5, vals, lens, fmts, NULL, err);
+  return mqproc__pg_run(
+      (pg_store_t *)base,
+      "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, body, worker_id)"
+      " VALUES ($1, $2, $3, $4::bytea, $5)",
+      5, vals, lens, fmts, NULL, err);
 }
 
 /* ---- class -------------------------------------------------------------------------- */
@@ -592,8 +415,8 @@ static void pg_destroy(mqproc__store_t *base) {
 
 static const struct mqproc__store_class pg_class = {
     "postgresql",        /* name */
-    pg_open,             /* open */
-    pg_migrate,          /* migrate */
+    mqproc__pg_open,     /* open */
+    mqproc__pg_migrate,  /* migrate */
     pg_claim,            /* claim */
     pg_start_try,        /* start_try */
     pg_end_try,          /* end_try */
