@@ -306,3 +306,31 @@ Test(claims, an_early_acked_job_that_fails_for_good_is_dead_lettered_once) {
   it_queue_counts(dead, &ready, &unacked);
   cr_expect_eq(ready, 0, "one dead letter");
 }
+
+Test(claims, an_early_acked_job_whose_dead_letter_is_refused_still_sends_its_result) {
+  char *proc = it_name("deadgone"), *results = it_name("deadgone-result");
+  char *dead = it_fmt("%s.dead", proc), *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_GATE=%s", gate), "PROC_FAIL_MATCH=deadgone", NULL};
+  const char *extra[] = {"--ack-after=1", "--final-exit-code=3", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  it_publish(proc,
+             it_job_json(proc, "deadgone-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job deadgone-1: still running after 1 s", WAIT_MS));
+  it_delete_queue(dead); /* the dead letter becomes unroutable */
+  it_open_gate(gate);
+  cr_assert(it_server_wait_log(srv, "refused the message", WAIT_MS));
+  cr_assert(it_get(results, WAIT_MS, &m), "no result after the refused dead letter");
+  cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  it_server_stop(srv);
+  cr_expect_eq(
+      it_sql_long("SELECT count(*) FROM mqproc_dead_letters WHERE job_id = 'deadgone-1'", 0), 1,
+      "recorded in the table");
+  cr_expect_str_eq(it_sql("SELECT state || ' ' || delivery_acked::text FROM mqproc_jobs"
+                          " WHERE job_id = 'deadgone-1'",
+                          0),
+                   "FAILED false");
+}

@@ -240,6 +240,11 @@ void it_declare(const char *queue) {
   check_rpc("queue.bind");
 }
 
+void it_delete_queue(const char *queue) {
+  amqp_queue_delete(amqp(), 1, amqp_cstring_bytes(queue), 0, 0);
+  check_rpc("queue.delete");
+}
+
 void it_publish_len(const char *rk, const void *body, size_t len) {
   amqp_basic_properties_t p;
   memset(&p, 0, sizeof(p));

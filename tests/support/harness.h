@@ -44,6 +44,8 @@ typedef struct it_msg {
 void it_msg_free(it_msg_t *m);
 /* Declares queue (durable, bound to ocrd-network-default with routing key = name). */
 void it_declare(const char *queue);
+/* Deletes queue (whatever it holds). */
+void it_delete_queue(const char *queue);
 /* Publishes body to ocrd-network-default with routing key rk (persistent). */
 void it_publish(const char *rk, const char *body);
 void it_publish_len(const char *rk, const void *body, size_t len);
