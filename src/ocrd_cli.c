@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "argv.h"
+#include "pyjson.h"
 #include "util.h"
 
 /* "A,B,C" from an array of strings. */
@@ -31,21 +32,6 @@ static char *dir_of(const char *path) {
   if (slash == path)
     return mqproc__strdup("/");
   return mqproc__strndup(path, (size_t)(slash - path));
-}
-
-/* Python's json.dumps writes \u00fc, jansson \u00FC: lower the hex digits of escapes so
- * the argument is byte for byte what OCR-D passes. */
-static char *python_json(const json_t *v) {
-  char *s = json_dumps(v, JSON_ENSURE_ASCII);
-  for (char *p = s; p != NULL && *p != '\0'; p++) {
-    if (*p != '\\')
-      continue;
-    if (p[1] == 'u')
-      for (int i = 2; i < 6 && p[i] != '\0'; i++)
-        p[i] = (char)(p[i] >= 'A' && p[i] <= 'F' ? p[i] - 'A' + 'a' : p[i]);
-    p++; /* skip the escaped character (a backslash escapes exactly one) */
-  }
-  return s;
 }
 
 /* Appends s (taking ownership) to the array; a NULL s means out of memory. */
@@ -77,8 +63,9 @@ int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *m
   if (msg->output_file_grps != NULL)
     bad |= push(v, &n, mqproc__strdup("--output-file-grp")) |
            push(v, &n, join_grps(msg->output_file_grps));
-  /* Python's json.dumps separators: jansson without JSON_COMPACT writes the same */
-  bad |= push(v, &n, mqproc__strdup("--parameter")) | push(v, &n, python_json(msg->parameters));
+  /* json.dumps(parameters), as OCR-D's worker writes it */
+  bad |= push(v, &n, mqproc__strdup("--parameter")) |
+         push(v, &n, mqproc__json_python(msg->parameters));
   v[n] = NULL;
   if (bad) {
     mqproc__argv_free(v);

@@ -8,8 +8,8 @@
  *   --working-dir <dir of mets> --mets <mets> --log-level <level> [--page-id <page_id>]
  *   --input-file-grp A,B [--output-file-grp C,D] --parameter '<json>'
  * in that order, as OCR-D core's worker does (file groups joined with ','; parameters
- * as JSON with ", " and ": " separators, "{}" when empty). *out is a NULL-terminated
- * malloc()ed array of malloc()ed strings (mqproc__argv_free()). */
+ * as Python's json.dumps() writes them, see pyjson.h; "{}" when empty). *out is a
+ * NULL-terminated malloc()ed array of malloc()ed strings (mqproc__argv_free()). */
 int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *mets,
                       const char *log_level, char ***out, char *err);
 

@@ -90,6 +90,19 @@ Test(ocrd_cli, unicode_parameters_are_ascii_escaped_like_json_dumps) {
   mqproc__msg_free(m);
 }
 
+/* jansson alone would pass 0.10000000000000001; OCR-D's json.dumps() passes 0.1. */
+Test(ocrd_cli, float_parameters_as_python_prints_them) {
+  mqproc__msg_t *m = msg("{\"job_id\": \"j\", \"processor_name\": \"ocrd-x\", \"created_time\": 1,"
+                         " \"input_file_grps\": [\"IN\"], \"path_to_mets\": \"/w/m.xml\","
+                         " \"parameters\": {\"x\": 0.1}}");
+  char *base[] = {"ocrd-x", NULL}, **argv, err[MQPROC_ERR_LEN];
+  cr_assert_eq(mqproc__ocrd_argv(base, m, "/w/m.xml", "DEBUG", &argv, err), MQPROC_OK);
+  cr_expect_str_eq(argv[9], "--parameter");
+  cr_expect_str_eq(argv[10], "{\"x\": 0.1}");
+  mqproc__argv_free(argv);
+  mqproc__msg_free(m);
+}
+
 Test(ocrd_cli, processors_are_recognised_by_name) {
   cr_expect(mqproc__ocrd_is_processor("ocrd-dummy"));
   cr_expect(mqproc__ocrd_is_processor("/usr/local/bin/ocrd-tesserocr-recognize"));
