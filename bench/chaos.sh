@@ -136,7 +136,7 @@ start_server() {
   next_worker=$((next_worker + 1))
   CHAOS_WORKER=$id CHAOS_SIDE_LOG=$SIDE CHAOS_RUN_DIR=$REPO/$LOGS/runs "$BIN" processing-server --processor "$PROC" \
     --exec "$REPO/bench/chaos-proc.sh" --queue="$AMQP" --database="$DB" --lease=5 \
-    --heartbeat=5 --log-dir="$REPO/$LOGS" --worker-id="$id" "${SERVER_ARGS[@]}" \
+    --heartbeat=5 --log-dir="$REPO/$LOGS" --worker-id="$id" --pass-env='CHAOS_*' "${SERVER_ARGS[@]}" \
     >"$LOGS/servers/$id.log" 2>&1 </dev/null &
   SPID[$id]=$!
   LIVE+=("$id")

@@ -11,7 +11,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git ca-certificates clang-format
-  librabbitmq-dev amqp-tools libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev
+  librabbitmq-dev amqp-tools libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev
   libcriterion-dev libmicrohttpd-dev libxml2-dev
   rabbitmq-server postgresql
   python3 python3-pika python3-yaml python3-jsonschema

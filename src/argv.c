@@ -147,3 +147,22 @@ void mqproc__argv_free(char **argv) {
     free(*p);
   free(argv);
 }
+
+int mqproc__argv_copy(char *const *v, char ***out) {
+  size_t n = 0;
+  *out = NULL;
+  if (v == NULL)
+    return 0;
+  while (v[n] != NULL)
+    n++;
+  if ((*out = mqproc__calloc(n + 1, sizeof(char *))) == NULL)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    if (((*out)[i] = mqproc__strdup(v[i])) == NULL) {
+      mqproc__argv_free(*out);
+      *out = NULL;
+      return -1;
+    }
+  }
+  return 0;
+}

@@ -10,5 +10,8 @@
  * of malloc()ed strings (free with mqproc__argv_free()) and *argc_out its length. */
 int mqproc__argv_split(const char *cmd, char ***argv_out, int *argc_out, char *err);
 void mqproc__argv_free(char **argv);
+/* A deep copy of a NULL-terminated string vector into *out (NULL stays NULL); -1 when out
+ * of memory. */
+int mqproc__argv_copy(char *const *v, char ***out);
 
 #endif

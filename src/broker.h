@@ -10,6 +10,12 @@
  * reports what arrived through the events table. A delivery's tag is valid only within
  * the connection epoch it arrived on: after a reconnect the broker redelivers, and acking
  * an old tag is refused here (MQPROC_EBROKER_CLOSED) instead of being sent.
+ *
+ * Nothing here blocks the loop for long: every write and RPC has a deadline (the
+ * connection is dropped when the broker stops reading), a publish the broker cannot take
+ * now is refused with MQPROC_EBROKER_BLOCKED (a memory or disk alarm: on_blocked says when
+ * it ends), and one that can never be encoded (a field over AMQP's limits, headers larger
+ * than a frame) with MQPROC_EINVAL before a byte is written, so it fails that message only.
  */
 #ifndef MQPROC_BROKER_H
 #define MQPROC_BROKER_H
@@ -22,9 +28,10 @@ typedef struct mqproc__broker mqproc__broker_t;
 /* One delivery as the broker hands it over. All pointers are valid only during the
  * on_message callback (copy what you keep). */
 typedef struct mqproc__broker_msg {
-  uint64_t epoch;  /* connection generation */
-  uint64_t tag;    /* delivery tag within that epoch */
-  int redelivered; /* the broker's hint; never trusted alone */
+  uint64_t epoch;    /* connection generation */
+  uint64_t tag;      /* delivery tag within that epoch */
+  uint64_t consumer; /* the consume() it came through (its *consumer); 0 = an older one */
+  int redelivered;   /* the broker's hint; never trusted alone */
   const void *body;
   size_t len;
   const char *content_type; /* "" when absent */
@@ -40,6 +47,12 @@ typedef struct mqproc__broker_events {
   void (*on_confirm)(void *ud, uint64_t seq, int status);
   /* The connection is gone (every pending confirm was reported CLOSED first). */
   void (*on_down)(void *ud, const char *reason);
+  /* The socket fd is about to be closed: stop watching it now (a watch removed after the
+     close cannot be, while a child process still holds the socket). */
+  void (*on_closing)(void *ud, int fd);
+  /* The broker blocked (1) or unblocked (0) publishing on this connection (RabbitMQ's
+     connection.blocked, sent under a memory or disk alarm); reason as the broker gave it. */
+  void (*on_blocked)(void *ud, int blocked, const char *reason);
   void *ud;
 } mqproc__broker_events_t;
 
@@ -69,6 +82,8 @@ typedef struct mqproc__topology {
                                     as OCR-D does, passively first */
   const char *const *queue_args; /* NULL-terminated "key=value" list; ints if numeric */
   int heartbeat_s;
+  int timeout_s;         /* deadline of one write or RPC; the connection is dropped after it */
+  const char *client_id; /* shown in the broker's connection list (connection_name) */
 } mqproc__topology_t;
 
 struct mqproc__broker_class {
@@ -85,15 +100,17 @@ struct mqproc__broker_class {
   /* ack / nack: settle a delivery of the given epoch. */
   int (*ack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, char *err);
   int (*nack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, int requeue, char *err);
-  /* publish: send with confirms; *seq identifies the on_confirm event. */
+  /* publish: send with confirms; *seq identifies the on_confirm event. MQPROC_EINVAL: this
+     message cannot be encoded (nothing was sent); MQPROC_EBROKER_BLOCKED: not now. */
   int (*publish)(mqproc__broker_t *b, const mqproc__publish_t *p, uint64_t *seq, char *err);
   /* declare_queue: declare a queue like the job queue and bind it (result queues). */
   int (*declare_queue)(mqproc__broker_t *b, const char *queue, char *err);
   /* cancel: stop consuming, keep the connection for acks; deliveries the broker pushed
      before the cancel still arrive through on_message. */
   int (*cancel)(mqproc__broker_t *b, char *err);
-  /* consume: start consuming with this prefetch (basic.qos + basic.consume). */
-  int (*consume)(mqproc__broker_t *b, int prefetch, char *err);
+  /* consume: start consuming with this prefetch (basic.qos + basic.consume); *consumer
+     identifies the deliveries it brings (mqproc__broker_msg_t.consumer). */
+  int (*consume)(mqproc__broker_t *b, int prefetch, uint64_t *consumer, char *err);
   /* epoch: the current connection generation (0 = never connected). */
   uint64_t (*epoch)(mqproc__broker_t *b);
   /* disconnect: close the connection (pending confirms report CLOSED; no on_down). */
@@ -139,8 +156,9 @@ static inline int mqproc__broker_declare_queue(mqproc__broker_t *b, const char *
 static inline int mqproc__broker_cancel(mqproc__broker_t *b, char *err) {
   return b->klass->cancel(b, err);
 }
-static inline int mqproc__broker_consume(mqproc__broker_t *b, int prefetch, char *err) {
-  return b->klass->consume(b, prefetch, err);
+static inline int mqproc__broker_consume(mqproc__broker_t *b, int prefetch, uint64_t *consumer,
+                                         char *err) {
+  return b->klass->consume(b, prefetch, consumer, err);
 }
 static inline uint64_t mqproc__broker_epoch(mqproc__broker_t *b) {
   return b->klass->epoch(b);

@@ -6,11 +6,15 @@
  * error or missed heartbeat takes the whole connection down: the server reconnects,
  * the epoch grows, and tags of the old epoch are never sent.
  *
- * Returned (unroutable) messages are matched to their publish by the x-mqproc-seq
- * header this backend adds, since basic.return carries no sequence number.
+ * The client announces the capabilities consumer_cancel_notify (a deleted queue cancels
+ * our consumer instead of leaving it silently idle) and connection.blocked (RabbitMQ says
+ * when a resource alarm blocks publishers: publish() then refuses at once with
+ * MQPROC_EBROKER_BLOCKED instead of writing into a socket nobody reads). Every call that
+ * may block on the socket runs under a deadline (write_guard.h, --broker-timeout).
  *
- * This file: connecting, consuming, incoming frames, publishing, teardown. Declarations
- * and RPC replies are in broker_amqp_declare.c; shared internals in broker_amqp_int.h.
+ * This file: connecting, consuming, incoming frames, teardown. Publishing and confirms
+ * are in broker_amqp_publish.c, declarations and RPC replies in broker_amqp_declare.c;
+ * shared internals in broker_amqp_int.h.
  */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -23,11 +27,30 @@
 #include "log.h"
 #include "util.h"
 
-static void mark_broken(amqp_broker_t *b, const char *reason) {
+void mqproc__amqp_mark_broken(amqp_broker_t *b, const char *reason) {
   if (!b->broken) {
     b->broken = 1;
     snprintf(b->broken_reason, sizeof(b->broken_reason), "%s", reason);
   }
+}
+
+#define mark_broken mqproc__amqp_mark_broken
+
+void mqproc__amqp_guard_begin(amqp_broker_t *b) {
+  if (b->conn != NULL)
+    mqproc__guard_arm(b->guard, amqp_get_sockfd(b->conn), b->topo.timeout_s * 1000LL);
+}
+
+int mqproc__amqp_guard_end(amqp_broker_t *b) {
+  char why[MQPROC_ERR_LEN];
+  if (!mqproc__guard_disarm(b->guard))
+    return 0;
+  snprintf(why, sizeof(why),
+           "the broker took no data for %d s (--broker-timeout; a resource alarm, or the "
+           "network stalled): connection dropped",
+           b->topo.timeout_s);
+  mark_broken(b, why);
+  return 1;
 }
 
 /* ---- connect and consume ------------------------------------------------------------ */
@@ -37,23 +60,53 @@ static void mark_broken(amqp_broker_t *b, const char *reason) {
 static int start_consuming(amqp_broker_t *b, int prefetch, char *err) {
   amqp_basic_consume_ok_t *ok;
   int rc;
+  mqproc__amqp_guard_begin(b);
   amqp_basic_qos(b->conn, CH_CONSUME, 0, (uint16_t)prefetch, 0);
-  if ((rc = mqproc__amqp_rpc_error(b, CH_CONSUME, "basic.qos", MQPROC_EBROKER_PROTOCOL, err)) !=
-      MQPROC_OK)
-    return rc;
-  ok = amqp_basic_consume(b->conn, CH_CONSUME, amqp_cstring_bytes(b->topo.queue), amqp_empty_bytes,
-                          0, 0, 0, amqp_empty_table);
-  if ((rc = mqproc__amqp_rpc_error(b, CH_CONSUME, "basic.consume", MQPROC_EBROKER_PROTOCOL, err)) !=
-      MQPROC_OK)
+  rc = mqproc__amqp_rpc_error(b, CH_CONSUME, "basic.qos", MQPROC_EBROKER_PROTOCOL, err);
+  ok = rc != MQPROC_OK ? NULL
+                       : amqp_basic_consume(b->conn, CH_CONSUME, amqp_cstring_bytes(b->topo.queue),
+                                            amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+  if (rc == MQPROC_OK)
+    rc = mqproc__amqp_rpc_error(b, CH_CONSUME, "basic.consume", MQPROC_EBROKER_PROTOCOL, err);
+  if (mqproc__amqp_guard_end(b) && rc == MQPROC_OK)
+    rc = mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s", b->broken_reason);
+  if (rc != MQPROC_OK)
     return rc;
   amqp_bytes_free(b->consumer_tag);
   b->consumer_tag = amqp_bytes_malloc_dup(ok->consumer_tag);
   b->consuming = 1;
+  b->consumer++;
   return MQPROC_OK;
 }
 
+/* What the client tells the broker about itself: the capabilities it handles (rabbitmq-c
+ * announces neither of these two; its table is merged with ours) and a name for the
+ * broker's connection list. */
+static amqp_table_t client_properties(amqp_broker_t *b, amqp_table_entry_t *caps,
+                                      amqp_table_entry_t *props) {
+  caps[0].key = amqp_cstring_bytes("consumer_cancel_notify");
+  caps[0].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+  caps[0].value.value.boolean = 1;
+  caps[1].key = amqp_cstring_bytes("connection.blocked");
+  caps[1].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+  caps[1].value.value.boolean = 1;
+  props[0].key = amqp_cstring_bytes("capabilities");
+  props[0].value.kind = AMQP_FIELD_KIND_TABLE;
+  props[0].value.value.table = (amqp_table_t){.num_entries = 2, .entries = caps};
+  props[1].key = amqp_cstring_bytes("product");
+  props[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  props[1].value.value.bytes = amqp_cstring_bytes("mqproc");
+  props[2].key = amqp_cstring_bytes("connection_name");
+  props[2].value.kind = AMQP_FIELD_KIND_UTF8;
+  props[2].value.value.bytes =
+      amqp_cstring_bytes(b->topo.client_id != NULL ? b->topo.client_id : "mqproc");
+  return (amqp_table_t){.num_entries = 3, .entries = props};
+}
+
 static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *err) {
-  struct timeval tv = {10, 0};
+  struct timeval tv = {b->topo.timeout_s, 0};
+  amqp_table_entry_t caps[2], props[3];
+  amqp_table_t client;
   amqp_socket_t *sock;
   amqp_rpc_reply_t r;
   const char *vhost = (ci->vhost == NULL || ci->vhost[0] == '\0') ? "/" : ci->vhost;
@@ -66,8 +119,11 @@ static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *
     return mqproc__err(err, MQPROC_EBROKER_CONNECT, "cannot connect to %s:%d: %s", ci->host,
                        ci->port, amqp_error_string2(rc));
   amqp_set_rpc_timeout(b->conn, &tv);
-  r = amqp_login(b->conn, vhost, 0, 131072, b->topo.heartbeat_s, AMQP_SASL_METHOD_PLAIN, ci->user,
-                 ci->password);
+  client = client_properties(b, caps, props);
+  mqproc__amqp_guard_begin(b);
+  r = amqp_login_with_properties(b->conn, vhost, 0, 131072, b->topo.heartbeat_s, &client,
+                                 AMQP_SASL_METHOD_PLAIN, ci->user, ci->password);
+  mqproc__amqp_guard_end(b);
   if (r.reply_type != AMQP_RESPONSE_NORMAL) {
     if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
         r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
@@ -100,76 +156,35 @@ static int amqp_connect_(mqproc__broker_t *base, char *err) {
   }
   rc = login(b, &ci, err);
   free(buf);
-  if (rc == MQPROC_OK)
-    rc = mqproc__amqp_open_channel(b, CH_CONSUME, err);
-  if (rc == MQPROC_OK)
-    rc = mqproc__amqp_open_channel(b, CH_PUBLISH, err);
-  if (rc == MQPROC_OK)
-    rc = mqproc__amqp_open_channel(b, CH_DECLARE, err);
+  b->broken = 0;
+  b->blocked = 0;
   if (rc == MQPROC_OK) {
-    amqp_confirm_select(b->conn, CH_PUBLISH);
-    rc = mqproc__amqp_rpc_error(b, CH_PUBLISH, "confirm.select", MQPROC_EBROKER_PROTOCOL, err);
+    mqproc__amqp_guard_begin(b);
+    rc = mqproc__amqp_open_channel(b, CH_CONSUME, err);
+    if (rc == MQPROC_OK)
+      rc = mqproc__amqp_open_channel(b, CH_PUBLISH, err);
+    if (rc == MQPROC_OK)
+      rc = mqproc__amqp_open_channel(b, CH_DECLARE, err);
+    if (rc == MQPROC_OK) {
+      amqp_confirm_select(b->conn, CH_PUBLISH);
+      rc = mqproc__amqp_rpc_error(b, CH_PUBLISH, "confirm.select", MQPROC_EBROKER_PROTOCOL, err);
+    }
+    if (rc == MQPROC_OK)
+      rc = mqproc__amqp_declare_topology(b, err);
+    if (mqproc__amqp_guard_end(b) && rc == MQPROC_OK)
+      rc = mqproc__err(err, MQPROC_EBROKER_CONNECT, "%s", b->broken_reason);
   }
-  if (rc == MQPROC_OK)
-    rc = mqproc__amqp_declare_topology(b, err);
   if (rc != MQPROC_OK) {
     teardown(b, 0);
     return rc;
   }
   b->connected = 1;
-  b->broken = 0;
   b->epoch++;
   b->next_seq = 0;
   return MQPROC_OK;
 }
 
 /* ---- incoming frames ---------------------------------------------------------------- */
-
-static void settle_confirms(amqp_broker_t *b, uint64_t tag, int multiple, int status) {
-  pending_pub_t **pp = &b->pending;
-  while (*pp != NULL) {
-    pending_pub_t *p = *pp;
-    if (p->seq == tag || (multiple && p->seq < tag)) {
-      int st = status == MQPROC_OK && p->returned ? MQPROC_EBROKER_UNROUTABLE : status;
-      *pp = p->next;
-      b->ev.on_confirm(b->ev.ud, p->seq, st);
-      free(p);
-    } else {
-      pp = &p->next;
-    }
-  }
-}
-
-static void fail_all_confirms(amqp_broker_t *b) {
-  while (b->pending != NULL) {
-    pending_pub_t *p = b->pending;
-    b->pending = p->next;
-    b->ev.on_confirm(b->ev.ud, p->seq, MQPROC_EBROKER_CLOSED);
-    free(p);
-  }
-}
-
-static void on_return(amqp_broker_t *b, amqp_channel_t ch) {
-  amqp_message_t msg;
-  amqp_rpc_reply_t r = amqp_read_message(b->conn, ch, &msg, 0);
-  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-    mark_broken(b, "cannot read a returned message");
-    return;
-  }
-  if (msg.properties._flags & AMQP_BASIC_HEADERS_FLAG) {
-    amqp_table_t *h = &msg.properties.headers;
-    for (int i = 0; i < h->num_entries; i++) {
-      amqp_table_entry_t *e = &h->entries[i];
-      if (e->key.len == strlen(SEQ_HEADER) && memcmp(e->key.bytes, SEQ_HEADER, e->key.len) == 0 &&
-          e->value.kind == AMQP_FIELD_KIND_U64) {
-        for (pending_pub_t *p = b->pending; p != NULL; p = p->next)
-          if (p->seq == e->value.value.u64)
-            p->returned = 1;
-      }
-    }
-  }
-  amqp_destroy_message(&msg);
-}
 
 static void close_ok(amqp_broker_t *b, amqp_channel_t ch, amqp_method_number_t id) {
   if (id == AMQP_CHANNEL_CLOSE_METHOD) {
@@ -186,16 +201,27 @@ static void on_method(amqp_broker_t *b, const amqp_frame_t *f) {
   switch (f->payload.method.id) {
   case AMQP_BASIC_ACK_METHOD: {
     amqp_basic_ack_t *a = f->payload.method.decoded;
-    settle_confirms(b, a->delivery_tag, a->multiple, MQPROC_OK);
+    mqproc__amqp_settle_confirms(b, a->delivery_tag, a->multiple, MQPROC_OK);
     break;
   }
   case AMQP_BASIC_NACK_METHOD: {
     amqp_basic_nack_t *n = f->payload.method.decoded;
-    settle_confirms(b, n->delivery_tag, n->multiple, MQPROC_EBROKER_NACKED);
+    mqproc__amqp_settle_confirms(b, n->delivery_tag, n->multiple, MQPROC_EBROKER_NACKED);
     break;
   }
   case AMQP_BASIC_RETURN_METHOD:
-    on_return(b, f->channel);
+    mqproc__amqp_on_return(b, f->channel);
+    break;
+  case AMQP_CONNECTION_BLOCKED_METHOD: {
+    amqp_connection_blocked_t *c = f->payload.method.decoded;
+    snprintf(why, sizeof(why), "%.*s", (int)c->reason.len, (const char *)c->reason.bytes);
+    b->blocked = 1;
+    b->ev.on_blocked(b->ev.ud, 1, why);
+    break;
+  }
+  case AMQP_CONNECTION_UNBLOCKED_METHOD:
+    b->blocked = 0;
+    b->ev.on_blocked(b->ev.ud, 0, "");
     break;
   case AMQP_BASIC_CANCEL_METHOD:
     mark_broken(b, "the broker cancelled our consumer (queue deleted?)");
@@ -234,6 +260,12 @@ static void deliver(amqp_broker_t *b, amqp_envelope_t *env) {
            (const char *)env->routing_key.bytes);
   m.epoch = b->epoch;
   m.tag = env->delivery_tag;
+  /* pushed before our basic.cancel to a consumer no longer current: 0 */
+  m.consumer =
+      b->consuming && env->consumer_tag.len == b->consumer_tag.len &&
+              memcmp(env->consumer_tag.bytes, b->consumer_tag.bytes, env->consumer_tag.len) == 0
+          ? b->consumer
+          : 0;
   m.redelivered = env->redelivered;
   m.body = env->message.body.bytes;
   m.len = env->message.body.len;
@@ -261,7 +293,11 @@ static int amqp_pump_(mqproc__broker_t *base, char *err) {
       return mqproc__err(err, MQPROC_EBROKER_CLOSED, "not connected");
     if (b->broken)
       return report_down(b, err);
+    /* reads what arrived, and may write a heartbeat: under the deadline */
+    mqproc__amqp_guard_begin(b);
     r = amqp_consume_message(b->conn, &env, &zero, 0);
+    if (mqproc__amqp_guard_end(b))
+      continue; /* broken: reported at the top */
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
       if (env.channel == CH_CONSUME)
         deliver(b, &env);
@@ -272,7 +308,11 @@ static int amqp_pump_(mqproc__broker_t *base, char *err) {
     } else if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
                r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
       amqp_frame_t f;
-      int rc = amqp_simple_wait_frame(b->conn, &f);
+      int rc;
+      mqproc__amqp_guard_begin(b);
+      rc = amqp_simple_wait_frame(b->conn, &f);
+      if (mqproc__amqp_guard_end(b))
+        continue;
       if (rc != AMQP_STATUS_OK)
         mark_broken(b, amqp_error_string2(rc));
       else if (f.frame_type == AMQP_FRAME_METHOD)
@@ -297,7 +337,10 @@ static int usable(amqp_broker_t *b, uint64_t epoch, char *err) {
   return MQPROC_OK;
 }
 
+/* Ends a guarded send: rc is rabbitmq-c's status. */
 static int sent(amqp_broker_t *b, int rc, const char *what, char *err) {
+  if (mqproc__amqp_guard_end(b))
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: %s", what, b->broken_reason);
   if (rc == AMQP_STATUS_OK)
     return MQPROC_OK;
   mark_broken(b, amqp_error_string2(rc));
@@ -309,6 +352,7 @@ static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, char 
   int rc = usable(b, epoch, err);
   if (rc != MQPROC_OK)
     return rc;
+  mqproc__amqp_guard_begin(b);
   return sent(b, amqp_basic_ack(b->conn, CH_CONSUME, tag, 0), "basic.ack", err);
 }
 
@@ -318,64 +362,19 @@ static int amqp_nack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int 
   int rc = usable(b, epoch, err);
   if (rc != MQPROC_OK)
     return rc;
+  mqproc__amqp_guard_begin(b);
   return sent(b, amqp_basic_nack(b->conn, CH_CONSUME, tag, 0, requeue), "basic.nack", err);
-}
-
-static int amqp_publish_(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq,
-                         char *err) {
-  amqp_broker_t *b = (amqp_broker_t *)base;
-  amqp_basic_properties_t props;
-  amqp_table_entry_t ents[17];
-  pending_pub_t *pend, **tail;
-  size_t n = 0;
-  int rc = usable(b, 0, err);
-  if (rc != MQPROC_OK)
-    return rc;
-  if (p->n_headers > 16)
-    return mqproc__err(err, MQPROC_EINVAL, "too many headers");
-  if ((pend = mqproc__calloc(1, sizeof(*pend))) == NULL)
-    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  memset(&props, 0, sizeof(props));
-  for (; n < p->n_headers; n++) {
-    ents[n].key = amqp_cstring_bytes(p->headers[n].key);
-    ents[n].value.kind = AMQP_FIELD_KIND_UTF8;
-    ents[n].value.value.bytes = amqp_cstring_bytes(p->headers[n].value);
-  }
-  ents[n].key = amqp_cstring_bytes(SEQ_HEADER);
-  ents[n].value.kind = AMQP_FIELD_KIND_U64;
-  ents[n].value.value.u64 = b->next_seq + 1;
-  props._flags = AMQP_BASIC_HEADERS_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
-  props.headers.num_entries = (int)n + 1;
-  props.headers.entries = ents;
-  props.delivery_mode = p->persistent ? 2 : 1;
-  if (p->content_type != NULL) {
-    props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
-    props.content_type = amqp_cstring_bytes(p->content_type);
-  }
-  if (p->message_id != NULL) {
-    props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
-    props.message_id = amqp_cstring_bytes(p->message_id);
-  }
-  rc = amqp_basic_publish(b->conn, CH_PUBLISH, amqp_cstring_bytes(p->exchange),
-                          amqp_cstring_bytes(p->routing_key), p->mandatory, 0, &props,
-                          (amqp_bytes_t){.len = p->len, .bytes = (void *)p->body});
-  if (rc != AMQP_STATUS_OK) {
-    free(pend);
-    return sent(b, rc, "basic.publish", err);
-  }
-  pend->seq = ++b->next_seq;
-  for (tail = &b->pending; *tail != NULL; tail = &(*tail)->next)
-    ;
-  *tail = pend;
-  *seq = pend->seq;
-  return MQPROC_OK;
 }
 
 static int amqp_declare_queue_(mqproc__broker_t *base, const char *queue, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   int rc = usable(b, 0, err);
-  if (rc == MQPROC_OK)
+  if (rc == MQPROC_OK) {
+    mqproc__amqp_guard_begin(b);
     rc = mqproc__amqp_declare_bound_queue(b, queue, err);
+    if (mqproc__amqp_guard_end(b))
+      rc = mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s", b->broken_reason);
+  }
   if (rc == MQPROC_EBROKER_CLOSED)
     mark_broken(b, err != NULL ? err : "declare failed");
   else if (rc != MQPROC_OK && mqproc__amqp_open_channel(b, CH_DECLARE, NULL) != MQPROC_OK)
@@ -389,14 +388,17 @@ static int amqp_cancel_(mqproc__broker_t *base, char *err) {
   if (rc != MQPROC_OK || !b->consuming)
     return rc;
   b->consuming = 0; /* deliveries pushed before the cancel still arrive and are reported */
+  mqproc__amqp_guard_begin(b);
   amqp_basic_cancel(b->conn, CH_CONSUME, b->consumer_tag);
   rc = mqproc__amqp_rpc_error(b, CH_CONSUME, "basic.cancel", MQPROC_EBROKER_PROTOCOL, err);
+  if (mqproc__amqp_guard_end(b))
+    rc = MQPROC_EBROKER_CLOSED;
   if (rc != MQPROC_OK)
     mark_broken(b, "basic.cancel failed");
   return rc;
 }
 
-static int amqp_consume_(mqproc__broker_t *base, int prefetch, char *err) {
+static int amqp_consume_(mqproc__broker_t *base, int prefetch, uint64_t *consumer, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   int rc = usable(b, 0, err);
   if (rc != MQPROC_OK || b->consuming)
@@ -404,6 +406,8 @@ static int amqp_consume_(mqproc__broker_t *base, int prefetch, char *err) {
   rc = start_consuming(b, prefetch, err);
   if (rc != MQPROC_OK)
     mark_broken(b, "basic.consume failed");
+  else
+    *consumer = b->consumer;
   return rc;
 }
 
@@ -427,17 +431,23 @@ static uint64_t amqp_epoch_(mqproc__broker_t *base) {
 
 static void teardown(amqp_broker_t *b, int graceful) {
   if (b->conn != NULL) {
+    int fd = amqp_get_sockfd(b->conn);
     if (graceful && b->connected && !b->broken) {
       struct timeval tv = {2, 0};
       amqp_set_rpc_timeout(b->conn, &tv);
+      mqproc__amqp_guard_begin(b);
       amqp_connection_close(b->conn, AMQP_REPLY_SUCCESS);
+      mqproc__amqp_guard_end(b);
     }
+    if (fd >= 0)
+      b->ev.on_closing(b->ev.ud, fd);
     amqp_destroy_connection(b->conn);
     b->conn = NULL;
   }
   b->connected = 0;
   b->consuming = 0;
-  fail_all_confirms(b);
+  b->blocked = 0;
+  mqproc__amqp_fail_all_confirms(b);
 }
 
 static void amqp_disconnect_(mqproc__broker_t *base) {
@@ -447,26 +457,27 @@ static void amqp_disconnect_(mqproc__broker_t *base) {
 static void amqp_destroy_(mqproc__broker_t *base) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   teardown(b, 1);
+  mqproc__guard_free(b->guard);
   amqp_bytes_free(b->consumer_tag);
   free(b->url);
   free(b);
 }
 
 static const struct mqproc__broker_class amqp_class = {
-    "amqp",              /* name */
-    amqp_connect_,       /* connect */
-    amqp_fd_,            /* fd */
-    amqp_pending_,       /* pending */
-    amqp_pump_,          /* pump */
-    amqp_ack_,           /* ack */
-    amqp_nack_,          /* nack */
-    amqp_publish_,       /* publish */
-    amqp_declare_queue_, /* declare_queue */
-    amqp_cancel_,        /* cancel */
-    amqp_consume_,       /* consume */
-    amqp_epoch_,         /* epoch */
-    amqp_disconnect_,    /* disconnect */
-    amqp_destroy_,       /* destroy */
+    "amqp",               /* name */
+    amqp_connect_,        /* connect */
+    amqp_fd_,             /* fd */
+    amqp_pending_,        /* pending */
+    amqp_pump_,           /* pump */
+    amqp_ack_,            /* ack */
+    amqp_nack_,           /* nack */
+    mqproc__amqp_publish, /* publish */
+    amqp_declare_queue_,  /* declare_queue */
+    amqp_cancel_,         /* cancel */
+    amqp_consume_,        /* consume */
+    amqp_epoch_,          /* epoch */
+    amqp_disconnect_,     /* disconnect */
+    amqp_destroy_,        /* destroy */
 };
 
 int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
@@ -489,6 +500,11 @@ int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqpro
                        "--queue: not an AMQP URL (expected amqp://user:pass@host:port/vhost)");
   }
   free(check);
+  if (mqproc__guard_new(&b->guard, err) != MQPROC_OK) {
+    free(b->url);
+    free(b);
+    return MQPROC_ESYS;
+  }
   b->base.klass = &amqp_class;
   b->topo = *topo;
   b->ev = *ev;

@@ -25,45 +25,11 @@
  * Parsing: sanity checks on the raw bytes, then JSON or YAML.
  * ------------------------------------------------------------------------------------- */
 
-/* Length of the UTF-8 sequence at s[0..n), or 0 when it is malformed (overlong forms,
- * surrogates and code points above U+10FFFF included). */
-static size_t utf8_seq_len(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  size_t len;
-  size_t i;
-  unsigned char lo = 0x80;
-  unsigned char hi = 0xBF;
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xC2 && c <= 0xDF)
-    len = 2;
-  else if (c >= 0xE0 && c <= 0xEF)
-    len = 3;
-  else if (c >= 0xF0 && c <= 0xF4)
-    len = 4;
-  else
-    return 0;
-  if (c == 0xE0)
-    lo = 0xA0;
-  else if (c == 0xED)
-    hi = 0x9F;
-  else if (c == 0xF0)
-    lo = 0x90;
-  else if (c == 0xF4)
-    hi = 0x8F;
-  if (n < len || s[1] < lo || s[1] > hi)
-    return 0;
-  for (i = 2; i < len; i++)
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-  return len;
-}
-
 /* Offset of the first NUL byte or malformed UTF-8 sequence, or len when there is none. */
 static size_t first_bad_byte(const unsigned char *s, size_t len) {
   size_t i = 0;
   while (i < len) {
-    size_t k = s[i] == 0 ? 0 : utf8_seq_len(s + i, len - i);
+    size_t k = s[i] == 0 ? 0 : mqproc__utf8_seq_len(s + i, len - i);
     if (k == 0)
       return i;
     i += k;
@@ -102,8 +68,19 @@ static int check_bytes(const unsigned char *s, size_t len, char *err) {
                      line, col, off, s[off]);
 }
 
+/* Whether a JSON error may mean the body is YAML flow text after all (`{job_id: x}`):
+ * only a plain syntax error. A body that is JSON but holds what JSON cannot carry here
+ * (a number out of range, a \u0000, a duplicate key) is reported as the JSON error it
+ * is: read as YAML, `1e400` would become the string "1e400". */
+static int yaml_may_read_it(const json_error_t *jerr) {
+  enum json_error_code code = json_error_code(jerr);
+  return code == json_error_invalid_syntax || code == json_error_premature_end_of_input ||
+         code == json_error_end_of_input_expected;
+}
+
 /* JSON first for bodies that look like JSON; YAML (which also reads JSON-ish flow text
- * such as `{job_id: x}`) when that fails. Both failures are reported. */
+ * such as `{job_id: x}`) when that fails with a plain syntax error. Both failures are
+ * reported then. */
 static int parse_json_or_yaml(const char *s, size_t len, json_t **doc, mqproc__format_t *fmt,
                               char *err) {
   json_error_t jerr;
@@ -116,6 +93,9 @@ static int parse_json_or_yaml(const char *s, size_t len, json_t **doc, mqproc__f
   }
   if (json_error_code(&jerr) == json_error_out_of_memory)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory while parsing JSON");
+  if (!yaml_may_read_it(&jerr))
+    return mqproc__err(err, MQPROC_ECODEC_SYNTAX, "JSON: line %d, column %d: %s", jerr.line,
+                       jerr.column, jerr.text);
   yerr[0] = '\0';
   rc = mqproc__yaml_load(s, len, doc, yerr);
   if (rc == 0) {
@@ -226,8 +206,27 @@ static int check_nonempty_string(const char *key, const json_t *v, char *err) {
   return rc;
 }
 
+/* What AMQP can carry: job_id becomes the result's message_id, result_queue_name a routing
+ * key and queue name, both short strings of at most 255 bytes. Refused here, at decode,
+ * rather than by the AMQP library when the result is published. */
+static int check_short_string(const char *key, const json_t *v, const char *why, char *err) {
+  int rc = check_nonempty_string(key, v, err);
+  if (rc == 0 && json_string_length(v) > MQPROC__MAX_SHORT_STRING)
+    return mqproc__err(err, MQPROC_ECODEC_INVALID, "%s: must be at most %d bytes (%s), got %zu",
+                       key, MQPROC__MAX_SHORT_STRING, why, json_string_length(v));
+  return rc;
+}
+
+static int check_job_id(const char *key, const json_t *v, char *err) {
+  return check_short_string(key, v, "it is the AMQP message_id of the result", err);
+}
+
+static int check_queue_name(const char *key, const json_t *v, char *err) {
+  return check_short_string(key, v, "an AMQP queue name", err);
+}
+
 static int check_processor_name(const char *key, const json_t *v, char *err) {
-  int rc = check_string(key, v, err);
+  int rc = check_short_string(key, v, "an AMQP queue name", err);
   if (rc == 0 && strncmp(json_string_value(v), "ocrd-", 5) != 0)
     return mqproc__err(err, MQPROC_ECODEC_INVALID, "%s: must start with 'ocrd-', got '%.100s'", key,
                        json_string_value(v));
@@ -241,29 +240,46 @@ static int check_created_time(const char *key, const json_t *v, char *err) {
     return mqproc__err(err, MQPROC_ECODEC_INVALID,
                        "%s: must be an integer >= 0, got %" JSON_INTEGER_FORMAT, key,
                        json_integer_value(v));
+  if (json_integer_value(v) > MQPROC__MAX_CREATED_TIME)
+    return mqproc__err(err, MQPROC_ECODEC_INVALID,
+                       "%s: must be Unix time in seconds, at most %lld (9999-12-31), got "
+                       "%" JSON_INTEGER_FORMAT " (milliseconds or microseconds?)",
+                       key, MQPROC__MAX_CREATED_TIME, json_integer_value(v));
   return 0;
 }
 
 static int check_file_grps(const char *key, const json_t *v, char *err) {
-  size_t i;
+  size_t i, total = 0;
   if (!json_is_array(v))
     return invalid(err, key, "a non-empty sequence of strings", v);
   if (json_array_size(v) == 0)
     return mqproc__err(err, MQPROC_ECODEC_INVALID,
                        "%s: must be a non-empty sequence of strings, got an empty sequence", key);
+  if (json_array_size(v) > MQPROC__MAX_FILE_GRPS)
+    return mqproc__err(err, MQPROC_ECODEC_INVALID, "%s: at most %d file groups, got %zu", key,
+                       MQPROC__MAX_FILE_GRPS, json_array_size(v));
   for (i = 0; i < json_array_size(v); i++) {
     const json_t *item = json_array_get(v, i);
     if (!is_clean_string(item) || json_string_length(item) == 0)
       return mqproc__err(err, MQPROC_ECODEC_INVALID,
                          "%s: item %zu must be a non-empty string without NUL, got %s", key, i + 1,
                          type_name(item));
+    total += json_string_length(item) + 1;
   }
+  if (total > MQPROC__MAX_FILE_GRPS_BYTES)
+    return mqproc__err(err, MQPROC_ECODEC_INVALID,
+                       "%s: the file group names take %zu bytes, at most %d are allowed", key,
+                       total, MQPROC__MAX_FILE_GRPS_BYTES);
   return 0;
 }
 
-static int check_positive_int(const char *key, const json_t *v, char *err) {
+static int check_time_limit(const char *key, const json_t *v, char *err) {
   if (!json_is_integer(v) || json_integer_value(v) <= 0)
     return invalid(err, key, "an integer > 0 (seconds)", v);
+  if (json_integer_value(v) > MQPROC__MAX_TIME_LIMIT_S)
+    return mqproc__err(err, MQPROC_ECODEC_INVALID,
+                       "%s: must be at most %d seconds, got %" JSON_INTEGER_FORMAT, key,
+                       MQPROC__MAX_TIME_LIMIT_S, json_integer_value(v));
   return 0;
 }
 
@@ -292,7 +308,7 @@ static int check_http_url(const char *key, const json_t *v, char *err) {
 
 /* The processing-message schema, one key per line. */
 static const struct key_rule key_rules[] = {
-    {"job_id", check_nonempty_string, SLOT_STR, FIELD(job_id), 1},
+    {"job_id", check_job_id, SLOT_STR, FIELD(job_id), 1},
     {"processor_name", check_processor_name, SLOT_STR, FIELD(processor_name), 1},
     {"created_time", check_created_time, SLOT_INT, FIELD(created_time), 1},
     {"input_file_grps", check_file_grps, SLOT_JSON, FIELD(input_file_grps), 1},
@@ -302,11 +318,11 @@ static const struct key_rule key_rules[] = {
     {"page_id", check_string, SLOT_STR, FIELD(page_id), 0},
     {"parameters", check_object, SLOT_JSON, FIELD(parameters), 0},
     {"agent_type", check_agent_type, SLOT_NONE, 0, 0},
-    {"result_queue_name", check_nonempty_string, SLOT_STR, FIELD(result_queue_name), 0},
+    {"result_queue_name", check_queue_name, SLOT_STR, FIELD(result_queue_name), 0},
     {"callback_url", check_http_url, SLOT_STR, FIELD(callback_url), 0},
     {"internal_callback_url", check_http_url, SLOT_STR, FIELD(internal_callback_url), 0},
     /* mqproc extension (OCR-D's server never sends it): per-message time limit */
-    {"time_limit", check_positive_int, SLOT_INT, FIELD(time_limit), 0},
+    {"time_limit", check_time_limit, SLOT_INT, FIELD(time_limit), 0},
 };
 
 static void store(mqproc__msg_t *m, const struct key_rule *r, json_t *v) {
@@ -355,6 +371,36 @@ static int apply_rules(mqproc__msg_t *m, char *err) {
     if ((rc = r->check(r->name, v, err)) != 0)
       return rc;
     store(m, r, v);
+  }
+  return 0;
+}
+
+/* No string anywhere in the document (parameters included) may hold a NUL character:
+ * PostgreSQL's jsonb and text refuse it, and C strings would cut it short. YAML's "\0"
+ * escape is the way one gets in (jansson's JSON parser refuses \u0000 already). */
+static int check_no_nul(const json_t *v, const char *path, int depth, char *err) {
+  const char *key;
+  json_t *item;
+  size_t i;
+  char sub[160];
+  if (json_is_string(v))
+    return is_clean_string(v) ? 0
+                              : mqproc__err(err, MQPROC_ECODEC_INVALID,
+                                            "%s: must not contain NUL characters", path);
+  if (depth > 1000)
+    return mqproc__err(err, MQPROC_ECODEC_INVALID, "%s: nested too deeply", path);
+  if (json_is_object(v)) {
+    json_object_foreach((json_t *)v, key, item) {
+      snprintf(sub, sizeof(sub), "%s%s%.60s", path, path[0] != '\0' ? "." : "", key);
+      if (check_no_nul(item, sub, depth + 1, err) != 0)
+        return MQPROC_ECODEC_INVALID;
+    }
+  } else if (json_is_array(v)) {
+    json_array_foreach(v, i, item) {
+      snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+      if (check_no_nul(item, sub, depth + 1, err) != 0)
+        return MQPROC_ECODEC_INVALID;
+    }
   }
   return 0;
 }
@@ -415,6 +461,8 @@ int mqproc__msg_validate(json_t *doc, mqproc__format_t fmt, const char *processo
   rc = check_unknown_keys(doc, err);
   if (rc == 0)
     rc = apply_rules(m, err);
+  if (rc == 0)
+    rc = check_no_nul(doc, "", 0, err);
   if (rc == 0)
     rc = check_message(m, processor, err);
   if (rc == 0)

@@ -21,6 +21,13 @@
 
 typedef enum mqproc__format { MQPROC__FMT_JSON = 0, MQPROC__FMT_YAML = 1 } mqproc__format_t;
 
+/* Limits a valid message keeps (docs/security.md lists them with their reasons). */
+#define MQPROC__MAX_SHORT_STRING 255 /* job_id, result_queue_name, processor_name: AMQP */
+#define MQPROC__MAX_CREATED_TIME 253402300799LL /* 9999-12-31T23:59:59Z in Unix seconds */
+#define MQPROC__MAX_TIME_LIMIT_S 31536000       /* a year, like --time-limit */
+#define MQPROC__MAX_FILE_GRPS 256               /* per input_file_grps / output_file_grps */
+#define MQPROC__MAX_FILE_GRPS_BYTES 65536       /* their names joined with commas */
+
 /* A validated processing message. All const char * / json_t * fields are borrowed
  * views into doc and live as long as the message; NULL when absent. */
 typedef struct mqproc__msg {

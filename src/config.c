@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callback.h"
 #include "util.h"
 
 typedef enum opt_type { OPT_STR, OPT_INT, OPT_LONG, OPT_BOOL, OPT_LIST } opt_type_t;
@@ -64,6 +65,9 @@ static const opt_t OPTS[] = {
      "without retries or requeue (0 = none)"},
     {"heartbeat", "MQPROC_HEARTBEAT", OPT_INT, F(heartbeat_s), "30", 0, 3600, 0,
      "AMQP heartbeat in seconds (0 = off, not advised)"},
+    {"broker-timeout", "MQPROC_BROKER_TIMEOUT", OPT_INT, F(broker_timeout_s), "10", 1, 3600, 0,
+     "seconds one broker write or request may take; a broker that stops reading (a stalled "
+     "network) costs the connection, not the server's loop"},
     {"lease", "MQPROC_LEASE", OPT_INT, F(lease_s), "30", 2, 86400, 0,
      "seconds a running job's lease lasts; renewed while it runs"},
     {"ack-after", "MQPROC_ACK_AFTER", OPT_INT, F(ack_after_s), "300", 0, 86400, 0,
@@ -75,9 +79,11 @@ static const opt_t OPTS[] = {
      "FAILED"},
     {"time-limit", "MQPROC_TIME_LIMIT", OPT_INT, F(time_limit_s), "0", 0, 31536000, 0,
      "seconds a try may run before its process group is killed (0 = no limit); a message's "
-     "time_limit overrides it"},
+     "time_limit may only lower it"},
     {"max-log-size", "MQPROC_MAX_LOG_SIZE", OPT_LONG, F(max_log_bytes), "1073741824", 4096,
-     1L << 50, 0, "bytes a job's log file may grow to; a processor writing more is killed"},
+     1L << 50, 0,
+     "bytes a job's log may grow to in one try; a processor writing more output is killed "
+     "(the files it writes are not limited)"},
     {"shutdown-grace", "MQPROC_SHUTDOWN_GRACE", OPT_INT, F(shutdown_grace_s), "30", 0, 86400, 0,
      "seconds running jobs get to finish after SIGTERM/SIGINT before they are stopped and "
      "requeued"},
@@ -87,12 +93,29 @@ static const opt_t OPTS[] = {
      1, 600000, 0, "timeout of one callback POST"},
     {"callback-retries", "MQPROC_CALLBACK_RETRIES", OPT_INT, F(callback_retries), "3", 0, 100, 0,
      "extra tries of a failed callback POST"},
+    {"callback-allow", "MQPROC_CALLBACK_ALLOW", OPT_LIST, F(callback_allow), NULL, 0, 0, 0,
+     "IP range (CIDR) callbacks may reach, repeatable (env: comma-separated); once given, "
+     "callbacks reach only these; it also lifts the built-in denial for what it names"},
+    {"callback-deny", "MQPROC_CALLBACK_DENY", OPT_LIST, F(callback_deny), NULL, 0, 0, 0,
+     "IP range (CIDR) callbacks may not reach, repeatable; always denied "
+     "besides: " MQPROC__CALLBACK_DENY_DEFAULT " (link-local and cloud metadata)"},
+    {"result-queue-pattern", "MQPROC_RESULT_QUEUE_PATTERN", OPT_STR, F(result_queue_pattern), NULL,
+     0, 0, 0,
+     "extended regular expression a message's result_queue_name must match as a whole "
+     "(default: any); other messages are dead-lettered, so a sender cannot make the server "
+     "declare queues at will"},
     {"declare-result-queues", "MQPROC_DECLARE_RESULT_QUEUES", OPT_BOOL, F(declare_result_queues),
      "true", 0, 0, 0, "declare and bind result_queue_name before publishing (as OCR-D does)"},
     {"result-format", "MQPROC_RESULT_FORMAT", OPT_STR, F(result_format), "auto", 0, 0, 0,
      "result message encoding: auto (like the request), json or yaml"},
-    {"log-dir", "MQPROC_LOG_DIR", OPT_STR, F(log_dir), "/tmp/mqproc-logs", 0, 0, 0,
-     "directory of the per-job log files"},
+    {"log-dir", "MQPROC_LOG_DIR", OPT_STR, F(log_dir), NULL, 0, 0, 0,
+     "directory of the per-job log files, created private (0750, files 0640) (default: "
+     "$STATE_DIRECTORY/logs under systemd, else $XDG_STATE_HOME/mqproc/logs, else "
+     "~/.local/state/mqproc/logs)"},
+    {"pass-env", "MQPROC_PASS_ENV", OPT_LIST, F(pass_env), NULL, 0, 0, 0,
+     "environment variable passed on to processors, repeatable (env: comma-separated); NAME or "
+     "PREFIX* (processors get only PATH, HOME, LANG, LC_*, TZ, TMPDIR, the MQPROC_* job "
+     "variables and these)"},
     {"log-level", "MQPROC_LOG_LEVEL", OPT_STR, F(log_level), "info", 0, 0, 0,
      "debug, info, warn or error"},
     {"worker-id", "MQPROC_WORKER_ID", OPT_STR, F(worker_id), NULL, 0, 0, 0,
@@ -197,11 +220,14 @@ static const opt_t *find_opt(const char *name, size_t len, mqproc__cli_kind_t ki
 /* Parses one argv option at *i (advancing it when the value is the next word). */
 static int parse_arg(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, char **argv, int *i,
                      char *err) {
-  const char *a = argv[*i], *name = a + 2, *eq = strchr(a, '=');
-  size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+  const char *a = argv[*i], *name, *eq;
+  size_t len;
   const opt_t *o;
-  if (strncmp(a, "--", 2) != 0)
+  if (strncmp(a, "--", 2) != 0) /* also "" and "-": name below would point past the end */
     return mqproc__err(err, MQPROC_ECONFIG, "unexpected argument '%s' (see --help)", a);
+  name = a + 2;
+  eq = strchr(name, '=');
+  len = eq != NULL ? (size_t)(eq - name) : strlen(name);
   if ((o = find_opt(name, len, kind)) != NULL) {
     if (eq != NULL)
       return set_opt(cfg, o, eq + 1, 0, err);
@@ -215,6 +241,20 @@ static int parse_arg(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, c
       (o = find_opt(name + 3, len - 3, kind)) != NULL && o->type == OPT_BOOL)
     return set_opt(cfg, o, "false", 0, err);
   return mqproc__err(err, MQPROC_ECONFIG, "unknown option '%.*s' (see --help)", (int)(len + 2), a);
+}
+
+/* The private default for per-job logs: systemd's StateDirectory=, else the XDG state
+ * directory, else ~/.local/state; never a shared directory such as /tmp, where another
+ * user could plant the directory or its files first. */
+static char *default_log_dir(void) {
+  const char *v;
+  if ((v = getenv("STATE_DIRECTORY")) != NULL && v[0] == '/')
+    return mqproc__asprintf("%.*s/logs", (int)strcspn(v, ":"), v); /* first of a list */
+  if ((v = getenv("XDG_STATE_HOME")) != NULL && v[0] == '/')
+    return mqproc__asprintf("%s/mqproc/logs", v);
+  if ((v = getenv("HOME")) != NULL && v[0] == '/')
+    return mqproc__asprintf("%s/.local/state/mqproc/logs", strcmp(v, "/") == 0 ? "" : v);
+  return mqproc__strdup("mqproc-logs"); /* no home: beside where the server runs */
 }
 
 int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, char **argv,
@@ -241,6 +281,8 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
     else
       rc = mqproc__err(err, MQPROC_ECONFIG, "--result-format: expected auto, json or yaml");
   }
+  if (rc == MQPROC_OK && cfg->log_dir == NULL && (cfg->log_dir = default_log_dir()) == NULL)
+    rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   return rc;
 }
 

@@ -13,38 +13,43 @@ typedef enum mqproc__result_format {
 } mqproc__result_format_t;
 
 typedef struct mqproc__config {
-  char *queue_url;           /* --queue */
-  char *database;            /* --database */
-  char *processor;           /* --processor: queue name = processor name */
-  char *exec;                /* --exec: command line of an external processor */
-  char *ocrd_cli;            /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
-  char *ocrd_log_level;      /* --ocrd-log-level: their --log-level */
-  char *workspace_root;      /* --workspace-root: METS of workspace_id = root/id/mets.xml */
-  char *exchange;            /* --exchange */
-  char *dead_letter_queue;   /* --dead-letter-queue (default <processor>.dead) */
-  char **queue_args;         /* --queue-arg key=value (repeatable), NULL-terminated */
-  int queue_durable;         /* --queue-durable */
-  int prefetch;              /* --prefetch */
-  int retries;               /* --retries: extra local tries after a failure */
-  int retry_backoff_ms;      /* --retry-backoff-ms: first wait, doubled per retry */
-  int max_requeues;          /* --max-requeues */
-  int final_exit_code;       /* --final-exit-code: the processor says "cannot succeed" */
-  int heartbeat_s;           /* --heartbeat */
-  int lease_s;               /* --lease */
-  int ack_after_s;           /* --ack-after: ack a still-running job's delivery (0 = never) */
-  int max_attempts;          /* --max-attempts: claims of one job, takeovers included */
-  int time_limit_s;          /* --time-limit: per try (0 = none); a message may override */
-  long max_log_bytes;        /* --max-log-size: a job log may not grow beyond this */
-  int shutdown_grace_s;      /* --shutdown-grace */
-  long max_message_bytes;    /* --max-message-size */
-  int callback_timeout_ms;   /* --callback-timeout-ms */
-  int callback_retries;      /* --callback-retries */
-  int declare_result_queues; /* --declare-result-queues */
-  char *result_format;       /* --result-format auto|json|yaml */
-  char *log_dir;             /* --log-dir: per-job logs */
-  char *log_level;           /* --log-level */
-  char *worker_id;           /* --worker-id (default host:pid) */
-  int migrate;               /* --migrate: apply the schema at start */
+  char *queue_url;            /* --queue */
+  char *database;             /* --database */
+  char *processor;            /* --processor: queue name = processor name */
+  char *exec;                 /* --exec: command line of an external processor */
+  char *ocrd_cli;             /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
+  char *ocrd_log_level;       /* --ocrd-log-level: their --log-level */
+  char *workspace_root;       /* --workspace-root: METS of workspace_id = root/id/mets.xml */
+  char *exchange;             /* --exchange */
+  char *dead_letter_queue;    /* --dead-letter-queue (default <processor>.dead) */
+  char **queue_args;          /* --queue-arg key=value (repeatable), NULL-terminated */
+  int queue_durable;          /* --queue-durable */
+  int prefetch;               /* --prefetch */
+  int retries;                /* --retries: extra local tries after a failure */
+  int retry_backoff_ms;       /* --retry-backoff-ms: first wait, doubled per retry */
+  int max_requeues;           /* --max-requeues */
+  int final_exit_code;        /* --final-exit-code: the processor says "cannot succeed" */
+  int heartbeat_s;            /* --heartbeat */
+  int broker_timeout_s;       /* --broker-timeout: deadline of one broker write or RPC */
+  int lease_s;                /* --lease */
+  int ack_after_s;            /* --ack-after: ack a still-running job's delivery (0 = never) */
+  int max_attempts;           /* --max-attempts: claims of one job, takeovers included */
+  int time_limit_s;           /* --time-limit: per try (0 = none); a message may override */
+  long max_log_bytes;         /* --max-log-size: a job log may not grow beyond this */
+  int shutdown_grace_s;       /* --shutdown-grace */
+  long max_message_bytes;     /* --max-message-size */
+  int callback_timeout_ms;    /* --callback-timeout-ms */
+  int callback_retries;       /* --callback-retries */
+  int declare_result_queues;  /* --declare-result-queues */
+  char *result_format;        /* --result-format auto|json|yaml */
+  char *log_dir;              /* --log-dir: per-job logs (default: see config_default_log_dir) */
+  char **pass_env;            /* --pass-env NAME (repeatable): more environment for processors */
+  char **callback_allow;      /* --callback-allow CIDR (repeatable) */
+  char **callback_deny;       /* --callback-deny CIDR (repeatable), beside the built-in ranges */
+  char *result_queue_pattern; /* --result-queue-pattern: ERE a result_queue_name must match */
+  char *log_level;            /* --log-level */
+  char *worker_id;            /* --worker-id (default host:pid) */
+  int migrate;                /* --migrate: apply the schema at start */
   /* derived */
   mqproc__result_format_t result_fmt;
 } mqproc__config_t;

@@ -39,6 +39,7 @@
 
 #include "callback.h"
 #include "codec.h"
+#include "joblog.h"
 #include "log.h"
 #include "ocrd_cli.h"
 #include "policy.h"
@@ -73,14 +74,26 @@ static int wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
   return 0;
 }
 
-/* A store call failed: fenced writes end the attempt's ownership; anything else parks
- * the delivery until the store answers again (nothing is acked meanwhile). */
+static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A store call failed: fenced writes end the attempt's ownership; a claim the store
+ * refuses for its data (a value out of range, a constraint) dead-letters the message, as
+ * no retry can change that; anything else parks the delivery until the store answers
+ * again (nothing is acked meanwhile). */
 static int store_failed(mqproc__delivery_t *d, int rc, const char *err) {
   if (rc == MQPROC_ESTORE_FENCED) {
     MQPROC__WARN("job %s: %s", jid(d), err);
     d->state = S_FENCED;
     return 1;
   }
+  if (rc == MQPROC_ESTORE_DATA && d->state == S_CLAIM) {
+    to_dead_letter(d, S_ACK, "the job store refused this job: %s", err);
+    return 1;
+  }
+  if (rc == MQPROC_ESTORE_DATA)
+    MQPROC__ERROR("job %s: the job store refused a write in %s: %s", jid(d), DSTATE_NAMES[d->state],
+                  err);
   MQPROC__WARN("job %s: job store unavailable in %s (%s); retrying in %d ms", jid(d),
                DSTATE_NAMES[d->state], err, d->store_backoff_ms);
   if (rc == MQPROC_ESTORE_CONNECT)
@@ -119,8 +132,25 @@ static int broker_down(mqproc__delivery_t *d, const char *why) {
   return 1;
 }
 
-static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The broker blocks publishing (a memory or disk alarm; the connection stays): wait on the
+ * loop, which goes on, until it unblocks (mqproc__delivery_broker_changed). When stopping,
+ * an unacked delivery goes back to the queue, whose redelivery sends what was not sent;
+ * an early-acked one is left to the outbox sweep as when the broker is away. */
+static int broker_blocked(mqproc__delivery_t *d) {
+  if (d->stop_requested && !d->acked) {
+    MQPROC__WARN("job %s: stopping while the broker blocks publishing; requeued", jid(d));
+    d->state = S_NACK;
+    return 1;
+  }
+  if (d->stop_requested)
+    return broker_down(d, "the broker blocks publishing");
+  MQPROC__INFO("job %s: waiting for the broker to unblock publishing (%s)", jid(d),
+               DSTATE_NAMES[d->state]);
+  d->resume = d->state;
+  d->state = S_BROKER_WAIT;
+  return 0;
+}
+
 static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -151,6 +181,12 @@ static int step_decode(mqproc__delivery_t *d) {
     json_decref(doc);
     return wait_timer(d, S_DEFER, 1000); /* out of memory: give the message back */
   }
+  if (id != NULL && strlen(id) > MQPROC__MAX_SHORT_STRING) {
+    /* invalid (validation says so below); only its start is kept, for the dead letter's
+     * header, the table and the log: all of it may not fit an AMQP frame */
+    mqproc__utf8_truncate(d->job_id, MQPROC__MAX_SHORT_STRING - 3);
+    strcat(d->job_id, "...");
+  }
   if (mqproc__msg_validate(doc, fmt, d->srv->processor, &d->msg, err) != MQPROC_OK) {
     to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;
@@ -158,6 +194,14 @@ static int step_decode(mqproc__delivery_t *d) {
   if ((d->msg->path_to_mets != NULL || cfg(d)->workspace_root != NULL) &&
       mqproc__ocrd_mets_path(d->msg, cfg(d)->workspace_root, &d->mets_path, err) != MQPROC_OK) {
     to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    return 1;
+  }
+  if (d->msg->result_queue_name != NULL &&
+      !mqproc__server_result_queue_allowed(d->srv, d->msg->result_queue_name)) {
+    to_dead_letter(d, S_ACK,
+                   "invalid message: result_queue_name '%.200s' does not match "
+                   "--result-queue-pattern '%.100s'",
+                   d->msg->result_queue_name, cfg(d)->result_queue_pattern);
     return 1;
   }
   if (d->mets_path == NULL && d->srv->needs_mets) {
@@ -191,6 +235,7 @@ static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
   MQPROC__INFO("job %s: redelivered copy taken over by running attempt %d", jid(d), c->attempt);
   holder->epoch = d->epoch;
   holder->tag = d->tag;
+  holder->consumer = d->consumer;
   d->state = S_DONE;
   return 1;
 }
@@ -211,6 +256,8 @@ static int step_claim(mqproc__delivery_t *d) {
                        .worker_id = d->srv->worker_id,
                        .request_json = d->request_json,
                        .request_format = mqproc__format_name(d->msg->format),
+                       .request_body = d->body,
+                       .request_body_len = d->len,
                        .created_time = d->msg->created_time,
                        .lease_ms = cfg(d)->lease_s * 1000,
                        .max_attempts = cfg(d)->max_attempts};
@@ -268,17 +315,17 @@ static void on_run_done(void *ud, const mqproc__run_result_t *r) {
 }
 
 static void job_log_path(mqproc__delivery_t *d) {
-  char safe[200];
-  size_t i;
-  for (i = 0; d->job_id[i] != '\0' && i < sizeof(safe) - 1; i++) {
-    char ch = d->job_id[i];
-    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-             ch == '-' || ch == '_' || (ch == '.' && i > 0);
-    safe[i] = ok ? ch : '_';
-  }
-  safe[i] = '\0';
-  snprintf(d->log_path, sizeof(d->log_path), "%s/%s/%s.log", cfg(d)->log_dir, d->srv->processor,
-           safe);
+  mqproc__joblog_name(d->job_id, d->log_name, sizeof(d->log_name));
+  snprintf(d->log_path, sizeof(d->log_path), "%s/%s/%s", cfg(d)->log_dir, d->srv->processor,
+           d->log_name);
+}
+
+/* A message's time_limit may lower the operator's --time-limit, never lift it (the codec
+ * bounds it, so the product cannot overflow). */
+static int64_t time_limit_ms(const mqproc__delivery_t *d) {
+  long long server = cfg(d)->time_limit_s, msg = d->msg->time_limit;
+  long long s = server > 0 && (msg <= 0 || msg > server) ? server : (msg > 0 ? msg : 0);
+  return s * 1000LL;
 }
 
 static int step_start_try(mqproc__delivery_t *d) {
@@ -296,17 +343,18 @@ static int step_start_try(mqproc__delivery_t *d) {
     return store_failed(d, rc, err);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->tries_in_attempt++;
-  spec = (mqproc__run_spec_t){
-      .msg = d->msg,
-      .request_json = d->request_json,
-      .mets_path = d->mets_path,
-      .attempt = d->attempt,
-      .try_no = d->try_no,
-      .log_path = d->log_path,
-      .worker_id = d->srv->worker_id,
-      .time_limit_ms =
-          (d->msg->time_limit > 0 ? d->msg->time_limit : cfg(d)->time_limit_s) * 1000LL,
-      .max_log_bytes = cfg(d)->max_log_bytes};
+  spec = (mqproc__run_spec_t){.msg = d->msg,
+                              .request_json = d->request_json,
+                              .mets_path = d->mets_path,
+                              .attempt = d->attempt,
+                              .try_no = d->try_no,
+                              .log_path = d->log_path,
+                              .log_dir = cfg(d)->log_dir,
+                              .log_sub = d->srv->processor,
+                              .log_name = d->log_name,
+                              .worker_id = d->srv->worker_id,
+                              .time_limit_ms = time_limit_ms(d),
+                              .max_log_bytes = cfg(d)->max_log_bytes};
   d->last_renew_ms = mqproc__now_ms();
   rc = mqproc__runner_start(d->srv->runner, d->srv->loop, &spec, on_run_done, d, &d->run, err);
   if (rc != MQPROC_OK) { /* could not start: a failed try like any other */
@@ -471,14 +519,25 @@ static int step_dead_letter(mqproc__delivery_t *d) {
   }
   if (!d->dead_recorded) {
     rc = mqproc__store_record_dead(d->srv->store, d->srv->processor, d->job_id, d->body, d->len,
-                                   d->reason, d->srv->worker_id, err);
-    if (rc != MQPROC_OK)
+                                   (size_t)cfg(d)->max_message_bytes, d->reason, d->srv->worker_id,
+                                   err);
+    if (rc == MQPROC_ESTORE_DATA) /* the broker still gets it, with the reason */
+      MQPROC__ERROR("job %s: the dead-letter table refused the message: %s", jid(d), err);
+    else if (rc != MQPROC_OK)
       return store_failed(d, rc, err);
     d->dead_recorded = 1;
     d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   }
   MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
-  if (mqproc__server_publish(d->srv, d, &p, err) != MQPROC_OK)
+  rc = mqproc__server_publish(d->srv, d, &p, err);
+  if (rc == MQPROC_EBROKER_BLOCKED)
+    return broker_blocked(d);
+  if (rc == MQPROC_EINVAL) { /* cannot be encoded: the table has it; go on */
+    MQPROC__ERROR("job %s: %s; the dead letter stays in mqproc_dead_letters only", jid(d), err);
+    d->state = d->after_dead;
+    return 1;
+  }
+  if (rc != MQPROC_OK)
     return broker_down(d, err);
   d->state = S_DEAD_WAIT;
   return 0;
@@ -519,6 +578,15 @@ static int step_publish(mqproc__delivery_t *d) {
   p.len = len;
   rc = mqproc__server_publish(d->srv, d, &p, err);
   free(body);
+  if (rc == MQPROC_EBROKER_BLOCKED)
+    return broker_blocked(d);
+  if (rc == MQPROC_EINVAL) { /* cannot be encoded: recorded as the result's error */
+    d->publish_status = rc;
+    snprintf(d->publish_error, sizeof(d->publish_error), "%s", err);
+    MQPROC__ERROR("job %s: %s", jid(d), err);
+    d->state = S_PUBLISHED;
+    return 1;
+  }
   if (rc != MQPROC_OK)
     return broker_down(d, err);
   d->state = S_PUBLISH_WAIT;
@@ -544,7 +612,9 @@ static void callback_work(void *ud) {
   const char *urls[2] = {d->msg->callback_url, d->msg->internal_callback_url};
   mqproc__callback_opts_t o = {.timeout_ms = cfg(d)->callback_timeout_ms,
                                .retries = cfg(d)->callback_retries,
-                               .backoff_ms = 500};
+                               .backoff_ms = 500,
+                               .allow = &d->srv->callback_allow,
+                               .deny = &d->srv->callback_deny};
   char *body = NULL, err[MQPROC_ERR_LEN];
   size_t len, used = 0;
   d->callback_error[0] = '\0';

@@ -28,6 +28,12 @@ int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int 
 int mqproc__delivery_abandoned(const mqproc__delivery_t *d);
 /* Whether d's delivery was acked early (its job still occupies a slot). */
 int mqproc__delivery_acked(const mqproc__delivery_t *d);
+/* Whether d occupies a slot that consumer (of connection epoch) does not count as unacked:
+ * acked early, from a lost connection, or pushed to an older consumer. */
+int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uint64_t consumer);
+/* The broker connected, went away, or (un)blocked publishing: a delivery waiting to
+ * publish tries again. */
+void mqproc__delivery_broker_changed(mqproc__delivery_t *d);
 /* The store answers again: retry a parked write now, renew the lease at the next tick. */
 void mqproc__delivery_store_back(mqproc__delivery_t *d);
 /* Whether d has not claimed its job yet (it can be requeued as it is). */

@@ -71,6 +71,7 @@ mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__br
   d->srv = srv;
   d->epoch = m->epoch;
   d->tag = m->tag;
+  d->consumer = m->consumer;
   d->redelivered = m->redelivered;
   d->state = S_DECODE;
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
@@ -83,9 +84,13 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
   char err[MQPROC_ERR_LEN];
   mqproc__format_t fmt;
   json_t *doc;
+  /* the original bytes decode as they did for the holder; the jsonb of older rows may not
+   * (it turns 1e20 into an integer too big for jansson) */
+  const char *text = r->body != NULL ? r->body : r->request_json;
+  size_t len = r->body != NULL ? r->body_len : strlen(r->request_json);
   if (d == NULL)
     return NULL;
-  if (mqproc__codec_parse(r->request_json, strlen(r->request_json), &doc, &fmt, err) != MQPROC_OK ||
+  if (mqproc__codec_parse(text, len, &doc, &fmt, err) != MQPROC_OK ||
       mqproc__msg_validate(doc, fmt, NULL, &d->msg, err) != MQPROC_OK ||
       (d->job_id = mqproc__strdup(r->job_id)) == NULL) {
     MQPROC__ERROR("job %s: cannot send its outcome: stored request unusable (%s)", r->job_id, err);
@@ -103,8 +108,16 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->state = S_PUBLISH;
   if (r->dead_letter_pending && strcmp(d->outcome, "FAILED") == 0) {
-    /* its dead letter first, from the stored request (the original body is gone) */
-    if (mqproc__doc_encode(d->msg->doc, d->msg->format, &d->body, &d->len, err) != MQPROC_OK) {
+    /* its dead letter first: the original body, or the stored request encoded again */
+    if (r->body != NULL) {
+      if ((d->body = mqproc__malloc(r->body_len)) == NULL) {
+        mqproc__delivery_free(d);
+        return NULL;
+      }
+      memcpy(d->body, r->body, r->body_len);
+      d->len = r->body_len;
+    } else if (mqproc__doc_encode(d->msg->doc, d->msg->format, &d->body, &d->len, err) !=
+               MQPROC_OK) {
       MQPROC__ERROR("job %s: cannot send its outcome: %s", r->job_id, err);
       mqproc__delivery_free(d);
       return NULL;
@@ -169,6 +182,18 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
     d->state = S_RELEASE;
     mqproc__delivery_advance(d);
     break;
+  case S_DEAD_WAIT:
+  case S_PUBLISH_WAIT:
+    /* A confirm normally comes at once; the broker withholds it only while it blocks
+     * publishing (the publish that made it block). Past the grace, publish again: now
+     * refused at once, that requeues an unacked delivery (whose redelivery sends it;
+     * perhaps twice: at least once) and leaves an early-acked one to the outbox. */
+    if (!force || !d->srv->broker_blocked)
+      break;
+    mqproc__server_forget_publish(d->srv, d);
+    d->state = d->state == S_DEAD_WAIT ? S_DEAD_LETTER : S_PUBLISH;
+    mqproc__delivery_advance(d);
+    break;
   case S_BROKER_WAIT: /* an early-acked job's result waits for the broker */
     if (!force)
       break;
@@ -230,6 +255,19 @@ int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
 
 int mqproc__delivery_acked(const mqproc__delivery_t *d) {
   return d->acked;
+}
+
+int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uint64_t consumer) {
+  return d->acked || d->epoch != epoch || d->consumer != consumer;
+}
+
+void mqproc__delivery_broker_changed(mqproc__delivery_t *d) {
+  if (d->state != S_BROKER_WAIT)
+    return;
+  mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  d->timer = 0;
+  d->state = d->resume;
+  mqproc__delivery_advance(d);
 }
 
 void mqproc__delivery_store_back(mqproc__delivery_t *d) {

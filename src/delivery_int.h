@@ -61,6 +61,7 @@ struct mqproc__delivery {
   /* the delivery */
   uint64_t epoch;
   uint64_t tag;
+  uint64_t consumer; /* the consume() it came through (the concurrency bound) */
   int redelivered;
   char *body;
   size_t len;
@@ -94,6 +95,7 @@ struct mqproc__delivery {
   int publish_status;
   char callback_error[MQPROC_ERR_LEN];
   char log_path[PATH_MAX];
+  char log_name[256]; /* its file name (joblog.h) */
 };
 
 /* Runs the machine until it waits for something; a delivery that reaches DONE is handed

@@ -18,6 +18,7 @@ struct mqproc_job {
   int attempt;
   int try_no;
   int log_fd;
+  long log_left; /* bytes mqproc_job_log may still write in this try (--max-log-size) */
   char *params_json;
   char *request_json;
   char error[MQPROC_ERR_LEN];
@@ -32,6 +33,7 @@ int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_
   job->attempt = spec->attempt;
   job->try_no = spec->try_no;
   job->log_fd = log_fd;
+  job->log_left = spec->max_log_bytes > 0 ? spec->max_log_bytes : -1;
   job->params_json = json_dumps(spec->msg->parameters, JSON_COMPACT | JSON_SORT_KEYS);
   job->request_json = mqproc__strdup(spec->request_json);
   if (job->params_json == NULL || job->request_json == NULL) {
@@ -117,6 +119,19 @@ MQPROC_API void mqproc_job_log(mqproc_job_t *job, const char *fmt, ...) {
   if ((size_t)n > sizeof(line) - 2)
     n = (int)sizeof(line) - 2;
   line[n++] = '\n';
+  if (job->log_left == 0)
+    return; /* --max-log-size reached: the rest of this try's lines are dropped */
+  if (job->log_left > 0 && n >= job->log_left) {
+    static const char full[] = "mqproc: --max-log-size reached, later lines dropped\n";
+    n = (int)job->log_left;
+    job->log_left = 0;
+    if (write(job->log_fd, line, (size_t)n) < 0 || write(job->log_fd, full, sizeof(full) - 1) < 0) {
+      /* best effort, as below */
+    }
+    return;
+  }
+  if (job->log_left > 0)
+    job->log_left -= n;
   if (write(job->log_fd, line, (size_t)n) < 0) {
     /* the job log is best effort */
   }

@@ -8,20 +8,22 @@
 #include "pyjson.h"
 #include "util.h"
 
-/* "A,B,C" from an array of strings. */
+/* "A,B,C" from an array of strings (the codec bounds their number and size). */
 static char *join_grps(const json_t *arr) {
-  size_t len = 1, i;
+  size_t len = 1, i, at = 0;
   char *out;
   for (i = 0; i < json_array_size(arr); i++)
     len += json_string_length(json_array_get(arr, i)) + 1;
   if ((out = mqproc__malloc(len)) == NULL)
     return NULL;
-  out[0] = '\0';
   for (i = 0; i < json_array_size(arr); i++) {
+    const json_t *g = json_array_get(arr, i);
     if (i > 0)
-      strcat(out, ",");
-    strcat(out, json_string_value(json_array_get(arr, i)));
+      out[at++] = ',';
+    memcpy(out + at, json_string_value(g), json_string_length(g));
+    at += json_string_length(g);
   }
+  out[at] = '\0';
   return out;
 }
 

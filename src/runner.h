@@ -24,10 +24,13 @@ typedef struct mqproc__run_spec {
   const char *mets_path;    /* path_to_mets, or the workspace_id's METS; NULL if neither */
   int attempt;
   int try_no;           /* over the whole job, as recorded in the store */
-  const char *log_path; /* appended to */
+  const char *log_path; /* appended to: log_dir/log_sub/log_name (runner_open_log) */
+  const char *log_dir;
+  const char *log_sub;
+  const char *log_name;
   const char *worker_id;
   int64_t time_limit_ms; /* 0 = none: kill the try after this long */
-  long max_log_bytes;    /* the log may not grow beyond this (0 = no limit) */
+  long max_log_bytes;    /* a try's output beyond this kills it (0 = no limit) */
 } mqproc__run_spec_t;
 
 typedef struct mqproc__run_result {
@@ -61,7 +64,12 @@ struct mqproc__runner {
 typedef struct mqproc__proc_opts {
   int ocrd_cli;               /* append OCR-D's processor arguments per job (ocrd_cli.h) */
   const char *ocrd_log_level; /* their --log-level (copied) */
+  char *const *pass_env;      /* --pass-env: NAME or PREFIX* (copied; NULL = none) */
 } mqproc__proc_opts_t;
+
+/* Whether the variable kv ("NAME=value") of the server's environment reaches processors
+ * (runner_proc.c has the list); pass as mqproc__proc_opts_t.pass_env. */
+int mqproc__env_passes(const char *kv, char *const *pass);
 
 /* argv: NULL-terminated, copied. */
 int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
@@ -83,8 +91,9 @@ static inline void mqproc__runner_destroy(mqproc__runner_t *r) {
     r->klass->destroy(r);
 }
 
-/* Opens (creating directories as needed) the job log for appending and writes a header
- * line for this try; returns an fd or -1 with err set. Shared by both backends. */
+/* Opens (creating its directory as needed, privately, following no link: joblog.h) the
+ * job log for appending and writes a header line for this try; returns an fd or -1 with
+ * err set. Shared by the backends. */
 int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err);
 
 /* Describes a wait status ("exit status 3", "killed by signal 9 (Killed)") into r. */

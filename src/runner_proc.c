@@ -1,19 +1,21 @@
 /* Runner for external commands: fork + execve (no shell) of an argv array per try.
  *
- * The child gets: stdin = a memfd holding the job as JSON (so a command that never
- * reads it cannot block us), stdout+stderr appended to the job's log file (with
- * RLIMIT_FSIZE at --max-log-size, so a runaway writer dies of SIGXFSZ and the server
- * never reads its output), its own process group (so a kill reaches its children),
- * PR_SET_PDEATHSIG = SIGKILL (so a server killed with kill -9 takes its processor along),
- * default signal dispositions and an empty signal mask, no fds but 0-2, and
- * MQPROC_JOB_ID, MQPROC_ATTEMPT, MQPROC_TRY, MQPROC_LOG_FILE in its environment. A time
- * limit kills the whole process group; when the main process exits, leftovers of its
- * group are killed too.
+ * Each try forks a supervisor (runner_child.c) that leads its own process group and runs
+ * the processor as its only child. The processor gets: stdin = a memfd holding the job
+ * as JSON (so a command that never reads it cannot block us), stdout+stderr copied by
+ * the supervisor into the job's log file (at most --max-log-size bytes per try: a runaway
+ * writer is killed, and the server never reads its output), default signal dispositions
+ * and an empty signal mask, no fds but 0-2, and a clean environment: PATH, HOME, LANG,
+ * LANGUAGE, LC_*, TZ, TMPDIR, what --pass-env names, and MQPROC_JOB_ID, MQPROC_ATTEMPT,
+ * MQPROC_TRY, MQPROC_LOG_FILE; never the server's MQPROC_QUEUE, MQPROC_DATABASE,
+ * PGPASSWORD or the like. A time limit kills the whole process group; when the main
+ * process exits, leftovers of its group are killed too; when the server dies, the
+ * supervisor kills the group.
  *
- * Why fork rather than posix_spawn: posix_spawn cannot set a parent-death signal or a
- * resource limit. The server is multi-threaded (curl workers), so between fork and
- * execve the child makes only async-signal-safe calls: the program path, argv and envp
- * are all prepared before fork, and a failure is reported through a CLOEXEC pipe.
+ * Why fork rather than posix_spawn: posix_spawn cannot set a parent-death signal or
+ * supervise. The server is multi-threaded (curl workers), so between fork and execve the
+ * child makes only async-signal-safe calls: the program path, argv and envp are all
+ * prepared before fork, and a failure is reported through a CLOEXEC pipe.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,9 +32,11 @@
 #include <unistd.h>
 
 #include "argv.h"
+#include "joblog.h"
 #include "log.h"
 #include "ocrd_cli.h"
 #include "runner.h"
+#include "runner_child.h"
 #include "util.h"
 
 extern char **environ;
@@ -42,6 +46,7 @@ typedef struct proc_runner {
   char **argv;                /* the --exec words */
   int ocrd_cli;               /* append OCR-D's processor arguments per job */
   char *ocrd_log_level;
+  char **pass_env; /* --pass-env: NAME or PREFIX* */
 } proc_runner_t;
 
 struct mqproc__run {
@@ -54,29 +59,6 @@ struct mqproc__run {
   mqproc__run_done_cb done;
   void *ud;
 };
-
-/* Everything the child needs, prepared before fork (the child may not allocate). */
-typedef struct child_plan {
-  const char *path; /* resolved like execvp */
-  char *const *argv;
-  char *const *envp;
-  int in_fd, log_fd;
-  int report_fd; /* write end of the CLOEXEC pipe: EOF in the parent = exec succeeded */
-  pid_t server;
-  int limit_fsize;
-  struct rlimit fsize;
-  int max_fd; /* for the fallback when close_range is missing */
-} child_plan_t;
-
-/* What the child writes to the report pipe when it cannot exec. */
-typedef struct child_report {
-  int stage;
-  int err;
-} child_report_t;
-
-enum { STAGE_EXEC, STAGE_SETPGID, STAGE_PRCTL, STAGE_DUP2, STAGE_RLIMIT, STAGE_PIPE, STAGE_FORK };
-static const char *const STAGE_NAMES[] = {"execve",    "setpgid", "prctl", "dup2",
-                                          "setrlimit", "pipe2",   "fork"};
 
 /* ---- the child's stdin and environment, built in the parent ------------------------ */
 
@@ -100,8 +82,34 @@ static int stdin_memfd(const char *json, char *err) {
   return fd;
 }
 
-/* environ + the MQPROC_* job variables (which replace inherited ones). */
-static char **build_env(const mqproc__run_spec_t *spec) {
+/* Whether the variable kv ("NAME=value") of the server's environment reaches processors:
+ * what any program needs to run in the server's locale, and what --pass-env names. */
+int mqproc__env_passes(const char *kv, char *const *pass) {
+  static const char *const always[] = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR"};
+  static const char *const ours[] = {"MQPROC_JOB_ID", "MQPROC_ATTEMPT", "MQPROC_TRY",
+                                     "MQPROC_LOG_FILE"};
+  size_t n = strcspn(kv, "=");
+  if (kv[n] != '=')
+    return 0;
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(ours); i++)
+    if (strlen(ours[i]) == n && strncmp(kv, ours[i], n) == 0)
+      return 0; /* set per try; an inherited value would be a lie */
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(always); i++)
+    if (strlen(always[i]) == n && strncmp(kv, always[i], n) == 0)
+      return 1;
+  if (strncmp(kv, "LC_", 3) == 0)
+    return 1;
+  for (size_t i = 0; pass != NULL && pass[i] != NULL; i++) {
+    size_t m = strlen(pass[i]);
+    if (m > 0 && pass[i][m - 1] == '*' ? n >= m - 1 && strncmp(kv, pass[i], m - 1) == 0
+                                       : m == n && strncmp(kv, pass[i], n) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+/* The allowed part of environ + the MQPROC_* job variables. */
+static char **build_env(const mqproc__run_spec_t *spec, char *const *pass) {
   size_t n = 0, k = 0;
   char **env;
   while (environ[n] != NULL)
@@ -109,14 +117,9 @@ static char **build_env(const mqproc__run_spec_t *spec) {
   env = mqproc__calloc(n + 5, sizeof(char *));
   if (env == NULL)
     return NULL;
-  for (size_t i = 0; i < n; i++) {
-    if (strncmp(environ[i], "MQPROC_JOB_ID=", 14) == 0 ||
-        strncmp(environ[i], "MQPROC_ATTEMPT=", 15) == 0 ||
-        strncmp(environ[i], "MQPROC_TRY=", 11) == 0 ||
-        strncmp(environ[i], "MQPROC_LOG_FILE=", 16) == 0)
-      continue;
-    env[k++] = environ[i];
-  }
+  for (size_t i = 0; i < n; i++)
+    if (mqproc__env_passes(environ[i], pass))
+      env[k++] = environ[i];
   env[k++] = mqproc__asprintf("MQPROC_JOB_ID=%s", spec->msg->job_id);
   env[k++] = mqproc__asprintf("MQPROC_ATTEMPT=%d", spec->attempt);
   env[k++] = mqproc__asprintf("MQPROC_TRY=%d", spec->try_no);
@@ -193,115 +196,11 @@ static char *resolve_program(const char *prog, int *e) {
   return NULL;
 }
 
-/* The log limit applies as both soft and hard limit, so the processor cannot lift it,
- * but never above the hard limit the server runs under (raising it would fail). */
-static void plan_limits(child_plan_t *p, long max_log_bytes) {
-  struct rlimit cur, nofile;
-  p->max_fd = 65536;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < INT_MAX)
-    p->max_fd = (int)nofile.rlim_cur;
-  p->limit_fsize = max_log_bytes > 0;
-  if (!p->limit_fsize)
-    return;
-  p->fsize.rlim_cur = p->fsize.rlim_max = (rlim_t)max_log_bytes;
-  if (getrlimit(RLIMIT_FSIZE, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
-      cur.rlim_max < p->fsize.rlim_max)
-    p->fsize.rlim_cur = p->fsize.rlim_max = cur.rlim_max;
-}
-
-/* ---- in the child, between fork and execve: async-signal-safe calls only ------------ */
-
-__attribute__((noreturn)) static void child_fail(int report_fd, int stage) {
-  child_report_t rep = {stage, errno};
-  /* one write below PIPE_BUF is atomic; if it fails the parent sees an exit status */
-  ssize_t n = write(report_fd, &rep, sizeof(rep));
-  (void)n;
-  _exit(127);
-}
-
-/* Every fd but 0-2 must not reach the processor. They are marked CLOEXEC rather than
- * closed so the report pipe stays open until execve succeeds. */
-static void child_cloexec_fds(const child_plan_t *p) {
-  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
-    return;
-  for (int fd = 3; fd < p->max_fd; fd++) /* kernels before 5.11 */
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
-/* The processor proper: stdio, limits, exec. Its parent is the supervisor below. */
-__attribute__((noreturn)) static void processor_main(const child_plan_t *p) {
-  struct sigaction dfl;
-  memset(&dfl, 0, sizeof(dfl));
-  dfl.sa_handler = SIG_DFL;
-  sigaction(SIGTERM, &dfl, NULL); /* the supervisor's handler is not for the processor */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (dup2(p->in_fd, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
-    child_fail(p->report_fd, STAGE_DUP2);
-  if (p->limit_fsize && setrlimit(RLIMIT_FSIZE, &p->fsize) < 0)
-    child_fail(p->report_fd, STAGE_RLIMIT);
-  child_cloexec_fds(p);
-  execve(p->path, p->argv, p->envp);
-  child_fail(p->report_fd, STAGE_EXEC);
-}
-
-/* The server died (PR_SET_PDEATHSIG): take the whole process group along, whatever the
- * processor started (a parent-death signal alone reaches only one process). */
-static void on_server_death(int sig) {
-  (void)sig;
-  kill(0, SIGKILL);
-}
-
-/* Waits for the processor and ends the same way, so the server sees its status. */
-__attribute__((noreturn)) static void supervise(pid_t pid) {
-  int st;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR)
-      _exit(127);
-  if (WIFEXITED(st))
-    _exit(WEXITSTATUS(st));
-  signal(WTERMSIG(st), SIG_DFL);
-  kill(getpid(), WTERMSIG(st));
-  _exit(128 + WTERMSIG(st));
-}
-
-/* The forked child: the group leader and supervisor of one try. It leads its own process
- * group (a time limit or the end of the try reaches all the processor started), dies with
- * the server and then kills the group, and runs the processor as its only child. */
-__attribute__((noreturn)) static void child_main(const child_plan_t *p) {
-  struct sigaction sa;
-  sigset_t none;
-  pid_t pid;
-  if (setpgid(0, 0) < 0)
-    child_fail(p->report_fd, STAGE_SETPGID);
-  /* the server ignores SIGPIPE and blocks SIGCHLD/TERM/INT/HUP for its signalfd; an
-   * ignored disposition and the mask would survive execve */
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; sig++)
-    sigaction(sig, &sa, NULL); /* SIGKILL, SIGSTOP and libc's own refuse: harmless */
-  sa.sa_handler = on_server_death;
-  sigaction(SIGTERM, &sa, NULL);
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  /* The signal follows the forking *thread*: the loop thread, which lives as long as the
-   * server. */
-  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
-    child_fail(p->report_fd, STAGE_PRCTL);
-  if (getppid() != p->server)
-    _exit(127); /* the server died before prctl: nothing would tell us later */
-  if ((pid = fork()) < 0)
-    child_fail(p->report_fd, STAGE_FORK);
-  if (pid == 0)
-    processor_main(p);
-  close(p->report_fd); /* EOF for the server once the processor's execve closed its copy */
-  supervise(pid);
-}
-
 /* ---- starting the child ------------------------------------------------------------- */
 
 /* 1 when the child reported a failure; 0 on EOF, which execve's CLOEXEC caused (or the
  * child exited early, which its exit status will tell). */
-static int read_report(int fd, child_report_t *rep) {
+static int read_report(int fd, mqproc__child_report_t *rep) {
   ssize_t n;
   do
     n = read(fd, rep, sizeof(*rep));
@@ -310,12 +209,13 @@ static int read_report(int fd, child_report_t *rep) {
 }
 
 /* "cannot start X: why" into err, and into the job log for whoever reads only that. */
-static int spawn_failed(const char *prog, int log_fd, const child_report_t *rep, char *err) {
+static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report_t *rep,
+                        char *err) {
   char why[MQPROC_ERR_LEN];
-  if (rep->stage == STAGE_EXEC)
+  if (rep->stage == MQPROC__STAGE_EXEC)
     snprintf(why, sizeof(why), "cannot start %.300s: %s", prog, strerror(rep->err));
   else
-    snprintf(why, sizeof(why), "cannot start %.300s: %s: %s", prog, STAGE_NAMES[rep->stage],
+    snprintf(why, sizeof(why), "cannot start %.300s: %s: %s", prog, mqproc__stage_names[rep->stage],
              strerror(rep->err));
   dprintf(log_fd, "mqproc: %s\n", why);
   return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
@@ -325,28 +225,33 @@ static int spawn_failed(const char *prog, int log_fd, const child_report_t *rep,
  * which errno. Everything the child uses is prepared here, before fork. */
 static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *argv, int in_fd,
                  int log_fd, pid_t *pid, char *err) {
-  child_plan_t plan = {.argv = argv, .in_fd = in_fd, .log_fd = log_fd, .server = getpid()};
-  child_report_t rep = {STAGE_EXEC, 0};
+  mqproc__child_plan_t plan = {.argv = argv,
+                               .in_fd = in_fd,
+                               .log_fd = log_fd,
+                               .server = getpid(),
+                               .max_log_bytes = spec->max_log_bytes};
+  mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
   char *path, **env;
   int pfd[2], failed = 0;
   if ((path = resolve_program(r->argv[0], &rep.err)) == NULL)
     return spawn_failed(r->argv[0], log_fd, &rep, err);
-  if ((env = build_env(spec)) == NULL) {
+  if ((env = build_env(spec, r->pass_env)) == NULL) {
     free(path);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   plan.path = path;
   plan.envp = env;
-  plan_limits(&plan, spec->max_log_bytes);
+  if (getrlimit(RLIMIT_CORE, &plan.core) < 0)
+    plan.core = (struct rlimit){0, 0};
   if (pipe2(pfd, O_CLOEXEC) < 0) {
-    rep = (child_report_t){STAGE_PIPE, errno};
+    rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
     failed = 1;
   } else {
     plan.report_fd = pfd[1];
     if ((*pid = fork()) == 0)
-      child_main(&plan);
+      mqproc__child_main(&plan);
     if (*pid < 0)
-      rep = (child_report_t){STAGE_FORK, errno};
+      rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, errno};
     close(pfd[1]);
     failed = *pid < 0 || read_report(pfd[0], &rep);
     if (*pid > 0 && failed)
@@ -473,6 +378,7 @@ static void proc_kill(mqproc__runner_t *base, mqproc__run_t *run, int sig) {
 static void proc_destroy(mqproc__runner_t *base) {
   proc_runner_t *r = (proc_runner_t *)base;
   mqproc__argv_free(r->argv);
+  mqproc__argv_free(r->pass_env);
   free(r->ocrd_log_level);
   free(r);
 }
@@ -488,22 +394,14 @@ static const struct mqproc__runner_class proc_class = {
 int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
                             const mqproc__proc_opts_t *opts, char *err) {
   proc_runner_t *r = mqproc__calloc(1, sizeof(*r));
-  size_t n = 0;
   if (r == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  while (argv[n] != NULL)
-    n++;
-  r->argv = mqproc__calloc(n + 1, sizeof(char *));
-  for (size_t i = 0; r->argv != NULL && i < n; i++) {
-    if ((r->argv[i] = mqproc__strdup(argv[i])) == NULL) {
-      mqproc__argv_free(r->argv);
-      r->argv = NULL;
-    }
-  }
   r->ocrd_cli = opts != NULL && opts->ocrd_cli;
-  if (r->argv == NULL ||
+  if (mqproc__argv_copy(argv, &r->argv) < 0 || r->argv == NULL ||
+      mqproc__argv_copy(opts != NULL ? opts->pass_env : NULL, &r->pass_env) < 0 ||
       (r->ocrd_cli && (r->ocrd_log_level = mqproc__strdup(opts->ocrd_log_level)) == NULL)) {
     mqproc__argv_free(r->argv);
+    mqproc__argv_free(r->pass_env);
     free(r);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
@@ -514,30 +412,11 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
 
 /* ---- shared helpers ----------------------------------------------------------------- */
 
-static int mkdirs(const char *path) {
-  char *dir = mqproc__strdup(path), *p;
-  if (dir == NULL)
-    return -1;
-  for (p = dir + 1; *p != '\0'; p++) {
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        free(dir);
-        return -1;
-      }
-      *p = '/';
-    }
-  }
-  free(dir);
-  return 0;
-}
-
 int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
   char head[512];
   int fd, n;
-  if (mkdirs(spec->log_path) < 0 ||
-      (fd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
-    return mqproc__err(err, -1, "cannot open job log %s: %s", spec->log_path, strerror(errno));
+  if ((fd = mqproc__joblog_open(spec->log_dir, spec->log_sub, spec->log_name, err)) < 0)
+    return -1;
   n = snprintf(head, sizeof(head), "=== mqproc: job %s attempt %d try %d on %s ===\n",
                spec->msg->job_id, spec->attempt, spec->try_no, spec->worker_id);
   if (n > 0 && write(fd, head, (size_t)n < sizeof(head) ? (size_t)n : sizeof(head) - 1) < 0) {

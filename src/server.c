@@ -2,9 +2,14 @@
  * timers, signals and the deliveries in flight.
  *
  * Periodic work (tick, every second): pump the broker (this is what keeps heartbeats
- * going while a job runs for hours), renew the leases of running jobs, and end the
- * loop once a requested stop has drained every delivery. Reconnects to the broker run
- * from their own timer with exponential backoff and jitter.
+ * going while a job runs for hours), renew the leases of running jobs, sweep
+ * (sweeper.c), and end the loop once a requested stop has drained every delivery.
+ * Reconnects to the broker run from their own timer with exponential backoff and jitter.
+ *
+ * The bound on jobs running at once (--prefetch) is kept here, not by the broker alone:
+ * basic.qos counts only the unacked deliveries of one consumer, so deliveries of an older
+ * consumer (before a re-consume), of a lost connection, and early-acked jobs are counted
+ * here and the consumer's prefetch is what is left (mqproc__server_update_consuming).
  */
 #include "server.h"
 
@@ -17,8 +22,10 @@
 #include "argv.h"
 #include "codec.h"
 #include "delivery.h"
+#include "joblog.h"
 #include "ocrd_cli.h"
 #include "log.h"
+#include "sweeper.h"
 #include "util.h"
 
 /* A publish awaiting its confirm: for a delivery, or a sweeper's republish (job_id). */
@@ -29,16 +36,21 @@ typedef struct mqproc__waiter {
   struct mqproc__waiter *next;
 } waiter_t;
 
-static void republish_confirmed(mqproc__server_t *srv, const char *job_id, int status);
-
 static void schedule_connect(mqproc__server_t *srv);
 
 /* ---- broker events ------------------------------------------------------------------ */
 
+void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  *mqproc__delivery_next(d) = srv->deliveries;
+  srv->deliveries = d;
+  mqproc__delivery_start(d);
+}
+
 static void on_message(void *ud, const mqproc__broker_msg_t *m) {
   mqproc__server_t *srv = ud;
   mqproc__delivery_t *d;
-  if (!srv->consuming) { /* pushed before our basic.cancel: give it back at once */
+  if (!srv->consuming || m->consumer != srv->consumer) {
+    /* pushed before our basic.cancel, to a consumer whose slots are gone: give it back */
     mqproc__broker_nack(srv->broker, m->epoch, m->tag, 1, NULL);
     return;
   }
@@ -47,9 +59,16 @@ static void on_message(void *ud, const mqproc__broker_msg_t *m) {
     MQPROC__ERROR("out of memory for a delivery; it stays unacked until we reconnect");
     return;
   }
-  *mqproc__delivery_next(d) = srv->deliveries;
-  srv->deliveries = d;
-  mqproc__delivery_start(d);
+  mqproc__server_add_delivery(srv, d);
+}
+
+/* The broker's state changed (connected, lost, blocked, unblocked): deliveries waiting to
+ * publish try again now. */
+static void wake_publishers(mqproc__server_t *srv) {
+  for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_broker_changed(d);
+  }
 }
 
 static void on_confirm(void *ud, uint64_t seq, int status) {
@@ -62,10 +81,23 @@ static void on_confirm(void *ud, uint64_t seq, int status) {
       if (w->d != NULL)
         mqproc__delivery_on_confirm(w->d, status);
       else
-        republish_confirmed(srv, w->job_id, status);
+        mqproc__sweeper_confirmed(srv, w->job_id, status);
       free(w->job_id);
       free(w);
       return;
+    }
+  }
+}
+
+void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  for (waiter_t **pp = &srv->waiters; *pp != NULL;) {
+    waiter_t *w = *pp;
+    if (w->d == d) {
+      *pp = w->next;
+      free(w->job_id);
+      free(w);
+    } else {
+      pp = &w->next;
     }
   }
 }
@@ -78,17 +110,35 @@ static void clear_declared(mqproc__server_t *srv) {
   srv->n_declared = 0;
 }
 
+static void on_closing(void *ud, int fd) {
+  mqproc__server_t *srv = ud;
+  mqproc__loop_io(srv->loop, fd, NULL, NULL);
+  srv->broker_fd = -1;
+}
+
 static void on_down(void *ud, const char *reason) {
   mqproc__server_t *srv = ud;
   MQPROC__ERROR("broker connection lost: %s", reason);
   srv->broker_up = 0;
+  srv->broker_blocked = 0;
   srv->consuming = 0;
-  if (srv->broker_fd >= 0)
-    mqproc__loop_io(srv->loop, srv->broker_fd, NULL, NULL);
-  srv->broker_fd = -1;
   clear_declared(srv);
   if (!srv->stopping)
     schedule_connect(srv);
+  wake_publishers(srv);
+}
+
+static void on_blocked(void *ud, int blocked, const char *reason) {
+  mqproc__server_t *srv = ud;
+  srv->broker_blocked = blocked;
+  if (blocked) {
+    MQPROC__WARN("the broker blocked publishing (%s): results and dead letters wait; jobs "
+                 "keep running",
+                 reason[0] != '\0' ? reason : "a resource alarm");
+    return;
+  }
+  MQPROC__INFO("the broker unblocked publishing: sending what waited");
+  wake_publishers(srv);
 }
 
 static void on_broker_fd(mqproc__loop_t *loop, int fd, void *ud) {
@@ -99,9 +149,13 @@ static void on_broker_fd(mqproc__loop_t *loop, int fd, void *ud) {
     mqproc__broker_pump(srv->broker, NULL);
 }
 
+/* Before the loop sleeps: frames rabbitmq-c has already read into its buffer make the
+ * socket no more readable, so they are handled now, not at the next tick. */
 static int prepare(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
   (void)loop;
+  if (srv->broker_up && mqproc__broker_pending(srv->broker))
+    mqproc__broker_pump(srv->broker, NULL);
   return srv->broker_up && mqproc__broker_pending(srv->broker) ? 0 : -1;
 }
 
@@ -130,36 +184,49 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   }
   srv->broker_up = 1;
   srv->reconnects = 0;
+  srv->connections++;
   srv->consuming = 0;
   srv->broker_fd = mqproc__broker_fd(srv->broker);
   mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
-  MQPROC__INFO("connected to the broker: queue '%s', exchange '%s', dead letters to '%s'",
-               srv->processor, srv->cfg->exchange, srv->dead_queue);
+  MQPROC__INFO("connected to the broker (connection %d): queue '%s', exchange '%s', dead "
+               "letters to '%s'",
+               srv->connections, srv->processor, srv->cfg->exchange, srv->dead_queue);
   mqproc__server_update_consuming(srv, 0);
   mqproc__broker_pump(srv->broker, NULL);
+  wake_publishers(srv);
+}
+
+/* The slots of --prefetch a consumer may still fill: those not held by a delivery it does
+ * not count itself (consumer 0: no consumer, so every delivery holds one). */
+static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
+  uint64_t epoch = mqproc__broker_epoch(srv->broker);
+  int held = extra;
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    held += mqproc__delivery_holds_slot(d, epoch, consumer);
+  if (srv->stopping || srv->store_paused || held >= srv->cfg->prefetch)
+    return 0;
+  return srv->cfg->prefetch - held;
 }
 
 void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
-  int acked = extra, want;
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-    acked += mqproc__delivery_acked(d);
-  want = srv->cfg->prefetch - acked;
+  int want, held;
   if (!srv->broker_up)
     return;
-  if (srv->stopping || srv->store_paused)
-    want = 0;
-  if (srv->consuming && want != srv->consume_prefetch) {
+  if (srv->consuming && free_slots(srv, srv->consumer, extra) != srv->consume_prefetch) {
     srv->consuming = 0;
     if (mqproc__broker_cancel(srv->broker, NULL) != MQPROC_OK)
       return; /* the connection broke: on_down follows */
   }
+  /* once cancelled, what the old consumer pushed counts like any running job */
+  want = free_slots(srv, 0, extra);
+  held = srv->cfg->prefetch - want;
   if (want > 0 && !srv->consuming) {
-    if (mqproc__broker_consume(srv->broker, want, NULL) != MQPROC_OK)
+    if (mqproc__broker_consume(srv->broker, want, &srv->consumer, NULL) != MQPROC_OK)
       return;
     srv->consuming = 1;
     srv->consume_prefetch = want;
     MQPROC__INFO("consuming from queue '%s' (prefetch %d%s)", srv->processor, want,
-                 acked > 0 ? ", the other slots hold early-acked jobs" : "");
+                 held > 0 ? ", the other slots hold running jobs" : "");
   }
 }
 
@@ -182,13 +249,15 @@ static void schedule_connect(mqproc__server_t *srv) {
 /* ---- services for deliveries -------------------------------------------------------- */
 
 /* Publishes p and keeps a waiter for its confirm: for delivery d, or (d NULL) for the
- * sweeper's republish of job_id. */
+ * sweeper's republish of job_id. Refused at once while the broker blocks publishing. */
 static int publish_waiter(mqproc__server_t *srv, mqproc__delivery_t *d, const char *job_id,
                           const mqproc__publish_t *p, char *err) {
   waiter_t *w;
   int rc;
   if (!srv->broker_up)
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  if (srv->broker_blocked)
+    return mqproc__err(err, MQPROC_EBROKER_BLOCKED, "the broker blocks publishing");
   if ((w = mqproc__calloc(1, sizeof(*w))) == NULL ||
       (job_id != NULL && (w->job_id = mqproc__strdup(job_id)) == NULL)) {
     free(w);
@@ -210,6 +279,15 @@ int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const m
   return publish_waiter(srv, d, NULL, p, err);
 }
 
+int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
+                               const mqproc__publish_t *p, char *err) {
+  return publish_waiter(srv, NULL, job_id, p, err);
+}
+
+/* Result queues remembered as declared; past this many, the memo starts over (a sender
+ * naming ever new queues costs declarations, not memory). */
+#define DECLARED_MAX 256
+
 int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err) {
   char **grown;
   int rc;
@@ -222,6 +300,8 @@ int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
   if ((rc = mqproc__broker_declare_queue(srv->broker, queue, err)) != MQPROC_OK)
     return rc;
+  if (srv->n_declared >= DECLARED_MAX)
+    clear_declared(srv);
   grown = mqproc__realloc(srv->declared, (srv->n_declared + 1) * sizeof(char *));
   if (grown == NULL)
     return MQPROC_OK; /* declared, just not remembered */
@@ -229,6 +309,10 @@ int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *
   if ((grown[srv->n_declared] = mqproc__strdup(queue)) != NULL)
     srv->n_declared++;
   return MQPROC_OK;
+}
+
+int mqproc__server_result_queue_allowed(const mqproc__server_t *srv, const char *queue) {
+  return !srv->has_result_queue_re || regexec(&srv->result_queue_re, queue, 0, NULL, 0) == 0;
 }
 
 void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
@@ -305,84 +389,6 @@ void mqproc__server_store_down(mqproc__server_t *srv) {
   mqproc__loop_timer(srv->loop, 0, on_store_pause, srv);
 }
 
-/* ---- the sweeper: republish jobs whose early-acked holder died ---------------------- */
-
-static void republish_row(void *ud, const char *job_id, const char *request_json,
-                          const char *format) {
-  mqproc__server_t *srv = ud;
-  char err[MQPROC_ERR_LEN], *body = NULL;
-  size_t len = 0;
-  json_t *doc = json_loads(request_json, 0, NULL);
-  int rc = doc == NULL ? mqproc__err(err, MQPROC_ENOMEM, "stored request unreadable")
-                       : mqproc__doc_encode(doc, mqproc__format_parse(format), &body, &len, err);
-  mqproc__publish_t p = {.exchange = srv->cfg->exchange,
-                         .routing_key = srv->processor,
-                         .content_type = "application/json", /* as OCR-D labels both */
-                         .message_id = job_id,
-                         .body = body,
-                         .len = len,
-                         .persistent = srv->cfg->queue_durable,
-                         .mandatory = 1};
-  if (rc == MQPROC_OK)
-    rc = publish_waiter(srv, NULL, job_id, &p, err);
-  if (rc == MQPROC_OK)
-    MQPROC__INFO("job %s: its holder is gone; republished the stored request", job_id);
-  else
-    MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", job_id, err);
-  free(body);
-  json_decref(doc);
-}
-
-static void republish_confirmed(mqproc__server_t *srv, const char *job_id, int status) {
-  char err[MQPROC_ERR_LEN];
-  if (status != MQPROC_OK) {
-    MQPROC__WARN("job %s: republished request not confirmed (%s); the next sweep retries", job_id,
-                 mqproc_strerror(status));
-    return;
-  }
-  if (mqproc__store_republished(srv->store, job_id, err) != MQPROC_OK)
-    MQPROC__WARN("job %s: %s (a later sweep may send a duplicate; the claim absorbs it)", job_id,
-                 err);
-}
-
-/* A final job's outcome its dead holder never sent: a delivery without a broker message
- * sends it (result, callbacks) like any other. */
-static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
-  mqproc__server_t *srv = ud;
-  mqproc__delivery_t *d = mqproc__delivery_new_outbox(srv, r);
-  if (d == NULL)
-    return; /* logged; its grace lease runs out and a later sweep tries again */
-  *mqproc__delivery_next(d) = srv->deliveries;
-  srv->deliveries = d;
-  mqproc__delivery_start(d);
-}
-
-static void sweep(mqproc__server_t *srv) {
-  char err[MQPROC_ERR_LEN];
-  int64_t now = mqproc__now_ms();
-  int every_ms = srv->cfg->lease_s * 500, rc;
-  if (!srv->broker_up || srv->store_paused || srv->stopping || now - srv->last_sweep_ms < every_ms)
-    return;
-  /* Right after a database outage every holder's lease may have run out only because it
-   * could not renew: give the holders two leases to renew before judging them dead. */
-  if (srv->store_back_ms != 0 && now - srv->store_back_ms < srv->cfg->lease_s * 2000LL)
-    return;
-  srv->last_sweep_ms = now;
-  rc = mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
-                           srv, err);
-  if (rc == MQPROC_OK)
-    rc = mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
-                                    send_outbox_row, srv, err);
-  if (rc != MQPROC_OK)
-    MQPROC__WARN("sweep failed: %s", err);
-  /* An idle server learns of a database outage here: pausing makes it wait the two
-   * leases above once the database is back, like a server that was running a job. A
-   * connection dropped while the database stays up (idle timeout, a proxy) is not an
-   * outage: the ping reconnects and the next sweep runs as usual. */
-  if (rc == MQPROC_ESTORE_CONNECT && mqproc__store_ping(srv->store, err) != MQPROC_OK)
-    mqproc__server_store_down(srv);
-}
-
 /* ---- periodic work and signals ------------------------------------------------------ */
 
 static void on_tick(mqproc__loop_t *loop, void *ud) {
@@ -394,7 +400,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
     next = *mqproc__delivery_next(d);
     mqproc__delivery_tick(d);
   }
-  sweep(srv);
+  mqproc__sweeper_run(srv);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__loop_stop(loop);
   srv->tick_timer = mqproc__loop_timer(loop, 1000, on_tick, srv);
@@ -473,6 +479,7 @@ static int make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, ch
   opts.ocrd_cli = strcmp(srv->cfg->ocrd_cli, "true") == 0 ||
                   (strcmp(srv->cfg->ocrd_cli, "auto") == 0 && mqproc__ocrd_is_processor(argv[0]));
   opts.ocrd_log_level = srv->cfg->ocrd_log_level;
+  opts.pass_env = srv->cfg->pass_env;
   srv->needs_mets = opts.ocrd_cli;
   if (opts.ocrd_cli)
     MQPROC__INFO("running %s with OCR-D's processor arguments", argv[0]);
@@ -481,9 +488,34 @@ static int make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, ch
   return rc;
 }
 
+/* The sender-facing limits: callback address ranges and the result queue pattern. */
+static int setup_limits(mqproc__server_t *srv, const mqproc__config_t *cfg, char *err) {
+  char why[MQPROC_ERR_LEN], *anchored;
+  int rc;
+  if (mqproc__cidr_list_parse((const char *const *)cfg->callback_allow, &srv->callback_allow,
+                              why) != MQPROC_OK)
+    return mqproc__err(err, MQPROC_ECONFIG, "--callback-allow: %s", why);
+  if (mqproc__cidr_list_parse((const char *const *)cfg->callback_deny, &srv->callback_deny, why) !=
+      MQPROC_OK)
+    return mqproc__err(err, MQPROC_ECONFIG, "--callback-deny: %s", why);
+  if (cfg->result_queue_pattern == NULL)
+    return MQPROC_OK;
+  /* the whole name must match, not a part of it */
+  if ((anchored = mqproc__asprintf("^(%s)$", cfg->result_queue_pattern)) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  rc = regcomp(&srv->result_queue_re, anchored, REG_EXTENDED | REG_NOSUB);
+  free(anchored);
+  if (rc != 0) {
+    regerror(rc, NULL, why, sizeof(why));
+    return mqproc__err(err, MQPROC_ECONFIG, "--result-queue-pattern: %s", why);
+  }
+  srv->has_result_queue_re = 1;
+  return MQPROC_OK;
+}
+
 static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqproc_processor_t *proc,
                  char *err) {
-  mqproc__broker_events_t ev = {on_message, on_confirm, on_down, srv};
+  mqproc__broker_events_t ev = {on_message, on_confirm, on_down, on_closing, on_blocked, srv};
   char host[64] = "localhost";
   int rc;
   srv->cfg = cfg;
@@ -499,7 +531,9 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
   if (srv->dead_queue == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   srandom((unsigned)(getpid() ^ mqproc__wall_ms()));
-  if ((rc = mqproc__loop_new(&srv->loop, err)) != MQPROC_OK ||
+  if ((rc = setup_limits(srv, cfg, err)) != MQPROC_OK ||
+      (rc = mqproc__joblog_prepare(cfg->log_dir, err)) != MQPROC_OK ||
+      (rc = mqproc__loop_new(&srv->loop, err)) != MQPROC_OK ||
       (rc = make_runner(srv, proc, err)) != MQPROC_OK || (rc = open_store(srv, err)) != MQPROC_OK)
     return rc;
   srv->topo = (mqproc__topology_t){.exchange = cfg->exchange,
@@ -507,7 +541,9 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .dead_queue = srv->dead_queue,
                                    .durable = cfg->queue_durable,
                                    .queue_args = (const char *const *)cfg->queue_args,
-                                   .heartbeat_s = cfg->heartbeat_s};
+                                   .heartbeat_s = cfg->heartbeat_s,
+                                   .timeout_s = cfg->broker_timeout_s,
+                                   .client_id = srv->worker_id};
   return mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
 }
 
@@ -529,6 +565,10 @@ static void teardown(mqproc__server_t *srv) {
   mqproc__loop_free(srv->loop);
   clear_declared(srv);
   free(srv->dead_queue);
+  mqproc__cidr_list_free(&srv->callback_allow);
+  mqproc__cidr_list_free(&srv->callback_deny);
+  if (srv->has_result_queue_re)
+    regfree(&srv->result_queue_re);
   srv->broker_fd = -1;
 }
 

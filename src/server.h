@@ -4,7 +4,10 @@
 #ifndef MQPROC_SERVER_H
 #define MQPROC_SERVER_H
 
+#include <regex.h>
+
 #include "broker.h"
+#include "callback.h"
 #include "config.h"
 #include "loop.h"
 #include "mqproc/mqproc.h"
@@ -23,17 +26,24 @@ typedef struct mqproc__server {
   mqproc__broker_t *broker;
   mqproc__store_t *store;
   mqproc__runner_t *runner;
-  int needs_mets; /* the runner cannot run a job without a METS (OCR-D CLI) */
-  int stopping;   /* a signal asked us to stop: finish, take nothing new */
+  int needs_mets;                     /* the runner cannot run a job without a METS (OCR-D CLI) */
+  mqproc__cidr_list_t callback_allow; /* --callback-allow */
+  mqproc__cidr_list_t callback_deny;  /* --callback-deny */
+  int stopping;                       /* a signal asked us to stop: finish, take nothing new */
   /* private */
   mqproc__topology_t topo;
   mqproc__delivery_t *deliveries;
   int broker_up;
-  int reconnects; /* consecutive failed connects, for the backoff */
+  int broker_blocked; /* connection.blocked: publishing waits for connection.unblocked */
+  int reconnects;     /* consecutive failed connects, for the backoff */
+  int connections;    /* connections made so far (a test's "never reconnected") */
+  uint64_t consumer;  /* the current consumer (mqproc__broker_consume) */
   uint64_t reconnect_timer;
   uint64_t tick_timer;
-  char **declared; /* result queues declared on this connection */
+  char **declared; /* result queues declared on this connection (at most DECLARED_MAX) */
   size_t n_declared;
+  regex_t result_queue_re; /* --result-queue-pattern, when given */
+  int has_result_queue_re;
   struct mqproc__waiter *waiters; /* publishes awaiting their confirm */
   int broker_fd;                  /* watched fd of the current connection, -1 when down */
   int signals;                    /* stop signals received */
@@ -43,9 +53,9 @@ typedef struct mqproc__server {
   int64_t store_back_ms;          /* when the store last came back (sweeper grace) */
   uint64_t ping_timer;            /* while paused: is the store back? */
   uint64_t grace_timer;           /* shutdown grace */
-  int64_t last_sweep_ms;
-  int fatal;     /* a configuration error the broker reported: exit 1 */
-  int abandoned; /* deliveries released while their thread still runs */
+  int64_t last_sweep_ms;          /* sweeper.c */
+  int fatal;                      /* a configuration error the broker reported: exit 1 */
+  int abandoned;                  /* deliveries released while their thread still runs */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
@@ -55,8 +65,17 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
 /* Publishes p and routes its confirm to mqproc__delivery_on_confirm(d, …). */
 int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
                            char *err);
+/* Publishes p for the sweeper (the confirm goes to mqproc__sweeper_confirmed). */
+int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
+                               const mqproc__publish_t *p, char *err);
+/* d stops waiting for the confirm of its publish (a late confirm is then ignored). */
+void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d);
+/* Takes d into the list of deliveries in flight and starts it. */
+void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d);
 /* Declares and binds a result queue once per connection (when configured to). */
 int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err);
+/* Whether a message may name this result queue (--result-queue-pattern). */
+int mqproc__server_result_queue_allowed(const mqproc__server_t *srv, const char *queue);
 /* The delivery in flight running attempt `attempt` of job_id, or NULL. */
 mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id, int attempt);
 /* Consumes only when connected, not stopping, with a reachable store and a free slot:

@@ -7,8 +7,11 @@
  * Fencing: mqproc__store_claim() returns an attempt number. Every later write for the
  * job carries it and changes nothing when a newer attempt owns the job; such a write
  * returns MQPROC_ESTORE_FENCED. Calls are synchronous and bounded by the backend's
- * timeouts; MQPROC_ESTORE_CONNECT / _QUERY mean "store unavailable, try again later"
- * (the connection is re-established by the next call).
+ * timeouts; MQPROC_ESTORE_CONNECT means "store unavailable" (an outage: the server pauses),
+ * _QUERY "this statement failed, try again later" (the connection is re-established by the
+ * next call when it was lost), and _DATA "the store refused what the message carried" (a
+ * value out of range, a constraint): trying again cannot help, so the message is
+ * dead-lettered rather than retried.
  */
 #ifndef MQPROC_STORE_H
 #define MQPROC_STORE_H
@@ -28,8 +31,10 @@ typedef struct mqproc__claim {
   const char *processor;
   const char *worker_id;
   const char *request_json;   /* the decoded message as JSON text */
-  const char *request_format; /* "json" or "yaml": how to republish it */
-  long long created_time;     /* unix seconds, -1 when absent */
+  const char *request_format; /* "json" or "yaml": how it was encoded */
+  const void *request_body;   /* the message exactly as received (republish, outbox) */
+  size_t request_body_len;
+  long long created_time; /* unix seconds, -1 when absent */
   int lease_ms;
   int max_attempts; /* no claim beyond this attempt */
   /* out */
@@ -45,12 +50,24 @@ typedef struct mqproc__claim {
   char worker_id_now[128]; /* holder, when not claimed */
 } mqproc__claim_t;
 
+/* A job whose message must be published again (mqproc__store_sweep). */
+typedef struct mqproc__sweep_row {
+  const char *job_id;
+  int attempt;
+  const char *request_json;
+  const char *format; /* "json" or "yaml" */
+  const void *body;   /* the original message; NULL for rows older than schema 4 */
+  size_t body_len;
+} mqproc__sweep_row_t;
+
 /* A final job whose outcome still has to be sent (mqproc__store_sweep_outbox). */
 typedef struct mqproc__outbox_row {
   const char *job_id;
   const char *request_json;
   const char *format; /* "json" or "yaml" */
-  const char *state;  /* SUCCESS or FAILED */
+  const void *body;   /* the original message; NULL for rows older than schema 4 */
+  size_t body_len;
+  const char *state; /* SUCCESS or FAILED */
   int attempt;
   int result_published;
   int callbacks_done;
@@ -101,9 +118,7 @@ struct mqproc__store_class {
      republish, are set QUEUED with republish pending (and a lease_ms grace so other
      sweepers skip them); each is passed to row() to be republished (at most limit). */
   int (*sweep)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-               void (*row)(void *ud, const char *job_id, const char *request_json,
-                           const char *format),
-               void *ud, char *err);
+               void (*row)(void *ud, const mqproc__sweep_row_t *r), void *ud, char *err);
   /* republished: the broker confirmed the republished message of a QUEUED job. */
   int (*republished)(mqproc__store_t *s, const char *job_id, char *err);
   /* ping: is the store reachable? */
@@ -125,11 +140,12 @@ struct mqproc__store_class {
   /* record_callbacks: outcome of the callback POSTs (error NULL = all OK). */
   int (*record_callbacks)(mqproc__store_t *s, const char *job_id, const char *error, char *err);
   /* record_dead: a message given up on goes to the dead-letter table with the job_id
-     when one could be read (NULL otherwise). Job rows are not touched: a misrouted or
-     malformed copy must not decide the fate of the job it names. */
+     when one could be read (NULL otherwise): at most keep bytes of its body, its length
+     and SHA-256. Job rows are not touched: a misrouted or malformed copy must not decide
+     the fate of the job it names. */
   int (*record_dead)(mqproc__store_t *s, const char *processor, const char *job_id,
-                     const void *body, size_t len, const char *reason, const char *worker_id,
-                     char *err);
+                     const void *body, size_t len, size_t keep, const char *reason,
+                     const char *worker_id, char *err);
   /* destroy: close and free. */
   void (*destroy)(mqproc__store_t *s);
 };

@@ -27,14 +27,16 @@
 static const char CLAIM_SQL[] =
     "WITH claim AS ("
     " INSERT INTO mqproc_jobs AS j (job_id, processor_name, state, attempt, deliveries,"
-    "   worker_id, lease_until, created_time, start_time, request, request_format)"
+    "   worker_id, lease_until, created_time, start_time, request, request_format,"
+    "   request_body)"
     " VALUES ($1, $2, 'RUNNING', 1, 1, $3, now() + $4::int * interval '1 millisecond',"
-    "   to_timestamp($5::bigint), now(), $6::jsonb, $7)"
+    "   to_timestamp($5::bigint), now(), $6::jsonb, $7, $9::bytea)"
     " ON CONFLICT (job_id) DO UPDATE SET state = 'RUNNING', attempt = j.attempt + 1,"
     "   deliveries = j.deliveries + 1, worker_id = EXCLUDED.worker_id,"
     "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
     "   delivery_acked = false, republish = false,"
-    "   request = coalesce(j.request, EXCLUDED.request), updated_at = now()"
+    "   request = coalesce(j.request, EXCLUDED.request),"
+    "   request_body = coalesce(j.request_body, EXCLUDED.request_body), updated_at = now()"
     "  WHERE (j.state = 'QUEUED'"
     "     OR (j.state = 'RUNNING' AND " LEASE_END("j.lease_until", "$4") " < now()))"
     "    AND j.attempt < $8::int"
@@ -68,14 +70,17 @@ static void read_claim(PGresult *res, mqproc__claim_t *c) {
 static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, char *err) {
   pg_store_t *s = (pg_store_t *)base;
   char lease[16], created[24], maxa[16];
-  const char *vals[8] = {c->job_id,
+  const char *vals[9] = {c->job_id,
                          c->processor,
                          c->worker_id,
                          lease,
                          c->created_time >= 0 ? created : NULL,
                          c->request_json,
                          c->request_format != NULL ? c->request_format : "json",
-                         maxa};
+                         maxa,
+                         c->request_body};
+  int lens[9] = {0, 0, 0, 0, 0, 0, 0, 0, (int)c->request_body_len};
+  int fmts[9] = {0, 0, 0, 0, 0, 0, 0, 0, 1};
   PGresult *res;
   int rc;
   snprintf(lease, sizeof(lease), "%d", c->lease_ms);
@@ -84,7 +89,7 @@ static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, char *err) {
   snprintf(created, sizeof(created), "%lld", c->created_time);
   /* A row inserted concurrently after our snapshot is neither claimed nor seen: retry. */
   for (int i = 0; i < 3; i++) {
-    if ((rc = mqproc__pg_run_text(s, CLAIM_SQL, 8, vals, &res, err)) != MQPROC_OK)
+    if ((rc = mqproc__pg_run(s, CLAIM_SQL, 9, vals, lens, fmts, &res, err)) != MQPROC_OK)
       return rc;
     if (PQntuples(res) == 1) {
       read_claim(res, c);
@@ -252,8 +257,16 @@ static const char SWEEP_SQL[] =
     "       AND " LEASE_END("lease_until", "$2") " < now())"
     "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= now()))"
     "   ORDER BY lease_until NULLS FIRST LIMIT $3::int FOR UPDATE SKIP LOCKED)"
-    " RETURNING job_id, request::text, request_format";
+    " RETURNING job_id, request::text, request_format, request_body, attempt";
 /* clang-format on */
+
+/* A bytea column of a text-format result, unescaped (NULL for SQL NULL). */
+static unsigned char *bytea_value(PGresult *res, int row, int col, size_t *len) {
+  *len = 0;
+  if (PQgetisnull(res, row, col))
+    return NULL;
+  return PQunescapeBytea((const unsigned char *)PQgetvalue(res, row, col), len);
+}
 
 /* Runs a sweep statement ($1 processor, $2 grace lease in ms, $3 row limit). */
 static int run_sweep(pg_store_t *s, const char *sql, const char *processor, int lease_ms, int limit,
@@ -266,16 +279,22 @@ static int run_sweep(pg_store_t *s, const char *sql, const char *processor, int 
 }
 
 static int pg_sweep(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
-                    void (*row)(void *ud, const char *job_id, const char *request_json,
-                                const char *format),
-                    void *ud, char *err) {
+                    void (*row)(void *ud, const mqproc__sweep_row_t *r), void *ud, char *err) {
   PGresult *res;
   int rc = run_sweep((pg_store_t *)base, SWEEP_SQL, processor, lease_ms, limit, &res, err);
   if (rc != MQPROC_OK)
     return rc;
-  for (int i = 0; i < PQntuples(res); i++)
+  for (int i = 0; i < PQntuples(res); i++) {
+    mqproc__sweep_row_t r = {.job_id = PQgetvalue(res, i, 0),
+                             .request_json = PQgetvalue(res, i, 1),
+                             .format = PQgetvalue(res, i, 2),
+                             .attempt = atoi(PQgetvalue(res, i, 4))};
+    unsigned char *body = bytea_value(res, i, 3, &r.body_len);
+    r.body = body;
     if (!PQgetisnull(res, i, 1))
-      row(ud, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+      row(ud, &r);
+    PQfreemem(body);
+  }
   PQclear(res);
   return MQPROC_OK;
 }
@@ -341,7 +360,8 @@ static const char OUTBOX_SQL[] =
     "   AND " LEASE_END("lease_until", "$2") " < now()"
     "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format, state, attempt, result_published,"
-    "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, '')";
+    "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, ''),"
+    "   request_body";
 /* clang-format on */
 
 static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
@@ -361,8 +381,11 @@ static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lea
                               .callbacks_done = PQgetvalue(res, i, 6)[0] == 't',
                               .dead_letter_pending = PQgetvalue(res, i, 7)[0] == 't',
                               .last_error = PQgetvalue(res, i, 8)};
+    unsigned char *body = bytea_value(res, i, 9, &r.body_len);
+    r.body = body;
     if (!PQgetisnull(res, i, 1))
       row(ud, &r);
+    PQfreemem(body);
   }
   PQclear(res);
   return MQPROC_OK;
@@ -391,17 +414,23 @@ static int pg_record_callbacks(mqproc__store_t *base, const char *job_id, const 
 }
 
 static int pg_record_dead(mqproc__store_t *base, const char *processor, const char *job_id,
-                          const void *body, size_t len, const char *reason, const char *worker_id,
-                          char *err) {
-  const char *vals[5] = {processor, job_id, reason, body != NULL ? (const char *)body : "",
-                         worker_id};
-  int lens[5] = {0, 0, 0, (int)len, 0};
-  int fmts[5] = {0, 0, 0, 1, 0};
-  return mqproc__pg_run(
-      (pg_store_t *)base,
-      "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, body, worker_id)"
-      " VALUES ($1, $2, $3, $4::bytea, $5)",
-      5, vals, lens, fmts, NULL, err);
+                          const void *body, size_t len, size_t keep, const char *reason,
+                          const char *worker_id, char *err) {
+  unsigned char sha[32];
+  char total[24];
+  size_t kept = len < keep ? len : keep;
+  const char *vals[7] = {
+      processor, job_id, reason,           body != NULL ? (const char *)body : "",
+      worker_id, total,  (const char *)sha};
+  int lens[7] = {0, 0, 0, (int)kept, 0, 0, (int)sizeof(sha)};
+  int fmts[7] = {0, 0, 0, 1, 0, 0, 1};
+  mqproc__sha256(body != NULL ? body : "", len, sha);
+  snprintf(total, sizeof(total), "%zu", len);
+  return mqproc__pg_run((pg_store_t *)base,
+                        "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, body,"
+                        " worker_id, body_len, body_sha256)"
+                        " VALUES ($1, $2, $3, $4::bytea, $5, $6::bigint, $7::bytea)",
+                        7, vals, lens, fmts, NULL, err);
 }
 
 /* ---- class -------------------------------------------------------------------------- */

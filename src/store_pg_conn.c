@@ -16,7 +16,7 @@
 #include "store_pg_int.h"
 #include "util.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 
 /* libpq's messages end in a newline and may have detail lines: keep the first. */
 static void one_line(char *err) {
@@ -24,10 +24,25 @@ static void one_line(char *err) {
     err[strcspn(err, "\n")] = '\0';
 }
 
-/* A failed statement's error, with its SQLSTATE: MQPROC_ESTORE_QUERY. */
+int mqproc__pg_classify(const char *sqlstate) {
+  static const char *const outage[] = {"08",    "53",    "57P01", "57P02",
+                                       "57P03", "57P04", "57P05", "58"};
+  static const char *const data[] = {"22", "23", "54"};
+  if (sqlstate == NULL)
+    return MQPROC_ESTORE_QUERY;
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(outage); i++)
+    if (strncmp(sqlstate, outage[i], strlen(outage[i])) == 0)
+      return MQPROC_ESTORE_CONNECT;
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(data); i++)
+    if (strncmp(sqlstate, data[i], strlen(data[i])) == 0)
+      return MQPROC_ESTORE_DATA;
+  return MQPROC_ESTORE_QUERY;
+}
+
+/* A failed statement's error, with its SQLSTATE, classified (mqproc__pg_classify). */
 static int query_error(const PGresult *res, char *err) {
   const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-  int rc = mqproc__err(err, MQPROC_ESTORE_QUERY, "query failed (SQLSTATE %s): %s",
+  int rc = mqproc__err(err, mqproc__pg_classify(state), "query failed (SQLSTATE %s): %s",
                        state != NULL ? state : "?", PQresultErrorMessage(res));
   one_line(err);
   return rc;
@@ -67,14 +82,37 @@ static int ensure_conn(pg_store_t *s, char *err) {
 
 /* Runs sql with n text parameters (NULL = SQL NULL; binary when fmts[i] is 1). On success
  * *out (if not NULL) gets the result, which the caller PQclear()s. */
+/* Text parameters must be valid UTF-8 (the server refuses anything else with a data
+ * error): error texts from processors and excerpts cut mid-character are cleaned here. */
+static int clean_params(int n, const char *const *vals, const int *fmts, const char **clean,
+                        char **copies, char *err) {
+  for (int i = 0; i < n; i++) {
+    clean[i] = vals[i];
+    copies[i] = NULL;
+    if (vals[i] != NULL && (fmts == NULL || fmts[i] == 0) &&
+        (clean[i] = mqproc__utf8_clean(vals[i], &copies[i])) == NULL)
+      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  return MQPROC_OK;
+}
+
 int mqproc__pg_run(pg_store_t *s, const char *sql, int n, const char *const *vals, const int *lens,
                    const int *fmts, PGresult **out, char *err) {
+  const char *clean[MQPROC__PG_MAX_PARAMS];
+  char *copies[MQPROC__PG_MAX_PARAMS];
   PGresult *res;
   ExecStatusType st;
   int rc = ensure_conn(s, err);
   if (rc != MQPROC_OK)
     return rc;
-  res = PQexecParams(s->conn, sql, n, NULL, vals, lens, fmts, 0);
+  if (n > MQPROC__PG_MAX_PARAMS)
+    return mqproc__err(err, MQPROC_EINVAL, "too many statement parameters");
+  rc = clean_params(n, vals, fmts, clean, copies, err);
+  res = rc != MQPROC_OK ? NULL : PQexecParams(s->conn, sql, n, NULL, clean, lens, fmts, 0);
+  for (int i = 0; i < n; i++)
+    free(copies[i]);
+  if (rc != MQPROC_OK)
+    return rc;
   st = PQresultStatus(res);
   if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
     if (out != NULL)
@@ -92,6 +130,10 @@ int mqproc__pg_run(pg_store_t *s, const char *sql, int n, const char *const *val
     one_line(err);
   } else {
     rc = query_error(res, err);
+    if (rc == MQPROC_ESTORE_CONNECT && PQstatus(s->conn) == CONNECTION_OK) {
+      PQfinish(s->conn); /* an availability error (shutdown, disk full): connect anew */
+      s->conn = NULL;
+    }
   }
   PQclear(res);
   return rc;

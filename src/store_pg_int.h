@@ -13,6 +13,15 @@ typedef struct pg_store {
   PGconn *conn;
 } pg_store_t;
 
+/* Most parameters any statement takes. */
+#define MQPROC__PG_MAX_PARAMS 16
+
+/* How a failed statement's SQLSTATE is treated: connection and availability classes (08,
+ * 53, 57P0x, 58) are outages (MQPROC_ESTORE_CONNECT); data, constraint and limit classes
+ * (22, 23, 54) mean the data cannot be stored, ever (MQPROC_ESTORE_DATA); anything else
+ * may pass when tried again (MQPROC_ESTORE_QUERY). */
+int mqproc__pg_classify(const char *sqlstate);
+
 /* Runs sql with n text parameters (NULL = SQL NULL; binary when fmts[i] is 1), connecting
  * first if needed. On success *out (if not NULL) gets the result, which the caller
  * PQclear()s. MQPROC_ESTORE_CONNECT when the connection is lost, MQPROC_ESTORE_QUERY when

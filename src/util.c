@@ -1,6 +1,7 @@
 /* Small helpers shared by every module: error buffers, allocation, clocks. */
 #include "util.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,4 +67,69 @@ int64_t mqproc__now_ms(void) {
 
 int64_t mqproc__wall_ms(void) {
   return clock_ms(CLOCK_REALTIME);
+}
+
+size_t mqproc__utf8_seq_len(const unsigned char *s, size_t n) {
+  unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+  size_t len, i;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    len = 2;
+  else if (c >= 0xE0 && c <= 0xEF)
+    len = 3;
+  else if (c >= 0xF0 && c <= 0xF4)
+    len = 4;
+  else
+    return 0;
+  if (c == 0xE0)
+    lo = 0xA0;
+  else if (c == 0xED)
+    hi = 0x9F;
+  else if (c == 0xF0)
+    lo = 0x90;
+  else if (c == 0xF4)
+    hi = 0x8F;
+  if (n < len || s[1] < lo || s[1] > hi)
+    return 0;
+  for (i = 2; i < len; i++)
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+  return len;
+}
+
+const char *mqproc__utf8_clean(const char *s, char **copy) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t n = strlen(s), i = 0;
+  *copy = NULL;
+  while (i < n && mqproc__utf8_seq_len(u + i, n - i) != 0)
+    i += mqproc__utf8_seq_len(u + i, n - i);
+  if (i == n)
+    return s;
+  if ((*copy = mqproc__strdup(s)) == NULL)
+    return NULL;
+  while (i < n) {
+    size_t k = mqproc__utf8_seq_len(u + i, n - i);
+    if (k == 0) {
+      (*copy)[i] = '?';
+      k = 1;
+    }
+    i += k;
+  }
+  return *copy;
+}
+
+void mqproc__utf8_truncate(char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n <= max)
+    return;
+  while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+    max--; /* s[max] continues a character: cut before its first byte */
+  s[max] = '\0';
+}
+
+void mqproc__sha256(const void *data, size_t len, unsigned char out[32]) {
+  unsigned int n = 32;
+  if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1)
+    memset(out, 0, 32); /* only without memory; a zero hash is recognisably not one */
 }

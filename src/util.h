@@ -26,6 +26,20 @@ int64_t mqproc__now_ms(void);
 /* Wall-clock milliseconds since the epoch (for logs and records). */
 int64_t mqproc__wall_ms(void);
 
+/* Length of the UTF-8 sequence at s[0..n), or 0 when it is malformed (overlong forms,
+ * surrogates and code points above U+10FFFF included). n >= 1. */
+size_t mqproc__utf8_seq_len(const unsigned char *s, size_t n);
+/* s itself when it is valid UTF-8; otherwise a copy in *copy (caller frees) with each
+ * malformed byte replaced by '?'. NULL when out of memory. Text for PostgreSQL (which
+ * refuses malformed UTF-8) that may hold bytes from elsewhere: a processor's error text,
+ * an excerpt cut in the middle of a character. */
+const char *mqproc__utf8_clean(const char *s, char **copy);
+/* Cuts s (NUL-terminated, valid UTF-8) to at most max bytes at a character boundary. */
+void mqproc__utf8_truncate(char *s, size_t max);
+
+/* SHA-256 of len bytes (libcrypto). */
+void mqproc__sha256(const void *data, size_t len, unsigned char out[32]);
+
 #define MQPROC__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

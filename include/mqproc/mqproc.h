@@ -48,12 +48,14 @@ extern "C" {
   X(EBROKER_UNROUTABLE, -0x0103, "message returned by the broker as unroutable")                   \
   X(EBROKER_NACKED, -0x0104, "message nacked by the broker")                                       \
   X(EBROKER_DECLARE, -0x0105, "broker refused a declaration")                                      \
-  X(_BROKER_NEXT, -0x0106, "(sentinel)")                                                           \
+  X(EBROKER_BLOCKED, -0x0106, "broker blocked publishing (resource alarm)")                        \
+  X(_BROKER_NEXT, -0x0107, "(sentinel)")                                                           \
   X(ESTORE_CONNECT, -0x0200, "cannot connect to the job store")                                    \
   X(ESTORE_QUERY, -0x0201, "job store query failed")                                               \
   X(ESTORE_FENCED, -0x0202, "write refused: a newer attempt owns the job")                         \
   X(ESTORE_NOTFOUND, -0x0203, "job not found in the store")                                        \
-  X(_STORE_NEXT, -0x0204, "(sentinel)")                                                            \
+  X(ESTORE_DATA, -0x0204, "job store refused the data (the message caused it)")                    \
+  X(_STORE_NEXT, -0x0205, "(sentinel)")                                                            \
   X(ECODEC_SYNTAX, -0x0300, "message is neither valid JSON nor valid YAML")                        \
   X(ECODEC_INVALID, -0x0301, "message does not follow the processing-message schema")              \
   X(ECODEC_TOO_LARGE, -0x0302, "message exceeds the size limit")                                   \

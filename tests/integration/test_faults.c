@@ -7,8 +7,11 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -277,4 +280,80 @@ Test(faults, an_early_acked_outcome_left_unsent_at_shutdown_is_sent_by_another_s
   it_server_stop(a);
   it_server_stop(b);
   cr_expect_eq(it_file_lines(marker), 1, "ran once");
+}
+
+/* A broker that stops reading (RabbitMQ under a disk alarm blocks publishers) never blocks
+ * the server's loop: the client announces connection.blocked, a dead letter waits for the
+ * unblock, and SIGTERM, lease renewals and reaping go on. */
+static void alarm_off(void) {
+  it_rabbitmqctl("set_disk_free_limit 50000000"); /* the broker's default: later tests publish */
+  it_cleanup();
+}
+
+Test(faults, a_broker_under_a_disk_alarm_never_blocks_the_loop, .fini = alarm_off) {
+  char *proc = it_name("alarm"), *results = it_name("alarm-result");
+  const char *extra[] = {"--max-message-size=1048576", "--shutdown-grace=1", NULL};
+  size_t len = 2 * 1024 * 1024;
+  char *body = malloc(len);
+  it_server_t *a, *b;
+  it_msg_t m;
+  int st;
+  memset(body, 'x', len); /* too large: its dead letter (a 2 MiB publish) is what waits */
+  it_declare(proc);
+  it_declare(results);
+  it_publish_len(proc, body, len);
+  free(body);
+  it_rabbitmqctl("set_disk_free_limit 100000GB");
+  a = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  /* RabbitMQ blocks a connection once it publishes under an alarm: the dead letter does
+   * that; its confirm then waits for the unblock, as any further publish would */
+  cr_assert(it_server_wait_log(a, "the broker blocked publishing", WAIT_MS));
+  it_server_signal(a, SIGTERM); /* handled: the loop is not stuck in a write */
+  st = it_server_wait_exit(a, 20000);
+  cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "stopped: status %d", st);
+  cr_expect(it_server_wait_log(a, "stopping while the broker blocks publishing; requeued", 1000));
+  cr_expect_eq(it_server_connections(a), 1);
+  it_server_stop(a);
+  it_rabbitmqctl("set_disk_free_limit 50000000");
+  b = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  cr_assert(it_get(it_fmt("%s.dead", proc), WAIT_MS, &m), "the held message was lost");
+  cr_expect(strstr(m.reason, "exceeds the limit of 1048576 bytes") != NULL, "%s", m.reason);
+  cr_expect_eq(m.len, len);
+  it_msg_free(&m);
+  it_publish(proc,
+             it_job_json(proc, "alarm-ok", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  expect_one_success("alarm-ok", results);
+  cr_expect_eq(it_server_connections(b), 1);
+  it_server_stop(b);
+}
+
+/* After a broker restart while a command runs, the loop sleeps: the old socket's watch is
+ * removed before the socket is closed, and no child holds a copy that would keep it
+ * readable (it used to spin at 100 % CPU until the job ended). */
+Test(faults, a_broker_restart_while_a_command_runs_leaves_the_loop_idle) {
+  char *proc = it_name("spin"), *results = it_name("spin-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir()), *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *extra[] = {"--heartbeat=5", NULL}, *envp[4];
+  it_server_t *srv;
+  pid_t sup;
+  double cpu;
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(envp, marker, "0", gate));
+  it_publish(proc, it_job_json(proc, "spin-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job spin-1: attempt 1 try 1 started", WAIT_MS));
+  sup = it_child_of(it_server_pid(srv));
+  cr_assert_gt(sup, 0);
+  cr_expect_eq(it_count_sockets(sup), 0, "the try's supervisor holds the server's sockets");
+  it_services("rabbitmq-stop");
+  cr_assert(it_server_wait_log(srv, "broker connection lost", WAIT_MS));
+  it_services("rabbitmq-start");
+  cr_assert(it_server_wait_log(srv, "connected to the broker (connection 2)", WAIT_MS));
+  cpu = it_cpu_seconds(it_server_pid(srv));
+  usleep(3000000); /* the measuring window itself, not a wait for an event */
+  cpu = it_cpu_seconds(it_server_pid(srv)) - cpu;
+  cr_log_info("CPU while a job ran after the reconnect: %.2f s in 3 s", cpu);
+  cr_expect_lt(cpu, 1.0, "the loop spun: %.2f CPU seconds in 3 s", cpu);
+  it_open_gate(gate);
+  expect_one_success("spin-1", results);
+  it_server_stop(srv);
 }

@@ -340,6 +340,7 @@ def test_decoding(channel):
     server = start_server([MQPROC, "processing-server", "--processor", processor, "--exec",
                            shlex.quote(script), "--queue", AMQP, "--database", DB, "--migrate",
                            "--callback-retries=0", "--callback-timeout-ms=500",
+                           "--pass-env=COPY_DIR",
                            "--log-dir", os.path.join(WORK, "logs")], log, env)
     try:
         long_text = ("a long parameter value with many words that PyYAML folds onto several "

@@ -4,6 +4,7 @@
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -394,6 +395,24 @@ struct it_server {
   int wstatus;
 };
 
+/* Servers of this test not yet seen exiting: killed by it_cleanup() when a failed
+ * assertion ended the test before it stopped them. */
+static pid_t g_live[64];
+
+static void live_add(pid_t pid) {
+  for (size_t i = 0; i < sizeof(g_live) / sizeof(g_live[0]); i++)
+    if (g_live[i] == 0) {
+      g_live[i] = pid;
+      return;
+    }
+}
+
+static void live_drop(pid_t pid) {
+  for (size_t i = 0; i < sizeof(g_live) / sizeof(g_live[0]); i++)
+    if (g_live[i] == pid)
+      g_live[i] = 0;
+}
+
 static void *reader_main(void *arg) {
   it_server_t *s = arg;
   FILE *in = fdopen(s->out_fd, "r");
@@ -435,12 +454,13 @@ static void build_argv(const char **argv, size_t cap, const char *processor, con
   argv[n++] = "--log-dir";
   argv[n++] = logdir;
   argv[n++] = "--retry-backoff-ms=10";
+  argv[n++] = "--pass-env=PROC_*"; /* the test processors' knobs (procs/proc.sh) */
   for (; extra != NULL && *extra != NULL && n < cap - 1; extra++)
     argv[n++] = *extra;
   argv[n] = NULL;
 }
 
-it_server_t *it_server_start(const char *processor, const char *exec, const char *const *extra,
+it_server_t *it_server_spawn(const char *processor, const char *exec, const char *const *extra,
                              const char *const *envp) {
   it_server_t *s = calloc(1, sizeof(*s));
   const char *argv[64];
@@ -462,14 +482,64 @@ it_server_t *it_server_start(const char *processor, const char *exec, const char
     _exit(127);
   }
   close(fds[1]);
+  live_add(s->pid);
   s->out_fd = fds[0];
   snprintf(logpath, sizeof(logpath), "%s/server-%s-%d.log", it_tmpdir(), processor, (int)s->pid);
   s->log = fopen(logpath, "a");
   cr_assert_not_null(s->log);
   pthread_create(&s->reader, NULL, reader_main, s);
-  cr_assert(it_server_wait_log(s, "consuming from queue", 30000),
-            "server for %s did not start consuming (log %s)", processor, logpath);
   return s;
+}
+
+it_server_t *it_server_start(const char *processor, const char *exec, const char *const *extra,
+                             const char *const *envp) {
+  it_server_t *s = it_server_spawn(processor, exec, extra, envp);
+  cr_assert(it_server_wait_log(s, "consuming from queue", 30000),
+            "server for %s did not start consuming (pid %d)", processor, (int)s->pid);
+  return s;
+}
+
+int it_server_connections(it_server_t *s) {
+  return it_server_count_log(s, "connected to the broker (connection ");
+}
+
+double it_cpu_seconds(pid_t pid) {
+  char path[64], buf[2048], *p;
+  unsigned long ut = 0, st = 0;
+  FILE *f;
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  f = fopen(path, "r");
+  cr_assert_not_null(f, "no process %d", (int)pid);
+  cr_assert_not_null(fgets(buf, sizeof(buf), f));
+  fclose(f);
+  p = strrchr(buf, ')'); /* the command name may hold spaces */
+  cr_assert_not_null(p);
+  /* after ") ": state(3) ... utime is field 14, stime 15 */
+  cr_assert_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st), 2);
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+pid_t it_child_of(pid_t pid) {
+  char path[96], buf[256];
+  long child = 0;
+  FILE *f;
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return 0;
+  if (fgets(buf, sizeof(buf), f) != NULL)
+    child = strtol(buf, NULL, 10);
+  fclose(f);
+  return (pid_t)child;
+}
+
+void it_rabbitmqctl(const char *args) {
+  char line[2048];
+  int rc;
+  init_env();
+  snprintf(line, sizeof(line), "bash %s/scripts/services.sh rabbitmqctl %s %s >/dev/null 2>&1",
+           MQPROC_SOURCE_DIR, g_svcdir, args);
+  rc = system(line);
+  cr_assert_eq(rc, 0, "rabbitmqctl %s failed (%d)", args, rc);
 }
 
 static int deadline_wait(it_server_t *s, const struct timespec *until) {
@@ -539,6 +609,7 @@ int it_server_wait_exit(it_server_t *s, int timeout_ms) {
   if (eof)
     waitpid(s->pid, &s->wstatus, 0);
   s->waited = 1;
+  live_drop(s->pid);
   return s->wstatus;
 }
 
@@ -641,6 +712,11 @@ const char *it_proc(const char *script) {
 }
 
 void it_cleanup(void) {
+  for (size_t i = 0; i < sizeof(g_live) / sizeof(g_live[0]); i++) {
+    if (g_live[i] != 0)
+      kill(g_live[i], SIGKILL);
+    g_live[i] = 0;
+  }
   for (size_t i = 0; i < g_n_kept; i++)
     free(g_kept[i]);
   free(g_kept);
@@ -661,4 +737,44 @@ void it_cleanup(void) {
   free(g_dburl);
   free(g_tmpdir);
   g_amqp = g_pg = g_svcdir = g_dburl = g_tmpdir = NULL;
+}
+
+char *it_read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  if (f == NULL)
+    return NULL;
+  do {
+    if (cap - len < 4096) {
+      cap = cap * 2 + 8192;
+      buf = realloc(buf, cap);
+      cr_assert_not_null(buf);
+    }
+    n = fread(buf + len, 1, cap - len - 1, f);
+    len += n;
+  } while (n > 0);
+  fclose(f);
+  buf[len] = '\0';
+  return keep(buf);
+}
+
+int it_count_sockets(pid_t pid) {
+  char path[64], link[384], target[300];
+  struct dirent *e;
+  DIR *d;
+  int n = 0;
+  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+  d = opendir(path);
+  cr_assert_not_null(d, "%s", path);
+  while ((e = readdir(d)) != NULL) {
+    ssize_t len;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+    len = readlink(link, target, sizeof(target) - 1);
+    n += len > 0 && strncmp(target, "socket:", 7) == 0;
+  }
+  closedir(d);
+  return n;
 }

@@ -76,6 +76,17 @@ typedef struct it_server it_server_t;
  * waits until it consumes. envp adds KEY=VALUE pairs (NULL-terminated, may be NULL). */
 it_server_t *it_server_start(const char *processor, const char *exec, const char *const *extra,
                              const char *const *envp);
+/* it_server_start() without waiting for it to consume (for servers that must fail). */
+it_server_t *it_server_spawn(const char *processor, const char *exec, const char *const *extra,
+                             const char *const *envp);
+/* Broker connections the server made so far (1 = it never reconnected). */
+int it_server_connections(it_server_t *s);
+/* User + system CPU seconds a process has used so far. */
+double it_cpu_seconds(pid_t pid);
+/* The (first) child process of pid, 0 when it has none. */
+pid_t it_child_of(pid_t pid);
+/* Runs rabbitmqctl ARGS on this run's broker (e.g. "set_disk_free_limit 1000GB"). */
+void it_rabbitmqctl(const char *args);
 /* Waits until a log line containing text has appeared (counting from the start);
  * returns 1, or 0 on timeout. */
 int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms);
@@ -98,6 +109,10 @@ char *it_job_json(const char *processor, const char *job_id, const char *extra);
 /* The same message as OCR-D's PyYAML would write it (block style, sorted keys). */
 char *it_job_yaml(const char *processor, const char *job_id, const char *result_queue);
 
+/* A file's content (NULL when it cannot be read), owned by the harness. */
+char *it_read_file(const char *path);
+/* Sockets among the open fds of a process. */
+int it_count_sockets(pid_t pid);
 /* Lines in a file (0 when missing). */
 int it_file_lines(const char *path);
 /* Opens a gate: creates the (empty) file path that jobs of proc.sh with PROC_GATE=path

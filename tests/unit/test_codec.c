@@ -451,6 +451,16 @@ Test(parse, flow_yaml_falls_back_from_json) {
   json_decref(want);
 }
 
+Test(parse_errors, json_that_json_cannot_hold_is_a_json_error_not_yaml) {
+  /* read as YAML flow text, each would parse (1e400 as the string "1e400") */
+  assert_syntax_str("{\"job_id\": \"x\", \"n\": 1e400}",
+                    "JSON: line 1, column 26: real number overflow near '1e400'");
+  assert_syntax_str("{\"n\": 123456789012345678901234567890}",
+                    "JSON: line 1, column 36: too big integer");
+  assert_syntax_str("{\"s\": \"a\\u0000b\"}", "JSON: line 1, column 16: \\u0000 is not allowed");
+  assert_syntax_str("{\"a\": 1, \"a\": 2}", "JSON: line 1, column 12: duplicate object key near");
+}
+
 Test(parse, body_is_not_nul_terminated) {
   static const char body[] = {'a', ':', ' ', '1', '2', 'x', 'y', 'z'};
   char err[MQPROC_ERR_LEN] = "";
@@ -558,7 +568,7 @@ Test(parse_errors, unsupported_tags) {
 Test(parse_errors, keys) {
   assert_syntax_str("a: 1\nb: 2\na: 3\n", "line 3, column 1: duplicate key 'a'");
   assert_syntax_str("{\"a\": 1, \"a\": 2}", "JSON: line 1, column 12: duplicate object key near "
-                                            "'\"a\"'; YAML: line 1, column 10: duplicate key 'a'");
+                                            "'\"a\"'");
   assert_syntax_str("{a: 1, a: 2}", "duplicate key 'a'");
   assert_syntax_str("? [a]\n: 1\n", "line 1, column 3: mapping keys must be scalars");
   assert_syntax_str("{[a]: 1}", "mapping keys must be scalars");
@@ -992,6 +1002,56 @@ Test(validate, nul_inside_strings) {
                  "path_to_mets: must not contain NUL characters");
   assert_invalid(doc_with("input_file_grps", "[\"A\\u0000\"]"), NULL,
                  "input_file_grps: item 1 must be a non-empty string without NUL, got a string");
+}
+
+Test(validate, what_amqp_and_postgresql_cannot_carry_is_refused_at_decode) {
+  char big[300], *json = NULL;
+  mqproc__msg_t *m;
+  memset(big, 'a', 255);
+  big[255] = '\0';
+  cr_assert(asprintf(&json, "\"%s\"", big) > 0);
+  m = assert_valid(doc_with("job_id", json), NULL); /* 255 bytes: the AMQP limit, still fine */
+  mqproc__msg_free(m);
+  free(json);
+  big[255] = 'a';
+  big[256] = '\0';
+  cr_assert(asprintf(&json, "\"%s\"", big) > 0);
+  assert_invalid(doc_with("job_id", json), NULL,
+                 "job_id: must be at most 255 bytes (it is the AMQP message_id of the result), "
+                 "got 256");
+  assert_invalid(doc_with("result_queue_name", json), NULL,
+                 "result_queue_name: must be at most 255 bytes (an AMQP queue name), got 256");
+  free(json);
+  assert_invalid(doc_with("created_time", "1718000000000000"), NULL,
+                 "created_time: must be Unix time in seconds, at most 253402300799 (9999-12-31), "
+                 "got 1718000000000000 (milliseconds or microseconds?)");
+  m = assert_valid(doc_with("created_time", "253402300799"), NULL);
+  mqproc__msg_free(m);
+  assert_invalid(doc_with("time_limit", "9223372036854775807"), NULL,
+                 "time_limit: must be at most 31536000 seconds, got 9223372036854775807");
+  assert_invalid(doc_with("parameters", "{\"a\": {\"b\": [\"x\", \"y\\u0000z\"]}}"), NULL,
+                 "parameters.a.b[1]: must not contain NUL characters");
+}
+
+Test(validate, file_group_lists_are_bounded) {
+  json_t *many = json_array(), *doc;
+  for (int i = 0; i < 257; i++)
+    json_array_append_new(many, json_string("G"));
+  doc = valid_doc();
+  json_object_set_new(doc, "input_file_grps", many);
+  assert_invalid(doc, NULL, "input_file_grps: at most 256 file groups, got 257");
+  many = json_array();
+  for (int i = 0; i < 100; i++) {
+    char name[1000];
+    memset(name, 'g', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    json_array_append_new(many, json_string(name));
+  }
+  doc = valid_doc();
+  json_object_set_new(doc, "output_file_grps", many);
+  assert_invalid(doc, NULL,
+                 "output_file_grps: the file group names take 100000 bytes, at most 65536 are "
+                 "allowed");
 }
 
 Test(validate, document_must_be_a_mapping) {

@@ -92,3 +92,16 @@ Test(config, exec_is_not_an_option_of_a_c_processor) {
   cr_expect_eq(mqproc__config_load(&c, MQPROC__CLI_C, 1, argv, err), MQPROC_ECONFIG);
   mqproc__config_free(&c);
 }
+
+Test(config, empty_and_one_byte_arguments_are_refused_cleanly) {
+  /* ASan: the option name used to be read from past the end of "" and "-" */
+  static const char *const bad[] = {"", "-", "x"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    mqproc__config_t c;
+    char err[MQPROC_ERR_LEN] = "", *copy = strdup(bad[i]), *argv[] = {copy};
+    cr_expect_eq(load(&c, 1, argv, err), MQPROC_ECONFIG, "'%s'", bad[i]);
+    cr_expect(strstr(err, "unexpected argument") != NULL, "%s", err);
+    mqproc__config_free(&c);
+    free(copy);
+  }
+}

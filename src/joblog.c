@@ -1,0 +1,121 @@
+/* Per-job log files (see joblog.h). */
+#include "joblog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define PLAIN_MAX 200 /* a longer job_id is hashed */
+#define PREFIX_LEN 64 /* readable start kept before the hash */
+
+static int plain_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+void mqproc__joblog_name(const char *job_id, char *out, size_t n) {
+  size_t len = strlen(job_id), i;
+  unsigned char sha[32];
+  char prefix[PREFIX_LEN + 1];
+  int plain = len > 0 && len <= PLAIN_MAX && job_id[0] != '.';
+  for (i = 0; plain && i < len; i++)
+    plain = plain_char(job_id[i]);
+  if (plain) {
+    snprintf(out, n, "%s.log", job_id);
+    return;
+  }
+  for (i = 0; i < len && i < PREFIX_LEN; i++)
+    prefix[i] = plain_char(job_id[i]) && (i > 0 || job_id[i] != '.') ? job_id[i] : '_';
+  prefix[i] = '\0';
+  mqproc__sha256(job_id, len, sha);
+  snprintf(out, n, "%s~%02x%02x%02x%02x%02x%02x%02x%02x.log", prefix, sha[0], sha[1], sha[2],
+           sha[3], sha[4], sha[5], sha[6], sha[7]);
+}
+
+/* mkdir -p for dir, with 0750 for what it creates. */
+static int make_dirs(const char *dir) {
+  char *path = mqproc__strdup(dir), *p;
+  int rc = 0;
+  if (path == NULL)
+    return -1;
+  for (p = path + 1; rc == 0; p++) {
+    if (*p != '/' && *p != '\0')
+      continue;
+    char c = *p;
+    *p = '\0';
+    if (mkdir(path, 0750) < 0 && errno != EEXIST)
+      rc = -1;
+    *p = c;
+    if (c == '\0')
+      break;
+  }
+  free(path);
+  return rc;
+}
+
+int mqproc__joblog_prepare(const char *dir, char *err) {
+  struct stat st;
+  if (make_dirs(dir) < 0 || stat(dir, &st) < 0)
+    return mqproc__err(err, MQPROC_ECONFIG, "--log-dir %s: %s", dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return mqproc__err(err, MQPROC_ECONFIG, "--log-dir %s: not a directory", dir);
+  if (st.st_mode & S_IWOTH)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "--log-dir %s: every user may write there (mode %04o): choose a private "
+                       "directory for the job logs",
+                       dir, (unsigned)(st.st_mode & 07777));
+  return MQPROC_OK;
+}
+
+/* An fd opened relative to parent must be ours, and a file have no other links. */
+static int owned(int fd, int want_dir, const char *what, char *err) {
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return mqproc__err(err, -1, "%s: %s", what, strerror(errno));
+  if (st.st_uid != geteuid())
+    return mqproc__err(err, -1, "%s belongs to uid %u, not to this server: refused", what,
+                       (unsigned)st.st_uid);
+  if (!want_dir && (!S_ISREG(st.st_mode) || st.st_nlink != 1))
+    return mqproc__err(err, -1, "%s is not a plain file of its own (links: %lu): refused", what,
+                       (unsigned long)st.st_nlink);
+  return 0;
+}
+
+int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char *err) {
+  int dfd = -1, sfd = -1, fd = -1;
+  if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    mqproc__err(err, -1, "cannot open the log dir %s: %s", dir, strerror(errno));
+    goto out;
+  }
+  if (mkdirat(dfd, sub, 0750) < 0 && errno != EEXIST) {
+    mqproc__err(err, -1, "cannot create %s/%s: %s", dir, sub, strerror(errno));
+    goto out;
+  }
+  if ((sfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    mqproc__err(err, -1, "cannot open %s/%s: %s", dir, sub,
+                errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)" : strerror(errno));
+    goto out;
+  }
+  if (owned(sfd, 1, sub, err) < 0)
+    goto out;
+  fd = openat(sfd, name, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0640);
+  if (fd < 0)
+    mqproc__err(err, -1, "cannot open job log %s/%s/%s: %s", dir, sub, name,
+                errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+  else if (owned(fd, 0, name, err) < 0) {
+    close(fd);
+    fd = -1;
+  }
+out:
+  if (sfd >= 0)
+    close(sfd);
+  if (dfd >= 0)
+    close(dfd);
+  return fd;
+}

@@ -1,0 +1,119 @@
+/* The sweeper: every half lease, any server republishes the jobs whose early-acked holder
+ * died (their broker message is gone, the row alone carries them) and sends the outcome
+ * of final jobs whose holder died before sending it (the outbox). Runs from the server's
+ * tick; publishes through the server (mqproc__server_publish_job), whose confirm comes
+ * back to mqproc__sweeper_confirmed. Nothing is swept while the broker blocks publishing.
+ *
+ * A republish sends the original message bytes kept in the row (schema 4), so the job is
+ * decoded again exactly as the first time; a row that can never be published again (an
+ * AMQP encoding limit) is FAILED instead of coming back on every sweep.
+ */
+#include "sweeper.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codec.h"
+#include "delivery.h"
+#include "log.h"
+#include "util.h"
+
+/* The message to publish again: the original bytes (schema 4 keeps them), else the stored
+ * jsonb encoded again (rows written before). */
+static int republish_body(const mqproc__sweep_row_t *r, char **copy, const void **body, size_t *len,
+                          char *err) {
+  json_t *doc;
+  int rc;
+  *copy = NULL;
+  if (r->body != NULL) {
+    *body = r->body;
+    *len = r->body_len;
+    return MQPROC_OK;
+  }
+  if ((doc = json_loads(r->request_json, 0, NULL)) == NULL)
+    return mqproc__err(err, MQPROC_EINVAL, "stored request unreadable");
+  rc = mqproc__doc_encode(doc, mqproc__format_parse(r->format), copy, len, err);
+  json_decref(doc);
+  *body = *copy;
+  return rc;
+}
+
+/* A job whose message can never be published again (it cannot be encoded): FAILED, so it
+ * does not come back on every sweep. */
+static void republish_refused(mqproc__server_t *srv, const mqproc__sweep_row_t *r,
+                              const char *why) {
+  char err[MQPROC_ERR_LEN], reason[MQPROC_ERR_LEN];
+  snprintf(reason, sizeof(reason), "cannot republish the stored request: %s", why);
+  MQPROC__ERROR("job %s: %s; FAILED", r->job_id, reason);
+  if (mqproc__store_give_up(srv->store, r->job_id, r->attempt, reason, err) != MQPROC_OK)
+    MQPROC__WARN("job %s: %s", r->job_id, err);
+}
+
+static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
+  mqproc__server_t *srv = ud;
+  char err[MQPROC_ERR_LEN], *copy;
+  mqproc__publish_t p = {.exchange = srv->cfg->exchange,
+                         .routing_key = srv->processor,
+                         .content_type = "application/json", /* as OCR-D labels both */
+                         .message_id = r->job_id,
+                         .persistent = srv->cfg->queue_durable,
+                         .mandatory = 1};
+  int rc = republish_body(r, &copy, &p.body, &p.len, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__server_publish_job(srv, r->job_id, &p, err);
+  if (rc == MQPROC_OK)
+    MQPROC__INFO("job %s: its holder is gone; republished the stored request", r->job_id);
+  else if (rc == MQPROC_EINVAL)
+    republish_refused(srv, r, err);
+  else
+    MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", r->job_id, err);
+  free(copy);
+}
+
+void mqproc__sweeper_confirmed(mqproc__server_t *srv, const char *job_id, int status) {
+  char err[MQPROC_ERR_LEN];
+  if (status != MQPROC_OK) {
+    MQPROC__WARN("job %s: republished request not confirmed (%s); the next sweep retries", job_id,
+                 mqproc_strerror(status));
+    return;
+  }
+  if (mqproc__store_republished(srv->store, job_id, err) != MQPROC_OK)
+    MQPROC__WARN("job %s: %s (a later sweep may send a duplicate; the claim absorbs it)", job_id,
+                 err);
+}
+
+/* A final job's outcome its dead holder never sent: a delivery without a broker message
+ * sends it (result, callbacks) like any other. */
+static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d = mqproc__delivery_new_outbox(srv, r);
+  if (d != NULL) /* else logged; its grace lease runs out and a later sweep tries again */
+    mqproc__server_add_delivery(srv, d);
+}
+
+void mqproc__sweeper_run(mqproc__server_t *srv) {
+  char err[MQPROC_ERR_LEN];
+  int64_t now = mqproc__now_ms();
+  int every_ms = srv->cfg->lease_s * 500, rc;
+  if (!srv->broker_up || srv->broker_blocked || srv->store_paused || srv->stopping ||
+      now - srv->last_sweep_ms < every_ms)
+    return;
+  /* Right after a database outage every holder's lease may have run out only because it
+   * could not renew: give the holders two leases to renew before judging them dead. */
+  if (srv->store_back_ms != 0 && now - srv->store_back_ms < srv->cfg->lease_s * 2000LL)
+    return;
+  srv->last_sweep_ms = now;
+  rc = mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
+                           srv, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
+                                    send_outbox_row, srv, err);
+  if (rc != MQPROC_OK)
+    MQPROC__WARN("sweep failed: %s", err);
+  /* An idle server learns of a database outage here: pausing makes it wait the two
+   * leases above once the database is back, like a server that was running a job. A
+   * connection dropped while the database stays up (idle timeout, a proxy) is not an
+   * outage: the ping reconnects and the next sweep runs as usual. */
+  if (rc == MQPROC_ESTORE_CONNECT && mqproc__store_ping(srv->store, err) != MQPROC_OK)
+    mqproc__server_store_down(srv);
+}
