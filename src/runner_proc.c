@@ -13,16 +13,15 @@
  * Why fork rather than posix_spawn: posix_spawn cannot set a parent-death signal or a
  * resource limit. The server is multi-threaded (curl workers), so between fork and
  * execve the child makes only async-signal-safe calls: the program path, argv and envp
- * are all prepared before fork, and a failure is reported through a CLOEXEC pipe.
+ * are all prepared before fork, and a failure is reported through a CLOEXEC pipe (the
+ * pieces the runners share are in runner_common.c).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -32,7 +31,7 @@
 #include "argv.h"
 #include "log.h"
 #include "ocrd_cli.h"
-#include "runner.h"
+#include "runner_int.h"
 #include "util.h"
 
 extern char **environ;
@@ -68,37 +67,7 @@ typedef struct child_plan {
   int max_fd; /* for the fallback when close_range is missing */
 } child_plan_t;
 
-/* What the child writes to the report pipe when it cannot exec. */
-typedef struct child_report {
-  int stage;
-  int err;
-} child_report_t;
-
-enum { STAGE_EXEC, STAGE_SETPGID, STAGE_PRCTL, STAGE_DUP2, STAGE_RLIMIT, STAGE_PIPE, STAGE_FORK };
-static const char *const STAGE_NAMES[] = {"execve",    "setpgid", "prctl", "dup2",
-                                          "setrlimit", "pipe2",   "fork"};
-
-/* ---- the child's stdin and environment, built in the parent ------------------------ */
-
-static int stdin_memfd(const char *json, char *err) {
-  int fd = memfd_create("mqproc-job", MFD_CLOEXEC);
-  size_t len = strlen(json), off = 0;
-  if (fd < 0)
-    return mqproc__err(err, -1, "memfd_create: %s", strerror(errno));
-  while (off < len) {
-    ssize_t n = write(fd, json + off, len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      mqproc__err(err, -1, "writing the job to stdin: %s", strerror(errno));
-      close(fd);
-      return -1;
-    }
-    off += (size_t)n;
-  }
-  lseek(fd, 0, SEEK_SET);
-  return fd;
-}
+/* ---- the child's environment, built in the parent ---------------------------------- */
 
 /* environ + the MQPROC_* job variables (which replace inherited ones). */
 static char **build_env(const mqproc__run_spec_t *spec) {
@@ -146,19 +115,6 @@ static void free_env(char **env) {
 
 /* ---- the program and limits, resolved in the parent --------------------------------- */
 
-/* Moves fd above stdio: a server started with fd 0, 1 or 2 closed hands those numbers
- * out, and the child's dup2 onto 0-2 must not clobber one of its own sources. */
-static int lift_fd(int fd, char *err) {
-  int hi;
-  if (fd > 2)
-    return fd;
-  hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  close(fd);
-  if (hi < 0)
-    return mqproc__err(err, -1, "fcntl(F_DUPFD): %s", strerror(errno));
-  return hi;
-}
-
 /* Finds prog as execvp would (a name with a slash is taken as it is; otherwise the first
  * executable regular file along $PATH, an empty entry meaning the current directory).
  * Done in the parent because the child may not allocate. Returns a malloc'd path, or
@@ -196,10 +152,8 @@ static char *resolve_program(const char *prog, int *e) {
 /* The log limit applies as both soft and hard limit, so the processor cannot lift it,
  * but never above the hard limit the server runs under (raising it would fail). */
 static void plan_limits(child_plan_t *p, long max_log_bytes) {
-  struct rlimit cur, nofile;
-  p->max_fd = 65536;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < INT_MAX)
-    p->max_fd = (int)nofile.rlim_cur;
+  struct rlimit cur;
+  p->max_fd = mqproc__runner_max_fd();
   p->limit_fsize = max_log_bytes > 0;
   if (!p->limit_fsize)
     return;
@@ -211,23 +165,6 @@ static void plan_limits(child_plan_t *p, long max_log_bytes) {
 
 /* ---- in the child, between fork and execve: async-signal-safe calls only ------------ */
 
-__attribute__((noreturn)) static void child_fail(int report_fd, int stage) {
-  child_report_t rep = {stage, errno};
-  /* one write below PIPE_BUF is atomic; if it fails the parent sees an exit status */
-  ssize_t n = write(report_fd, &rep, sizeof(rep));
-  (void)n;
-  _exit(127);
-}
-
-/* Every fd but 0-2 must not reach the processor. They are marked CLOEXEC rather than
- * closed so the report pipe stays open until execve succeeds. */
-static void child_cloexec_fds(const child_plan_t *p) {
-  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
-    return;
-  for (int fd = 3; fd < p->max_fd; fd++) /* kernels before 5.11 */
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
 /* The processor proper: stdio, limits, exec. Its parent is the supervisor below. */
 __attribute__((noreturn)) static void processor_main(const child_plan_t *p) {
   struct sigaction dfl;
@@ -236,12 +173,12 @@ __attribute__((noreturn)) static void processor_main(const child_plan_t *p) {
   sigaction(SIGTERM, &dfl, NULL); /* the supervisor's handler is not for the processor */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (dup2(p->in_fd, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
-    child_fail(p->report_fd, STAGE_DUP2);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_DUP2);
   if (p->limit_fsize && setrlimit(RLIMIT_FSIZE, &p->fsize) < 0)
-    child_fail(p->report_fd, STAGE_RLIMIT);
-  child_cloexec_fds(p);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_RLIMIT);
+  mqproc__child_cloexec_from(3, p->max_fd); /* the report pipe stays open until execve */
   execve(p->path, p->argv, p->envp);
-  child_fail(p->report_fd, STAGE_EXEC);
+  mqproc__child_fail(p->report_fd, MQPROC__STAGE_EXEC);
 }
 
 /* The server died (PR_SET_PDEATHSIG): take the whole process group along, whatever the
@@ -267,30 +204,20 @@ __attribute__((noreturn)) static void supervise(pid_t pid) {
 /* The forked child: the group leader and supervisor of one try. It leads its own process
  * group (a time limit or the end of the try reaches all the processor started), dies with
  * the server and then kills the group, and runs the processor as its only child. */
-__attribute__((noreturn)) static void child_main(const child_plan_t *p) {
-  struct sigaction sa;
-  sigset_t none;
+__attribute__((noreturn)) static void child_main(void *arg) {
+  const child_plan_t *p = arg;
   pid_t pid;
   if (setpgid(0, 0) < 0)
-    child_fail(p->report_fd, STAGE_SETPGID);
-  /* the server ignores SIGPIPE and blocks SIGCHLD/TERM/INT/HUP for its signalfd; an
-   * ignored disposition and the mask would survive execve */
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; sig++)
-    sigaction(sig, &sa, NULL); /* SIGKILL, SIGSTOP and libc's own refuse: harmless */
-  sa.sa_handler = on_server_death;
-  sigaction(SIGTERM, &sa, NULL);
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_SETPGID);
+  mqproc__child_reset_signals(on_server_death);
   /* The signal follows the forking *thread*: the loop thread, which lives as long as the
    * server. */
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
-    child_fail(p->report_fd, STAGE_PRCTL);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_PRCTL);
   if (getppid() != p->server)
     _exit(127); /* the server died before prctl: nothing would tell us later */
   if ((pid = fork()) < 0)
-    child_fail(p->report_fd, STAGE_FORK);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_FORK);
   if (pid == 0)
     processor_main(p);
   close(p->report_fd); /* EOF for the server once the processor's execve closed its copy */
@@ -299,24 +226,12 @@ __attribute__((noreturn)) static void child_main(const child_plan_t *p) {
 
 /* ---- starting the child ------------------------------------------------------------- */
 
-/* 1 when the child reported a failure; 0 on EOF, which execve's CLOEXEC caused (or the
- * child exited early, which its exit status will tell). */
-static int read_report(int fd, child_report_t *rep) {
-  ssize_t n;
-  do
-    n = read(fd, rep, sizeof(*rep));
-  while (n < 0 && errno == EINTR);
-  return n == (ssize_t)sizeof(*rep);
-}
-
 /* "cannot start X: why" into err, and into the job log for whoever reads only that. */
-static int spawn_failed(const char *prog, int log_fd, const child_report_t *rep, char *err) {
-  char why[MQPROC_ERR_LEN];
-  if (rep->stage == STAGE_EXEC)
-    snprintf(why, sizeof(why), "cannot start %.300s: %s", prog, strerror(rep->err));
-  else
-    snprintf(why, sizeof(why), "cannot start %.300s: %s: %s", prog, STAGE_NAMES[rep->stage],
-             strerror(rep->err));
+static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report_t *rep,
+                        char *err) {
+  char why[MQPROC_ERR_LEN], what[160];
+  mqproc__child_report_text(rep, what, sizeof(what));
+  snprintf(why, sizeof(why), "cannot start %.300s: %s", prog, what);
   dprintf(log_fd, "mqproc: %s\n", why);
   return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
 }
@@ -326,9 +241,9 @@ static int spawn_failed(const char *prog, int log_fd, const child_report_t *rep,
 static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *argv, int in_fd,
                  int log_fd, pid_t *pid, char *err) {
   child_plan_t plan = {.argv = argv, .in_fd = in_fd, .log_fd = log_fd, .server = getpid()};
-  child_report_t rep = {STAGE_EXEC, 0};
+  mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
   char *path, **env;
-  int pfd[2], failed = 0;
+  int failed;
   if ((path = resolve_program(r->argv[0], &rep.err)) == NULL)
     return spawn_failed(r->argv[0], log_fd, &rep, err);
   if ((env = build_env(spec)) == NULL) {
@@ -338,40 +253,13 @@ static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *
   plan.path = path;
   plan.envp = env;
   plan_limits(&plan, spec->max_log_bytes);
-  if (pipe2(pfd, O_CLOEXEC) < 0) {
-    rep = (child_report_t){STAGE_PIPE, errno};
-    failed = 1;
-  } else {
-    plan.report_fd = pfd[1];
-    if ((*pid = fork()) == 0)
-      child_main(&plan);
-    if (*pid < 0)
-      rep = (child_report_t){STAGE_FORK, errno};
-    close(pfd[1]);
-    failed = *pid < 0 || read_report(pfd[0], &rep);
-    if (*pid > 0 && failed)
-      waitpid(*pid, NULL, 0); /* it has _exit()ed: not handed to the loop, reaped here */
-    close(pfd[0]);
-  }
+  failed = mqproc__runner_fork_exec(child_main, &plan, &plan.report_fd, pid, &rep) < 0;
   free(path);
   free_env(env);
   return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
 }
 
 /* ---- the try ------------------------------------------------------------------------ */
-
-static void describe_timeout(const mqproc__run_t *run, mqproc__run_result_t *res) {
-  long long ms = (long long)run->time_limit_ms;
-  res->status = MQPROC_ERUNNER_TIMEOUT;
-  res->exit_code = -1;
-  res->term_signal = SIGKILL;
-  if (ms % 1000 == 0)
-    snprintf(res->error, sizeof(res->error),
-             "processor exceeded its time limit of %lld s (process group killed)", ms / 1000);
-  else
-    snprintf(res->error, sizeof(res->error),
-             "processor exceeded its time limit of %lld ms (process group killed)", ms);
-}
 
 static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
   mqproc__run_t *run = ud;
@@ -383,7 +271,7 @@ static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
   res.duration_ms = mqproc__loop_now(loop) - run->started_ms;
   /* a process that exited on its own just as the limit fired keeps its own status */
   if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
-    describe_timeout(run, &res);
+    mqproc__runner_describe_timeout(run->time_limit_ms, &res);
   else
     mqproc__runner_describe(wstatus, &res);
   run->done(run->ud, &res);
@@ -428,9 +316,12 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN;
   if (run == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 || (log_fd = lift_fd(log_fd, err)) < 0)
+  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 ||
+      (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_free;
-  if ((in_fd = stdin_memfd(spec->request_json, err)) < 0 || (in_fd = lift_fd(in_fd, err)) < 0)
+  if ((in_fd = mqproc__runner_memfd("mqproc-job", spec->request_json, strlen(spec->request_json),
+                                    err)) < 0 ||
+      (in_fd = mqproc__runner_lift_fd(in_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_close;
   if (r->ocrd_cli) {
     if (spec->mets_path == NULL) {
@@ -510,57 +401,4 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
   r->base.klass = &proc_class;
   *out = &r->base;
   return MQPROC_OK;
-}
-
-/* ---- shared helpers ----------------------------------------------------------------- */
-
-static int mkdirs(const char *path) {
-  char *dir = mqproc__strdup(path), *p;
-  if (dir == NULL)
-    return -1;
-  for (p = dir + 1; *p != '\0'; p++) {
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        free(dir);
-        return -1;
-      }
-      *p = '/';
-    }
-  }
-  free(dir);
-  return 0;
-}
-
-int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
-  char head[512];
-  int fd, n;
-  if (mkdirs(spec->log_path) < 0 ||
-      (fd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
-    return mqproc__err(err, -1, "cannot open job log %s: %s", spec->log_path, strerror(errno));
-  n = snprintf(head, sizeof(head), "=== mqproc: job %s attempt %d try %d on %s ===\n",
-               spec->msg->job_id, spec->attempt, spec->try_no, spec->worker_id);
-  if (n > 0 && write(fd, head, (size_t)n < sizeof(head) ? (size_t)n : sizeof(head) - 1) < 0) {
-    /* a log header that cannot be written is not a reason to fail the try */
-  }
-  return fd;
-}
-
-void mqproc__runner_describe(int wstatus, mqproc__run_result_t *r) {
-  r->exit_code = -1;
-  r->term_signal = 0;
-  if (WIFEXITED(wstatus)) {
-    r->exit_code = WEXITSTATUS(wstatus);
-    r->status = r->exit_code == 0 ? MQPROC_OK : MQPROC_ERUNNER_FAILED;
-    if (r->exit_code != 0)
-      snprintf(r->error, sizeof(r->error), "processor exited with status %d", r->exit_code);
-  } else if (WIFSIGNALED(wstatus)) {
-    r->term_signal = WTERMSIG(wstatus);
-    r->status = MQPROC_ERUNNER_FAILED;
-    snprintf(r->error, sizeof(r->error), "processor killed by signal %d (%s)", r->term_signal,
-             strsignal(r->term_signal));
-  } else {
-    r->status = MQPROC_ERUNNER_FAILED;
-    snprintf(r->error, sizeof(r->error), "processor ended with wait status %d", wstatus);
-  }
 }
