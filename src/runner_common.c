@@ -1,7 +1,7 @@
 /* What the runner backends share: the job log, the texts a try ends with, and starting a
  * child process safely from the multi-threaded server (runner_int.h says how). Used by
- * runner_proc.c (a command per try) and runner_thread.c (the job log, the function's
- * result).
+ * runner_proc.c (a command per try), runner_worker.c (pre-started worker processes) and
+ * runner_thread.c (the job log, the function's result).
  */
 #include <errno.h>
 #include <fcntl.h>

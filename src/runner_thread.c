@@ -1,5 +1,7 @@
-/* Runner for C processors: the processing function runs on a worker thread with a
- * mqproc_job_t (job.c) and reports back through the loop's work completion. */
+/* Runner for C processors (--isolation=thread, the default): the processing function runs
+ * on a worker thread of the server with a mqproc_job_t (job.c) and reports back through
+ * the loop's work completion. The cheapest way to run trusted code; a crash takes the
+ * server down and a thread cannot be stopped (runner_worker.c isolates both). */
 #include <stdlib.h>
 #include <unistd.h>
 
