@@ -6,13 +6,19 @@
  *   "fail_tries": N      fail the first N tries of the job, then succeed
  *   "marker": "/path"    append "<job_id> <attempt> <try>\n" to this file (a visible
  *                        side effect: how many times did the job really run?)
+ * and, for the tests of --isolation=process (on a thread they take the server down or
+ * hold its slot for good):
+ *   "crash": true        die of SIGSEGV
+ *   "hang": true         never return
  *
  *   ocrd-example processing-server --queue=amqp://… --database=postgresql://…
  */
 #include <jansson.h>
 #include <mqproc/mqproc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -42,6 +48,10 @@ static int process(mqproc_job_t *job, void *userdata) {
                  mqproc_job_id(job),
                  mqproc_job_path_to_mets(job) ? mqproc_job_path_to_mets(job) : "(workspace)",
                  mqproc_job_input_file_grp_count(job), mqproc_job_input_file_grp(job, 0));
+  if (json_is_true(json_object_get(params, "crash")))
+    raise(SIGSEGV);
+  while (json_is_true(json_object_get(params, "hang")))
+    pause();
   if (sleep > 0)
     sleep_ms(sleep);
   if (marker != NULL)

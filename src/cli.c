@@ -1,5 +1,7 @@
 /* Command line: `processing-server`, `migrate`, `--help`, `--version`, shared by the
- * mqproc program (any command as processor) and by C processors (mqproc_main). */
+ * mqproc program (any command as processor) and by C processors (mqproc_main); a C
+ * processor also answers `__mqproc-worker`, the worker process --isolation=process starts
+ * (runner_worker.c). */
 #include "cli.h"
 
 #include <curl/curl.h>
@@ -78,6 +80,8 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
       printf("mqproc %s\n", MQPROC_VERSION);
     return 0;
   }
+  if (kind == MQPROC__CLI_C && !strcmp(argv[1], MQPROC_WORKER_COMMAND))
+    return mqproc__runner_worker_main(proc); /* started by runner_worker.c; not in --help */
   if (strcmp(argv[1], "processing-server") != 0 && strcmp(argv[1], "migrate") != 0) {
     fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, argv[1]);
     return 2;

@@ -12,14 +12,17 @@
 
 typedef enum opt_type { OPT_STR, OPT_INT, OPT_LONG, OPT_BOOL, OPT_LIST } opt_type_t;
 
+/* Which programs take an option (the others neither parse it nor read its env). */
+typedef enum opt_for { FOR_ALL = 0, FOR_GENERIC, FOR_C } opt_for_t;
+
 typedef struct opt {
   const char *name; /* --name */
   const char *env;  /* MQPROC_… */
   opt_type_t type;
   size_t offset;
-  const char *def;  /* default as text; NULL = none */
-  long min, max;    /* for numbers */
-  int generic_only; /* only for the mqproc program */
+  const char *def; /* default as text; NULL = none */
+  long min, max;   /* for numbers */
+  opt_for_t only;  /* FOR_GENERIC: the mqproc program; FOR_C: C processors */
   const char *help;
 } opt_t;
 
@@ -32,14 +35,20 @@ static const opt_t OPTS[] = {
      "PostgreSQL URL or conninfo of the job store (required)"},
     {"processor", "MQPROC_PROCESSOR", OPT_STR, F(processor), NULL, 0, 0, 0,
      "processor name = job queue name (required for mqproc; overrides a C processor's name)"},
-    {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, 1,
-     "command run per job, split like sh words (no shell); gets the job as JSON on stdin"},
-    {"ocrd-cli", "MQPROC_OCRD_CLI", OPT_STR, F(ocrd_cli), "auto", 0, 0, 1,
+    {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, FOR_GENERIC,
+     "command run per job, split like sh words (no shell); gets the job as JSON on stdin; "
+     "always a process of its own, so --time-limit applies (--isolation is for C processors)"},
+    {"isolation", "MQPROC_ISOLATION", OPT_STR, F(isolation), "thread", 0, 0, FOR_C,
+     "where the processing function runs: thread (a thread of the server: least overhead, for "
+     "trusted code; a crash takes the server down and --time-limit cannot stop it) or process "
+     "(one pre-started worker process per --prefetch slot: a crash or a hang fails only its "
+     "try, --time-limit applies, a dead worker is replaced)"},
+    {"ocrd-cli", "MQPROC_OCRD_CLI", OPT_STR, F(ocrd_cli), "auto", 0, 0, FOR_GENERIC,
      "pass OCR-D's processor arguments (--working-dir --mets --log-level [--page-id] "
      "--input-file-grp [--output-file-grp] --parameter) after the --exec words: true, false, "
      "or auto (when the program's name starts with ocrd-)"},
-    {"ocrd-log-level", "MQPROC_OCRD_LOG_LEVEL", OPT_STR, F(ocrd_log_level), "DEBUG", 0, 0, 1,
-     "the --log-level given to OCR-D processors (OCR-D's worker passes DEBUG)"},
+    {"ocrd-log-level", "MQPROC_OCRD_LOG_LEVEL", OPT_STR, F(ocrd_log_level), "DEBUG", 0, 0,
+     FOR_GENERIC, "the --log-level given to OCR-D processors (OCR-D's worker passes DEBUG)"},
     {"workspace-root", "MQPROC_WORKSPACE_ROOT", OPT_STR, F(workspace_root), NULL, 0, 0, 0,
      "directory of workspaces: a message's workspace_id W means the METS <root>/W/mets.xml "
      "(without it, workspace_id messages are dead-lettered)"},
@@ -79,7 +88,7 @@ static const opt_t OPTS[] = {
      "FAILED"},
     {"time-limit", "MQPROC_TIME_LIMIT", OPT_INT, F(time_limit_s), "0", 0, 31536000, 0,
      "seconds a try may run before its process group is killed (0 = no limit); a message's "
-     "time_limit may only lower it"},
+     "time_limit may only lower it (a C processor: only with --isolation=process)"},
     {"max-log-size", "MQPROC_MAX_LOG_SIZE", OPT_LONG, F(max_log_bytes), "1073741824", 4096,
      1L << 50, 0,
      "bytes a job's log may grow to in one try; a processor writing more output is killed "
@@ -208,10 +217,14 @@ static int set_opt(mqproc__config_t *cfg, const opt_t *o, const char *v, int fro
   return MQPROC_EINVAL;
 }
 
+static int applies(const opt_t *o, mqproc__cli_kind_t kind) {
+  return o->only == FOR_ALL || (o->only == FOR_GENERIC) == (kind == MQPROC__CLI_GENERIC);
+}
+
 static const opt_t *find_opt(const char *name, size_t len, mqproc__cli_kind_t kind) {
   for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++) {
     if (strlen(OPTS[i].name) == len && strncmp(OPTS[i].name, name, len) == 0 &&
-        (kind == MQPROC__CLI_GENERIC || !OPTS[i].generic_only))
+        applies(&OPTS[i], kind))
       return &OPTS[i];
   }
   return NULL;
@@ -266,7 +279,7 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
       rc = set_opt(cfg, &OPTS[i], OPTS[i].def, 0, err);
   for (size_t i = 0; rc == MQPROC_OK && i < MQPROC__ARRAY_LEN(OPTS); i++) {
     const char *v = getenv(OPTS[i].env);
-    if (v != NULL && (kind == MQPROC__CLI_GENERIC || !OPTS[i].generic_only))
+    if (v != NULL && applies(&OPTS[i], kind))
       rc = set_opt(cfg, &OPTS[i], v, 1, err);
   }
   for (int i = 0; rc == MQPROC_OK && i < argc; i++)
@@ -280,6 +293,12 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
       cfg->result_fmt = MQPROC__RESULT_YAML;
     else
       rc = mqproc__err(err, MQPROC_ECONFIG, "--result-format: expected auto, json or yaml");
+  }
+  if (rc == MQPROC_OK) {
+    cfg->isolate_process = !strcmp(cfg->isolation, "process");
+    if (!cfg->isolate_process && strcmp(cfg->isolation, "thread") != 0)
+      rc = mqproc__err(err, MQPROC_ECONFIG, "--isolation: expected thread or process, got '%s'",
+                       cfg->isolation);
   }
   if (rc == MQPROC_OK && cfg->log_dir == NULL && (cfg->log_dir = default_log_dir()) == NULL)
     rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
@@ -321,7 +340,7 @@ void mqproc__config_help(FILE *out, mqproc__cli_kind_t kind) {
     const char *meta = o->type == OPT_BOOL                           ? ""
                        : (o->type == OPT_STR || o->type == OPT_LIST) ? "=TEXT"
                                                                      : "=N";
-    if (kind == MQPROC__CLI_C && o->generic_only)
+    if (!applies(o, kind))
       continue;
     fprintf(out, "  --%s%s%s\n      %s\n      env %s", o->name,
             o->type == OPT_BOOL ? "[=BOOL]" : "", meta, o->help, o->env);

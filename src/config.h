@@ -17,6 +17,7 @@ typedef struct mqproc__config {
   char *database;             /* --database */
   char *processor;            /* --processor: queue name = processor name */
   char *exec;                 /* --exec: command line of an external processor */
+  char *isolation;            /* --isolation thread|process: where a C processor runs */
   char *ocrd_cli;             /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
   char *ocrd_log_level;       /* --ocrd-log-level: their --log-level */
   char *workspace_root;       /* --workspace-root: METS of workspace_id = root/id/mets.xml */
@@ -52,6 +53,7 @@ typedef struct mqproc__config {
   int migrate;                /* --migrate: apply the schema at start */
   /* derived */
   mqproc__result_format_t result_fmt;
+  int isolate_process; /* --isolation=process */
 } mqproc__config_t;
 
 typedef enum mqproc__cli_kind {

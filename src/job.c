@@ -1,5 +1,6 @@
 /* The job handed to a C processing function: read-only views of the message plus a log
- * and an error slot. Lives for one try; used only by the worker thread running it. */
+ * and an error slot. Lives for one try; used only by the worker thread or the worker
+ * process running it. */
 #include "job.h"
 
 #include <stdarg.h>
@@ -37,6 +38,7 @@ int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_
   job->params_json = json_dumps(spec->msg->parameters, JSON_COMPACT | JSON_SORT_KEYS);
   job->request_json = mqproc__strdup(spec->request_json);
   if (job->params_json == NULL || job->request_json == NULL) {
+    job->log_fd = -1; /* still the caller's */
     mqproc__job_free(job);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }

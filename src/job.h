@@ -5,7 +5,8 @@
 #include "mqproc/mqproc.h"
 #include "runner.h"
 
-/* Builds a job for one try; takes ownership of log_fd (closed by mqproc__job_free). */
+/* Builds a job for one try; on success takes ownership of log_fd (closed by
+ * mqproc__job_free), on failure leaves it to the caller. */
 int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_fd, char *err);
 void mqproc__job_free(mqproc_job_t *job);
 /* The text set by mqproc_job_fail(), or NULL. */

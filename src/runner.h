@@ -1,10 +1,12 @@
 /* Runner interface: run one try of a job off the event loop and report how it ended.
  *
  * Backends: runner_proc.c (an external command: fork + execve of an argv array, the job
- * as JSON on stdin, output to the job's log file, in its own process group) and
- * runner_thread.c (a C processing function on a worker thread). The loop learns of the
- * end through a child watch or a work completion; the runner never touches the broker
- * or the store.
+ * as JSON on stdin, output to the job's log file, in its own process group),
+ * runner_thread.c (a C processing function on a worker thread: --isolation=thread) and
+ * runner_worker.c (a C processing function in pre-started worker processes:
+ * --isolation=process). The loop learns of the end through a child watch, a work
+ * completion or a worker's reply; the runner never touches the broker or the store.
+ * What the backends share is in runner_int.h.
  */
 #ifndef MQPROC_RUNNER_H
 #define MQPROC_RUNNER_H
@@ -77,6 +79,15 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
 /* processor: borrowed for the runner's lifetime. */
 int mqproc__runner_thread_new(mqproc__runner_t **out, const mqproc_processor_t *processor,
                               char *err);
+/* Starts n_workers worker processes running processor (borrowed) now, watched by loop
+ * (which must outlive the runner), with the environment children get (pass_env as
+ * --pass-env); fails when one cannot start. */
+int mqproc__runner_worker_new(mqproc__runner_t **out, mqproc__loop_t *loop,
+                              const mqproc_processor_t *processor, int n_workers,
+                              char *const *pass_env, char *err);
+/* The worker process's main (`<program> __mqproc-worker`, runner_worker_main.c); returns
+ * the exit code once the server closes its socket. */
+int mqproc__runner_worker_main(const mqproc_processor_t *processor);
 
 static inline int mqproc__runner_start(mqproc__runner_t *r, mqproc__loop_t *loop,
                                        const mqproc__run_spec_t *spec, mqproc__run_done_cb done,

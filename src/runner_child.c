@@ -30,18 +30,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *const mqproc__stage_names[] = {"execve", "setpgid", "prctl",   "dup2",
-                                           "pipe2",  "fork",    "signalfd"};
+#include "runner_int.h"
 
 #define LOG_FULL_NOTE "\nmqproc: the try wrote more than --max-log-size: processor killed\n"
-
-__attribute__((noreturn)) static void child_fail(int report_fd, int stage) {
-  mqproc__child_report_t rep = {stage, errno};
-  /* one write below PIPE_BUF is atomic; if it fails the parent sees an exit status */
-  ssize_t n = write(report_fd, &rep, sizeof(rep));
-  (void)n;
-  _exit(127);
-}
 
 static void set_disposition(int sig, void (*handler)(int)) {
   struct sigaction sa;
@@ -109,12 +100,12 @@ __attribute__((noreturn)) static void processor_main(const mqproc__child_plan_t 
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   setrlimit(RLIMIT_CORE, &p->core);
   if (dup2(p->in_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
-    child_fail(p->report_fd, MQPROC__STAGE_DUP2);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_DUP2);
   /* every other fd must not reach the processor; CLOEXEC rather than close, so the
    * report pipe stays open until execve succeeds */
   close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   execve(p->path, p->argv, p->envp);
-  child_fail(p->report_fd, MQPROC__STAGE_EXEC);
+  mqproc__child_fail(p->report_fd, MQPROC__STAGE_EXEC);
 }
 
 /* Writes all of buf to fd (the log); errors are ignored: a full disk must not hang us. */
@@ -184,13 +175,14 @@ __attribute__((noreturn)) static void supervise(const mqproc__child_plan_t *p, p
   die_of(WTERMSIG(st));
 }
 
-void mqproc__child_main(const mqproc__child_plan_t *p) {
+void mqproc__child_main(void *plan) {
+  const mqproc__child_plan_t *p = plan;
   struct rlimit no_core = {0, p->core.rlim_max};
   int keep[3] = {p->in_fd, p->log_fd, p->report_fd}, out[2], sfd;
   sigset_t chld;
   pid_t pid;
   if (setpgid(0, 0) < 0)
-    child_fail(p->report_fd, MQPROC__STAGE_SETPGID);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_SETPGID);
   /* No core file, no ptrace by other processes of the same user: we hold the server's
    * memory. */
   prctl(PR_SET_DUMPABLE, 0);
@@ -205,17 +197,17 @@ void mqproc__child_main(const mqproc__child_plan_t *p) {
   /* the signal follows the forking *thread*: the loop thread, which lives as long as the
    * server */
   if (prctl(PR_SET_PDEATHSIG, SIGUSR2) < 0)
-    child_fail(p->report_fd, MQPROC__STAGE_PRCTL);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_PRCTL);
   if (getppid() != p->server)
     _exit(127); /* the server died before prctl: nothing would tell us later */
   sort3(keep);
   close_others(keep, 3);
   if (pipe2(out, O_CLOEXEC) < 0 || (out[0] = lift(out[0])) < 0 || (out[1] = lift(out[1])) < 0)
-    child_fail(p->report_fd, MQPROC__STAGE_PIPE);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_PIPE);
   if ((sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
-    child_fail(p->report_fd, MQPROC__STAGE_SIGNALFD);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_SIGNALFD);
   if ((pid = fork()) < 0)
-    child_fail(p->report_fd, MQPROC__STAGE_FORK);
+    mqproc__child_fail(p->report_fd, MQPROC__STAGE_FORK);
   if (pid == 0)
     processor_main(p, out[1]);
   close(p->report_fd); /* EOF for the server once the processor's execve closed its copy */

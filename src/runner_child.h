@@ -1,6 +1,7 @@
 /* The child side of the command runner (runner_child.c): what runs between fork and
  * execve, where only async-signal-safe calls are allowed (the server has threads).
- * runner_proc.c prepares a plan before fork and reads the report pipe after it. */
+ * runner_proc.c prepares a plan before fork; mqproc__runner_fork_exec (runner_int.h)
+ * forks and reads the report pipe. */
 #ifndef MQPROC_RUNNER_CHILD_H
 #define MQPROC_RUNNER_CHILD_H
 
@@ -20,24 +21,8 @@ typedef struct mqproc__child_plan {
   struct rlimit core; /* the server's core limit: the processor gets it back */
 } mqproc__child_plan_t;
 
-/* What the child writes to the report pipe when it cannot exec. */
-typedef struct mqproc__child_report {
-  int stage; /* MQPROC__STAGE_* */
-  int err;   /* errno */
-} mqproc__child_report_t;
-
-enum {
-  MQPROC__STAGE_EXEC,
-  MQPROC__STAGE_SETPGID,
-  MQPROC__STAGE_PRCTL,
-  MQPROC__STAGE_DUP2,
-  MQPROC__STAGE_PIPE,
-  MQPROC__STAGE_FORK,
-  MQPROC__STAGE_SIGNALFD
-};
-extern const char *const mqproc__stage_names[];
-
-/* The forked child: the supervisor of one try (see runner_child.c). Never returns. */
-__attribute__((noreturn)) void mqproc__child_main(const mqproc__child_plan_t *p);
+/* The forked child (an mqproc__child_main_fn for mqproc__runner_fork_exec, plan a
+ * mqproc__child_plan_t): the supervisor of one try, see runner_child.c. Never returns. */
+__attribute__((noreturn)) void mqproc__child_main(void *plan);
 
 #endif

@@ -15,16 +15,15 @@
  * Why fork rather than posix_spawn: posix_spawn cannot set a parent-death signal or
  * supervise. The server is multi-threaded (curl workers), so between fork and execve the
  * child makes only async-signal-safe calls: the program path, argv and envp are all
- * prepared before fork, and a failure is reported through a CLOEXEC pipe.
+ * prepared before fork, and a failure is reported through a CLOEXEC pipe (the
+ * pieces the runners share are in runner_common.c).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -35,11 +34,9 @@
 #include "joblog.h"
 #include "log.h"
 #include "ocrd_cli.h"
-#include "runner.h"
 #include "runner_child.h"
+#include "runner_int.h"
 #include "util.h"
-
-extern char **environ;
 
 typedef struct proc_runner {
   struct mqproc__runner base; /* first: klass */
@@ -60,66 +57,16 @@ struct mqproc__run {
   void *ud;
 };
 
-/* ---- the child's stdin and environment, built in the parent ------------------------ */
-
-static int stdin_memfd(const char *json, char *err) {
-  int fd = memfd_create("mqproc-job", MFD_CLOEXEC);
-  size_t len = strlen(json), off = 0;
-  if (fd < 0)
-    return mqproc__err(err, -1, "memfd_create: %s", strerror(errno));
-  while (off < len) {
-    ssize_t n = write(fd, json + off, len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      mqproc__err(err, -1, "writing the job to stdin: %s", strerror(errno));
-      close(fd);
-      return -1;
-    }
-    off += (size_t)n;
-  }
-  lseek(fd, 0, SEEK_SET);
-  return fd;
-}
-
-/* Whether the variable kv ("NAME=value") of the server's environment reaches processors:
- * what any program needs to run in the server's locale, and what --pass-env names. */
-int mqproc__env_passes(const char *kv, char *const *pass) {
-  static const char *const always[] = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR"};
-  static const char *const ours[] = {"MQPROC_JOB_ID", "MQPROC_ATTEMPT", "MQPROC_TRY",
-                                     "MQPROC_LOG_FILE"};
-  size_t n = strcspn(kv, "=");
-  if (kv[n] != '=')
-    return 0;
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(ours); i++)
-    if (strlen(ours[i]) == n && strncmp(kv, ours[i], n) == 0)
-      return 0; /* set per try; an inherited value would be a lie */
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(always); i++)
-    if (strlen(always[i]) == n && strncmp(kv, always[i], n) == 0)
-      return 1;
-  if (strncmp(kv, "LC_", 3) == 0)
-    return 1;
-  for (size_t i = 0; pass != NULL && pass[i] != NULL; i++) {
-    size_t m = strlen(pass[i]);
-    if (m > 0 && pass[i][m - 1] == '*' ? n >= m - 1 && strncmp(kv, pass[i], m - 1) == 0
-                                       : m == n && strncmp(kv, pass[i], n) == 0)
-      return 1;
-  }
-  return 0;
-}
+/* ---- the child's environment, built in the parent ---------------------------------- */
 
 /* The allowed part of environ + the MQPROC_* job variables. */
 static char **build_env(const mqproc__run_spec_t *spec, char *const *pass) {
-  size_t n = 0, k = 0;
-  char **env;
-  while (environ[n] != NULL)
-    n++;
-  env = mqproc__calloc(n + 5, sizeof(char *));
+  size_t k = 0;
+  char **env = mqproc__runner_env(pass, 4);
   if (env == NULL)
     return NULL;
-  for (size_t i = 0; i < n; i++)
-    if (mqproc__env_passes(environ[i], pass))
-      env[k++] = environ[i];
+  while (env[k] != NULL)
+    k++;
   env[k++] = mqproc__asprintf("MQPROC_JOB_ID=%s", spec->msg->job_id);
   env[k++] = mqproc__asprintf("MQPROC_ATTEMPT=%d", spec->attempt);
   env[k++] = mqproc__asprintf("MQPROC_TRY=%d", spec->try_no);
@@ -148,19 +95,6 @@ static void free_env(char **env) {
 }
 
 /* ---- the program and limits, resolved in the parent --------------------------------- */
-
-/* Moves fd above stdio: a server started with fd 0, 1 or 2 closed hands those numbers
- * out, and the child's dup2 onto 0-2 must not clobber one of its own sources. */
-static int lift_fd(int fd, char *err) {
-  int hi;
-  if (fd > 2)
-    return fd;
-  hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  close(fd);
-  if (hi < 0)
-    return mqproc__err(err, -1, "fcntl(F_DUPFD): %s", strerror(errno));
-  return hi;
-}
 
 /* Finds prog as execvp would (a name with a slash is taken as it is; otherwise the first
  * executable regular file along $PATH, an empty entry meaning the current directory).
@@ -198,25 +132,12 @@ static char *resolve_program(const char *prog, int *e) {
 
 /* ---- starting the child ------------------------------------------------------------- */
 
-/* 1 when the child reported a failure; 0 on EOF, which execve's CLOEXEC caused (or the
- * child exited early, which its exit status will tell). */
-static int read_report(int fd, mqproc__child_report_t *rep) {
-  ssize_t n;
-  do
-    n = read(fd, rep, sizeof(*rep));
-  while (n < 0 && errno == EINTR);
-  return n == (ssize_t)sizeof(*rep);
-}
-
 /* "cannot start X: why" into err, and into the job log for whoever reads only that. */
 static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report_t *rep,
                         char *err) {
-  char why[MQPROC_ERR_LEN];
-  if (rep->stage == MQPROC__STAGE_EXEC)
-    snprintf(why, sizeof(why), "cannot start %.300s: %s", prog, strerror(rep->err));
-  else
-    snprintf(why, sizeof(why), "cannot start %.300s: %s: %s", prog, mqproc__stage_names[rep->stage],
-             strerror(rep->err));
+  char why[MQPROC_ERR_LEN], what[160];
+  mqproc__child_report_text(rep, what, sizeof(what));
+  snprintf(why, sizeof(why), "cannot start %.300s: %s", prog, what);
   dprintf(log_fd, "mqproc: %s\n", why);
   return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
 }
@@ -232,7 +153,7 @@ static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *
                                .max_log_bytes = spec->max_log_bytes};
   mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
   char *path, **env;
-  int pfd[2], failed = 0;
+  int failed;
   if ((path = resolve_program(r->argv[0], &rep.err)) == NULL)
     return spawn_failed(r->argv[0], log_fd, &rep, err);
   if ((env = build_env(spec, r->pass_env)) == NULL) {
@@ -243,40 +164,13 @@ static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *
   plan.envp = env;
   if (getrlimit(RLIMIT_CORE, &plan.core) < 0)
     plan.core = (struct rlimit){0, 0};
-  if (pipe2(pfd, O_CLOEXEC) < 0) {
-    rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
-    failed = 1;
-  } else {
-    plan.report_fd = pfd[1];
-    if ((*pid = fork()) == 0)
-      mqproc__child_main(&plan);
-    if (*pid < 0)
-      rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, errno};
-    close(pfd[1]);
-    failed = *pid < 0 || read_report(pfd[0], &rep);
-    if (*pid > 0 && failed)
-      waitpid(*pid, NULL, 0); /* it has _exit()ed: not handed to the loop, reaped here */
-    close(pfd[0]);
-  }
+  failed = mqproc__runner_fork_exec(mqproc__child_main, &plan, &plan.report_fd, pid, &rep) < 0;
   free(path);
   free_env(env);
   return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
 }
 
 /* ---- the try ------------------------------------------------------------------------ */
-
-static void describe_timeout(const mqproc__run_t *run, mqproc__run_result_t *res) {
-  long long ms = (long long)run->time_limit_ms;
-  res->status = MQPROC_ERUNNER_TIMEOUT;
-  res->exit_code = -1;
-  res->term_signal = SIGKILL;
-  if (ms % 1000 == 0)
-    snprintf(res->error, sizeof(res->error),
-             "processor exceeded its time limit of %lld s (process group killed)", ms / 1000);
-  else
-    snprintf(res->error, sizeof(res->error),
-             "processor exceeded its time limit of %lld ms (process group killed)", ms);
-}
 
 static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
   mqproc__run_t *run = ud;
@@ -288,7 +182,7 @@ static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
   res.duration_ms = mqproc__loop_now(loop) - run->started_ms;
   /* a process that exited on its own just as the limit fired keeps its own status */
   if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
-    describe_timeout(run, &res);
+    mqproc__runner_describe_timeout(run->time_limit_ms, &res);
   else
     mqproc__runner_describe(wstatus, &res);
   run->done(run->ud, &res);
@@ -333,9 +227,12 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN;
   if (run == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 || (log_fd = lift_fd(log_fd, err)) < 0)
+  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 ||
+      (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_free;
-  if ((in_fd = stdin_memfd(spec->request_json, err)) < 0 || (in_fd = lift_fd(in_fd, err)) < 0)
+  if ((in_fd = mqproc__runner_memfd("mqproc-job", spec->request_json, strlen(spec->request_json),
+                                    err)) < 0 ||
+      (in_fd = mqproc__runner_lift_fd(in_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_close;
   if (r->ocrd_cli) {
     if (spec->mets_path == NULL) {
@@ -408,38 +305,4 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
   r->base.klass = &proc_class;
   *out = &r->base;
   return MQPROC_OK;
-}
-
-/* ---- shared helpers ----------------------------------------------------------------- */
-
-int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
-  char head[512];
-  int fd, n;
-  if ((fd = mqproc__joblog_open(spec->log_dir, spec->log_sub, spec->log_name, err)) < 0)
-    return -1;
-  n = snprintf(head, sizeof(head), "=== mqproc: job %s attempt %d try %d on %s ===\n",
-               spec->msg->job_id, spec->attempt, spec->try_no, spec->worker_id);
-  if (n > 0 && write(fd, head, (size_t)n < sizeof(head) ? (size_t)n : sizeof(head) - 1) < 0) {
-    /* a log header that cannot be written is not a reason to fail the try */
-  }
-  return fd;
-}
-
-void mqproc__runner_describe(int wstatus, mqproc__run_result_t *r) {
-  r->exit_code = -1;
-  r->term_signal = 0;
-  if (WIFEXITED(wstatus)) {
-    r->exit_code = WEXITSTATUS(wstatus);
-    r->status = r->exit_code == 0 ? MQPROC_OK : MQPROC_ERUNNER_FAILED;
-    if (r->exit_code != 0)
-      snprintf(r->error, sizeof(r->error), "processor exited with status %d", r->exit_code);
-  } else if (WIFSIGNALED(wstatus)) {
-    r->term_signal = WTERMSIG(wstatus);
-    r->status = MQPROC_ERUNNER_FAILED;
-    snprintf(r->error, sizeof(r->error), "processor killed by signal %d (%s)", r->term_signal,
-             strsignal(r->term_signal));
-  } else {
-    r->status = MQPROC_ERUNNER_FAILED;
-    snprintf(r->error, sizeof(r->error), "processor ended with wait status %d", wstatus);
-  }
 }

@@ -1,11 +1,12 @@
-/* Runner for C processors: the processing function runs on a worker thread with a
- * mqproc_job_t (job.c) and reports back through the loop's work completion. */
+/* Runner for C processors (--isolation=thread, the default): the processing function runs
+ * on a worker thread of the server with a mqproc_job_t (job.c) and reports back through
+ * the loop's work completion. The cheapest way to run trusted code; a crash takes the
+ * server down and a thread cannot be stopped (runner_worker.c isolates both). */
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "job.h"
-#include "runner.h"
+#include "runner_int.h"
 #include "util.h"
 
 typedef struct thread_runner {
@@ -33,17 +34,8 @@ static void after(mqproc__loop_t *loop, void *arg) {
   mqproc__run_t *run = arg;
   mqproc__run_result_t res;
   (void)loop;
-  memset(&res, 0, sizeof(res));
-  res.exit_code = run->rc;
-  res.duration_ms = run->ended_ms - run->started_ms;
-  res.status = run->rc == 0 ? MQPROC_OK : MQPROC_ERUNNER_FAILED;
-  if (run->rc != 0) {
-    const char *why = mqproc__job_error(run->job);
-    if (why != NULL && why[0] != '\0')
-      snprintf(res.error, sizeof(res.error), "%s", why);
-    else
-      snprintf(res.error, sizeof(res.error), "processing function returned %d", run->rc);
-  }
+  mqproc__runner_function_result(run->rc, mqproc__job_error(run->job),
+                                 run->ended_ms - run->started_ms, &res);
   run->done(run->ud, &res);
   mqproc__job_free(run->job);
   free(run);

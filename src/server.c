@@ -472,8 +472,15 @@ static int make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, ch
   mqproc__proc_opts_t opts;
   char **argv;
   int argc, rc;
-  if (proc != NULL)
+  if (proc != NULL && srv->cfg->isolate_process)
+    return mqproc__runner_worker_new(&srv->runner, srv->loop, proc, srv->cfg->prefetch,
+                                     srv->cfg->pass_env, err);
+  if (proc != NULL) {
+    if (srv->cfg->time_limit_s > 0)
+      MQPROC__WARN("--time-limit cannot stop a processing function on a thread; it applies with "
+                   "--isolation=process");
     return mqproc__runner_thread_new(&srv->runner, proc, err);
+  }
   if ((rc = mqproc__argv_split(srv->cfg->exec, &argv, &argc, err)) != MQPROC_OK)
     return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.400s", err);
   opts.ocrd_cli = strcmp(srv->cfg->ocrd_cli, "true") == 0 ||

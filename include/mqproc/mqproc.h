@@ -79,7 +79,8 @@ const char *mqproc_strerror(int status);
 /* One job as the processing function sees it (opaque). */
 typedef struct mqproc_job mqproc_job_t;
 
-/* The processing function: runs in a worker thread, never in the server's event loop.
+/* The processing function: runs in a worker thread of the server (--isolation=thread, the
+ * default) or in a worker process (--isolation=process), never in the server's event loop.
  * Returns 0 on success, anything else on failure (then mqproc_job_fail() says why).
  * Returning the server's --final-exit-code says the job can never succeed: it is FAILED
  * at once, without local retries or requeue.
@@ -98,6 +99,11 @@ typedef struct mqproc_processor {
 /* Entry point for a C processor: parses argv (`processing-server`, `migrate`,
  * `--help`, `--version`), runs the chosen command and returns the process exit code. */
 int mqproc_main(int argc, char **argv, const mqproc_processor_t *processor);
+
+/* With --isolation=process the server starts its worker processes by running its own
+ * program again as `<program> __mqproc-worker`: a main() that hands only some commands to
+ * mqproc_main() must hand this one to it too (argv unchanged). */
+#define MQPROC_WORKER_COMMAND "__mqproc-worker"
 
 /* Job accessors. Strings are NULL when the message did not carry the field. */
 const char *mqproc_job_id(const mqproc_job_t *job);

@@ -1,7 +1,9 @@
 /* Integration: the --exec runner's limits against the real RabbitMQ and PostgreSQL — time
  * limits (server-wide and per message), the log size limit, leftovers of a processor's
- * process group, a server killed with SIGKILL, and a program that does not exist. Every
- * test that leaves its server running ends with a further job, proving it still serves. */
+ * process group, a server killed with SIGKILL, and a program that does not exist — and the
+ * same containment for C processors in worker processes (--isolation=process): a crash, a
+ * hang, a dead worker, a forced stop, a killed server. Every test that leaves its server
+ * running ends with a further job, proving it still serves. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <poll.h>
@@ -314,4 +316,198 @@ Test(processors, a_program_missing_from_path_fails_every_try) {
 
 Test(processors, a_missing_program_path_is_reported_by_the_child) {
   expect_cannot_start("noexec", "/nonexistent/mqproc-no-such-program");
+}
+
+/* ---- C processors with --isolation=process ------------------------------------------ */
+
+/* A job for the example C processor with these parameters (a JSON object text). */
+static char *c_job(const char *proc, const char *job_id, const char *results, const char *params) {
+  return it_job_json(
+      proc, job_id, it_fmt("{\"result_queue_name\": \"%s\", \"parameters\": %s}", results, params));
+}
+
+/* Publishes a job the example C processor runs successfully and checks its result. */
+static void expect_c_job_succeeds(const char *proc, const char *results, const char *job_id) {
+  it_msg_t m;
+  it_publish(proc, c_job(proc, job_id, results, "{}"));
+  cr_assert(it_get(results, WAIT_MS, &m), "no result for %s", job_id);
+  cr_expect(strstr(m.body, job_id) != NULL && strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  it_msg_free(&m);
+}
+
+/* ASan turns a SIGSEGV into a report and exit status 1 (and the suites fail on reports):
+ * let the worker die of the signal, as it does without sanitizers. */
+static const char *segv_env(void) {
+  const char *cur = getenv("ASAN_OPTIONS");
+  return it_fmt("ASAN_OPTIONS=%s%shandle_segv=0", cur != NULL ? cur : "",
+                cur != NULL && cur[0] != '\0' ? ":" : "");
+}
+
+/* The worker processes that ran job_id's tries, from the lines the runner writes into the
+ * job log; returns how many distinct pids were added to pids (capacity cap, count *n). */
+static void worker_pids(const char *job_id, pid_t *pids, int *n, int cap) {
+  char *path = it_sql("SELECT log_path FROM mqproc_jobs WHERE job_id = $1", 1, job_id), line[512];
+  FILE *f;
+  cr_assert_not_null(path, "no log path for %s", job_id);
+  f = fopen(path, "r");
+  cr_assert_not_null(f, "no job log %s", path);
+  while (fgets(line, sizeof(line), f) != NULL) {
+    int pid, i;
+    if (sscanf(line, "mqproc: in worker process %d", &pid) != 1)
+      continue;
+    for (i = 0; i < *n && pids[i] != pid; i++)
+      ;
+    if (i == *n && *n < cap)
+      pids[(*n)++] = pid;
+  }
+  fclose(f);
+}
+
+static pid_t only_worker_pid(const char *job_id) {
+  pid_t pid[2];
+  int n = 0;
+  worker_pids(job_id, pid, &n, 2);
+  cr_assert_eq(n, 1, "job %s ran in %d worker processes", job_id, n);
+  return pid[0];
+}
+
+Test(processors, process_isolation_turns_a_crash_into_a_failed_try) {
+  char *proc = it_name("crash"), *results = it_name("crash-result");
+  const char *extra[] = {"--isolation=process", NULL};
+  const char *envp[] = {segv_env(), NULL};
+  const char *why = "processor crashed: killed by signal 11 (Segmentation fault)";
+  it_server_t *srv;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, NULL, extra, envp);
+  it_publish(proc, c_job(proc, "crash-1", results, "{\"crash\": true}"));
+  expect_dead(proc, why);
+  cr_assert(it_get(results, WAIT_MS, &m));
+  cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'crash-1'", 0), "FAILED");
+  cr_expect_eq(it_sql_long("SELECT tries FROM mqproc_jobs WHERE job_id = 'crash-1'", 0), 8,
+               "4 tries, a requeue, 4 tries");
+  cr_expect_eq(it_sql_long("SELECT requeues FROM mqproc_jobs WHERE job_id = 'crash-1'", 0), 1);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'crash-1' AND "
+                           "NOT ok AND exit_code IS NULL AND term_signal = 11 AND error = $1",
+                           1, why),
+               8, "every try recorded as a crash");
+  expect_c_job_succeeds(proc, results, "crash-after");
+  cr_expect_eq(it_server_wait_exit(srv, 0), -1, "the server died");
+  cr_expect_eq(it_sql_long("SELECT count(DISTINCT worker_id) FROM mqproc_job_tries", 0), 1);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE worker_id LIKE $1", 1,
+                           it_fmt("%%:%d", (int)it_server_pid(srv))),
+               9, "every try ran under the first server process");
+  it_server_stop(srv);
+}
+
+Test(processors, process_isolation_applies_the_time_limit_to_a_c_processor) {
+  char *proc = it_name("chang"), *results = it_name("chang-result");
+  const char *extra[] = {"--isolation=process", "--time-limit=2", "--retries=1", "--max-requeues=0",
+                         NULL};
+  const char *why = "processor exceeded its time limit of 2 s (process group killed)";
+  it_server_t *srv;
+  pid_t pids[3];
+  int n = 0;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, NULL, extra, NULL);
+  it_publish(proc, c_job(proc, "chang-1", results, "{\"hang\": true}"));
+  expect_dead(proc, why);
+  cr_assert(it_get(results, WAIT_MS, &m));
+  cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'chang-1' AND "
+                           "NOT ok AND exit_code IS NULL AND term_signal = 9 AND error = $1 AND "
+                           "duration_ms BETWEEN 1900 AND 9999",
+                           1, why),
+               2, "both tries killed after about 2 s");
+  worker_pids("chang-1", pids, &n, 3);
+  cr_expect_eq(n, 2, "the second try ran in a new worker process");
+  expect_c_job_succeeds(proc, results, "chang-after");
+  it_server_stop(srv);
+}
+
+Test(processors, process_isolation_runs_each_job_once_in_at_most_prefetch_workers) {
+  char *proc = it_name("cmany"), *results = it_name("cmany-result");
+  char *marker = it_fmt("%s/marker", it_tmpdir());
+  const char *extra[] = {"--isolation=process", "--prefetch=2", NULL};
+  it_server_t *srv;
+  pid_t pids[21];
+  int n = 0;
+  it_declare(results);
+  srv = it_server_start(proc, NULL, extra, NULL);
+  cr_expect_eq(it_server_count_log(srv, "2 worker processes started"), 1);
+  for (int i = 0; i < 20; i++)
+    it_publish(proc, c_job(proc, it_fmt("cmany-%d", i), results,
+                           it_fmt("{\"marker\": \"%s\", \"sleep_ms\": 50}", marker)));
+  for (int i = 0; i < 20; i++) {
+    it_msg_t m;
+    cr_assert(it_get(results, WAIT_MS, &m), "only %d results", i);
+    cr_expect(strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+    it_msg_free(&m);
+  }
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 20);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries", 0), 20);
+  cr_expect_eq(it_file_lines(marker), 20, "each job ran exactly once");
+  for (int i = 0; i < 20; i++)
+    worker_pids(it_fmt("cmany-%d", i), pids, &n, 21);
+  cr_expect(n >= 1 && n <= 2, "%d worker processes ran the jobs", n);
+  for (int i = 0; i < n; i++)
+    cr_expect_neq(pids[i], it_server_pid(srv), "a job ran in the server process");
+  it_server_stop(srv);
+}
+
+Test(processors, process_isolation_replaces_a_worker_that_died_idle) {
+  char *proc = it_name("cidle"), *results = it_name("cidle-result");
+  const char *extra[] = {"--isolation=process", NULL};
+  it_server_t *srv;
+  pid_t first;
+  it_declare(results);
+  srv = it_server_start(proc, NULL, extra, NULL);
+  expect_c_job_succeeds(proc, results, "cidle-1");
+  first = only_worker_pid("cidle-1");
+  cr_assert_eq(kill(first, SIGKILL), 0);
+  cr_assert(it_server_wait_log(srv, it_fmt("idle worker process %d ended", (int)first), WAIT_MS));
+  expect_c_job_succeeds(proc, results, "cidle-2");
+  cr_expect_neq(only_worker_pid("cidle-2"), first);
+  it_server_stop(srv);
+}
+
+Test(processors, process_isolation_lets_a_forced_stop_end_a_hanging_c_processor) {
+  char *proc = it_name("cstop");
+  const char *extra[] = {"--isolation=process", "--shutdown-grace=1", NULL};
+  it_server_t *srv = it_server_start(proc, NULL, extra, NULL);
+  long ready, unacked;
+  int st;
+  it_publish(proc, it_job_json(proc, "cstop-1", "{\"parameters\": {\"hang\": true}}"));
+  cr_assert(it_server_wait_log(srv, "job cstop-1: attempt 1 try 1 started", WAIT_MS));
+  it_server_signal(srv, SIGTERM);
+  st = it_server_wait_exit(srv, WAIT_MS);
+  cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "wait status %d", st);
+  cr_expect_eq(it_server_count_log(srv, "were abandoned"), 0, "the worker was killed instead");
+  cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'cstop-1'", 0), "QUEUED");
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready, 1, "its message is back in the queue");
+  it_server_stop(srv);
+}
+
+Test(processors, process_isolation_workers_die_with_a_killed_server) {
+  char *proc = it_name("cpdeath"), *results = it_name("cpdeath-result");
+  const char *extra[] = {"--isolation=process", NULL};
+  it_server_t *srv;
+  pid_watch_t worker;
+  int st;
+  it_declare(results);
+  srv = it_server_start(proc, NULL, extra, NULL);
+  expect_c_job_succeeds(proc, results, "cpdeath-1");
+  worker = watch_pid(only_worker_pid("cpdeath-1")); /* idle, alive: no pid reuse */
+  cr_assert_not(wait_gone(&worker, 0), "the worker ended before the server was killed");
+  it_server_signal(srv, SIGKILL);
+  st = it_server_wait_exit(srv, WAIT_MS);
+  cr_assert(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "wait status %d", st);
+  cr_expect(wait_gone(&worker, GONE_MS), "worker process %d outlived the server", (int)worker.pid);
+  unwatch(&worker);
+  it_server_stop(srv);
 }

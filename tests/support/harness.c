@@ -455,6 +455,10 @@ static void build_argv(const char **argv, size_t cap, const char *processor, con
   argv[n++] = logdir;
   argv[n++] = "--retry-backoff-ms=10";
   argv[n++] = "--pass-env=PROC_*"; /* the test processors' knobs (procs/proc.sh) */
+  /* worker processes (--isolation=process) are sanitized builds like the server */
+  argv[n++] = "--pass-env=ASAN_OPTIONS";
+  argv[n++] = "--pass-env=UBSAN_OPTIONS";
+  argv[n++] = "--pass-env=LSAN_OPTIONS";
   for (; extra != NULL && *extra != NULL && n < cap - 1; extra++)
     argv[n++] = *extra;
   argv[n] = NULL;

@@ -105,3 +105,38 @@ Test(config, empty_and_one_byte_arguments_are_refused_cleanly) {
     free(copy);
   }
 }
+
+Test(config, isolation_is_thread_or_process_for_a_c_processor) {
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN];
+  char *process[] = {"--isolation=process"}, *bogus[] = {"--isolation=fork"};
+  cr_assert_eq(mqproc__config_load(&c, MQPROC__CLI_C, 0, NULL, err), MQPROC_OK, "%s", err);
+  cr_expect_str_eq(c.isolation, "thread");
+  cr_expect_eq(c.isolate_process, 0);
+  mqproc__config_free(&c);
+  cr_assert_eq(mqproc__config_load(&c, MQPROC__CLI_C, 1, process, err), MQPROC_OK, "%s", err);
+  cr_expect_eq(c.isolate_process, 1);
+  mqproc__config_free(&c);
+  setenv("MQPROC_ISOLATION", "process", 1);
+  cr_assert_eq(mqproc__config_load(&c, MQPROC__CLI_C, 0, NULL, err), MQPROC_OK, "%s", err);
+  cr_expect_eq(c.isolate_process, 1, "read from MQPROC_ISOLATION");
+  mqproc__config_free(&c);
+  unsetenv("MQPROC_ISOLATION");
+  cr_expect_eq(mqproc__config_load(&c, MQPROC__CLI_C, 1, bogus, err), MQPROC_ECONFIG);
+  cr_expect(strstr(err, "--isolation: expected thread or process") != NULL, "%s", err);
+  mqproc__config_free(&c);
+}
+
+Test(config, isolation_is_not_an_option_of_the_mqproc_program) {
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN];
+  char *argv[] = {"--isolation=process"};
+  cr_expect_eq(load(&c, 1, argv, err), MQPROC_ECONFIG, "--exec commands are processes already");
+  cr_expect(strstr(err, "unknown option '--isolation'") != NULL, "%s", err);
+  mqproc__config_free(&c);
+  setenv("MQPROC_ISOLATION", "process", 1);
+  cr_expect_eq(load(&c, 0, NULL, err), MQPROC_OK, "the environment is shared: ignored, %s", err);
+  cr_expect_eq(c.isolate_process, 0);
+  mqproc__config_free(&c);
+  unsetenv("MQPROC_ISOLATION");
+}

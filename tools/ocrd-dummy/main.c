@@ -3,8 +3,9 @@
  *   ocrd-dummy -m mets.xml -I OCR-D-IMG -O OCR-D-DUMMY [-g PAGES] [-p JSON] [--overwrite]
  *   ocrd-dummy processing-server --queue=amqp://… --database=postgresql://…
  *
- * The first argument decides: `processing-server` and `migrate` (and --help-server) go to
- * mqproc_main(), everything else is the OCR-D processor CLI (cli.c).
+ * The first argument decides: `processing-server`, `migrate`, MQPROC_WORKER_COMMAND (a
+ * worker process of --isolation=process) and --help-server go to mqproc_main(), everything
+ * else is the OCR-D processor CLI (cli.c).
  */
 #include <libxml/parser.h>
 #include <string.h>
@@ -15,7 +16,8 @@
 int main(int argc, char **argv) {
   int rc;
   xmlInitParser(); /* once, before any worker thread uses libxml2 */
-  if (argc >= 2 && (strcmp(argv[1], "processing-server") == 0 || strcmp(argv[1], "migrate") == 0)) {
+  if (argc >= 2 && (strcmp(argv[1], "processing-server") == 0 || strcmp(argv[1], "migrate") == 0 ||
+                    strcmp(argv[1], MQPROC_WORKER_COMMAND) == 0)) {
     rc = mqproc_main(argc, argv, &dummy_processor);
   } else if (argc == 2 && strcmp(argv[1], "--help-server") == 0) {
     static char help[] = "--help";

@@ -1,0 +1,163 @@
+/* The wire format between the worker runner and its worker processes (described in
+ * runner_worker_int.h): packing a try's request into a header and a payload, checking and
+ * unpacking it on the other side, one SEQPACKET message carrying the header and two fds,
+ * and the reply. Pure except for the socket calls; tests/unit/test_runner.c covers it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "runner_worker_int.h"
+#include "util.h"
+
+int mqproc__worker_pack(const mqproc__run_spec_t *spec, mqproc__worker_req_t *req, char **payload,
+                        size_t *len, char *err) {
+  const char *wid = spec->worker_id != NULL ? spec->worker_id : "";
+  size_t rl = strlen(spec->request_json), wl = strlen(wid);
+  size_t ml = spec->mets_path != NULL ? strlen(spec->mets_path) : 0;
+  size_t total = rl + 1 + (spec->mets_path != NULL ? ml + 1 : 0) + wl + 1;
+  char *p;
+  if (rl >= INT32_MAX || ml >= INT32_MAX || wl >= INT32_MAX)
+    return mqproc__err(err, MQPROC_EINVAL, "the job is too large for a worker process");
+  if ((p = mqproc__malloc(total)) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  memcpy(p, spec->request_json, rl + 1);
+  if (spec->mets_path != NULL)
+    memcpy(p + rl + 1, spec->mets_path, ml + 1);
+  memcpy(p + total - wl - 1, wid, wl + 1);
+  *req = (mqproc__worker_req_t){.attempt = spec->attempt,
+                                .try_no = spec->try_no,
+                                .format = (int32_t)spec->msg->format,
+                                .mets_len = spec->mets_path != NULL ? (int32_t)ml : -1,
+                                .max_log_bytes = spec->max_log_bytes,
+                                .request_len = (uint32_t)rl,
+                                .worker_id_len = (uint32_t)wl};
+  *payload = p;
+  *len = total;
+  return MQPROC_OK;
+}
+
+/* Takes the next string of n bytes and its NUL from p[*off..len); 0 when it is not there
+ * exactly (too short, a NUL inside, no NUL after). */
+static int take(const char *p, size_t len, size_t *off, size_t n, const char **out) {
+  if (n >= len - *off || memchr(p + *off, '\0', n) != NULL || p[*off + n] != '\0')
+    return 0;
+  *out = p + *off;
+  *off += n + 1;
+  return 1;
+}
+
+int mqproc__worker_unpack(const mqproc__worker_req_t *req, const char *payload, size_t len,
+                          mqproc__worker_job_t *job, char *err) {
+  size_t off = 0;
+  memset(job, 0, sizeof(*job));
+  if (req->format != MQPROC__FMT_JSON && req->format != MQPROC__FMT_YAML)
+    return mqproc__err(err, MQPROC_EINVAL, "malformed job: unknown format %d", (int)req->format);
+  if (req->mets_len < -1 || !take(payload, len, &off, req->request_len, &job->request_json) ||
+      (req->mets_len >= 0 && !take(payload, len, &off, (size_t)req->mets_len, &job->mets_path)) ||
+      !take(payload, len, &off, req->worker_id_len, &job->worker_id) || off != len) {
+    memset(job, 0, sizeof(*job));
+    return mqproc__err(err, MQPROC_EINVAL, "malformed job: %zu bytes do not match the header", len);
+  }
+  return MQPROC_OK;
+}
+
+/* Room for the two fds of a request, aligned for a cmsghdr. */
+typedef union fd_control {
+  struct cmsghdr align;
+  char buf[CMSG_SPACE(2 * sizeof(int))];
+} fd_control_t;
+
+int mqproc__worker_send_req(int sock, const mqproc__worker_req_t *req, int memfd, int log_fd) {
+  int fds[2] = {memfd, log_fd};
+  struct iovec iov = {(void *)req, sizeof(*req)};
+  struct msghdr mh;
+  struct cmsghdr *c;
+  fd_control_t ctl;
+  ssize_t n;
+  memset(&mh, 0, sizeof(mh));
+  memset(&ctl, 0, sizeof(ctl));
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = ctl.buf;
+  mh.msg_controllen = sizeof(ctl.buf);
+  c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(fds));
+  memcpy(CMSG_DATA(c), fds, sizeof(fds));
+  do
+    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n >= 0 && n != (ssize_t)sizeof(*req)) {
+    errno = EMSGSIZE;
+    n = -1;
+  }
+  return n < 0 ? -1 : 0;
+}
+
+/* Collects the fds of every SCM_RIGHTS part of mh into fds[0..2); closes any beyond two.
+ * Returns how many there were. */
+static int collect_fds(struct msghdr *mh, int fds[2]) {
+  int got = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
+    size_t n;
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+      continue;
+    n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (got < 2)
+        fds[got] = fd;
+      else
+        close(fd);
+      got++;
+    }
+  }
+  return got;
+}
+
+int mqproc__worker_recv_req(int sock, mqproc__worker_req_t *req, int fds[2]) {
+  struct iovec iov = {req, sizeof(*req)};
+  struct msghdr mh;
+  fd_control_t ctl;
+  ssize_t n;
+  int got;
+  memset(&mh, 0, sizeof(mh));
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = ctl.buf;
+  mh.msg_controllen = sizeof(ctl.buf);
+  fds[0] = fds[1] = -1;
+  do
+    n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0)
+    return n == 0 ? 0 : -1;
+  got = collect_fds(&mh, fds);
+  if (n == (ssize_t)sizeof(*req) && got == 2 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+    return 1;
+  for (int i = 0; i < 2; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+  fds[0] = fds[1] = -1;
+  errno = EPROTO;
+  return -1;
+}
+
+int mqproc__worker_recv_reply(int sock, mqproc__worker_reply_t *rep) {
+  ssize_t n;
+  do
+    n = recv(sock, rep, sizeof(*rep), MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    return 0;
+  if (n != (ssize_t)sizeof(*rep))
+    return -1;
+  rep->error[sizeof(rep->error) - 1] = '\0';
+  return 1;
+}
