@@ -432,7 +432,8 @@ static uint64_t amqp_epoch_(mqproc__broker_t *base) {
 static void teardown(amqp_broker_t *b, int graceful) {
   if (b->conn != NULL) {
     int fd = amqp_get_sockfd(b->conn);
-    if (graceful && b->connected && !b->broken) {
+    /* a close handshake with a blocked broker would wait for a reply it never reads */
+    if (graceful && b->connected && !b->broken && !b->blocked) {
       struct timeval tv = {2, 0};
       amqp_set_rpc_timeout(b->conn, &tv);
       mqproc__amqp_guard_begin(b);

@@ -563,6 +563,8 @@ static int step_publish(mqproc__delivery_t *d) {
     d->state = S_CALLBACK;
     return 1;
   }
+  if (d->srv->broker_blocked) /* not even the declaration: it would wait for a reply */
+    return broker_blocked(d);
   if ((rc = mqproc__server_result_queue(d->srv, q, err)) == MQPROC_EBROKER_CLOSED)
     return broker_down(d, err);
   if (rc != MQPROC_OK) {

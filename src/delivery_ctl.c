@@ -34,6 +34,10 @@ static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
       (d->state != S_START_TRY && d->state != S_RUNNING && d->state != S_BACKOFF &&
        d->state != S_STORE_WAIT))
     return;
+  if (d->srv->broker_blocked) { /* it could not lower the consumer's prefetch first */
+    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
+    return;
+  }
   rc = mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, err);
   if (rc == MQPROC_OK) {
     /* this job keeps its slot after the ack: first make the broker push no more than the

@@ -138,6 +138,7 @@ static void on_blocked(void *ud, int blocked, const char *reason) {
     return;
   }
   MQPROC__INFO("the broker unblocked publishing: sending what waited");
+  mqproc__server_update_consuming(srv, 0);
   wake_publishers(srv);
 }
 
@@ -210,7 +211,9 @@ static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
 
 void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
   int want, held;
-  if (!srv->broker_up)
+  /* A blocked broker reads nothing from us: a basic.cancel or consume would wait for its
+   * reply until the deadline. The consumer is set right when it unblocks. */
+  if (!srv->broker_up || srv->broker_blocked)
     return;
   if (srv->consuming && free_slots(srv, srv->consumer, extra) != srv->consume_prefetch) {
     srv->consuming = 0;
