@@ -32,15 +32,6 @@ static char *result_extra(const char *results) {
   return it_fmt("{\"result_queue_name\": \"%s\"}", results);
 }
 
-/* Waits for the next dead letter of proc and checks its reason holds needle. */
-static void expect_dead(const char *proc, const char *needle) {
-  it_msg_t m;
-  cr_assert(it_get(it_fmt("%s.dead", proc), WAIT_MS, &m), "nothing dead-lettered (want '%s')",
-            needle);
-  cr_expect(strstr(m.reason, needle) != NULL, "reason <%s> lacks <%s>", m.reason, needle);
-  it_msg_free(&m);
-}
-
 /* A good job after the triggers: the queue still flows. */
 static void expect_good_job(const char *proc, const char *results, const char *job) {
   it_msg_t m;
@@ -66,13 +57,14 @@ Test(hostile, amqp_encoding_limits_dead_letter_the_message_not_the_connection) {
   srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
   /* a job_id that would be the result's message_id: 300 bytes > AMQP's 255 */
   it_publish(proc, it_job_json(proc, repeat('i', 300), result_extra(results)));
-  expect_dead(proc, "job_id: must be at most 255 bytes (it is the AMQP message_id of the "
-                    "result), got 300");
+  it_expect_dead(proc, "job_id: must be at most 255 bytes (it is the AMQP message_id of the "
+                       "result), got 300");
   it_publish(proc, it_job_json(proc, "longq-1", result_extra(repeat('q', 300))));
-  expect_dead(proc, "result_queue_name: must be at most 255 bytes (an AMQP queue name), got 300");
+  it_expect_dead(proc,
+                 "result_queue_name: must be at most 255 bytes (an AMQP queue name), got 300");
   /* invalid, with a 130 kB job_id: its dead letter's header would not fit an AMQP frame */
   it_publish(proc, it_fmt("{\"job_id\": \"%s\", \"processor_name\": \"%s\"}", huge, proc));
-  expect_dead(proc, "got 130000");
+  it_expect_dead(proc, "got 130000");
   expect_good_job(proc, results, "enc-ok");
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_dead_letters", 0), 3,
                "each message recorded once, not once per reconnect");
@@ -111,25 +103,25 @@ Test(hostile, data_the_database_refuses_dead_letters_the_message_not_the_server)
   srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
   /* microseconds: out of to_timestamp's range */
   it_publish(proc, it_job_json(proc, "usec-1", "{\"created_time\": 1718000000000000}"));
-  expect_dead(proc, "created_time: must be Unix time in seconds, at most 253402300799");
+  it_expect_dead(proc, "created_time: must be Unix time in seconds, at most 253402300799");
   /* NUL inside parameters, which jsonb refuses: as JSON, and as YAML's "\0" */
   it_publish(proc, it_fmt("{\"job_id\": \"nul-1\", \"processor_name\": \"%s\", \"created_time\": 1,"
                           " \"input_file_grps\": [\"A\"], \"path_to_mets\": \"/m.xml\","
                           " \"parameters\": {\"a\": \"x\\u0000y\"}}",
                           proc));
-  expect_dead(proc, "JSON: line 1");
+  it_expect_dead(proc, "JSON: line 1");
   it_publish(proc, it_fmt("created_time: 1\ninput_file_grps:\n- A\njob_id: nul-2\nparameters:\n"
                           "  deep:\n  - \"x\\0y\"\npath_to_mets: /m.xml\nprocessor_name: %s\n",
                           proc));
-  expect_dead(proc, "parameters.deep[0]: must not contain NUL characters");
+  it_expect_dead(proc, "parameters.deep[0]: must not contain NUL characters");
   /* a job_id past the btree row limit of the primary key */
   it_publish(proc, it_job_json(proc, repeat('b', 3000), NULL));
-  expect_dead(proc, "job_id: must be at most 255 bytes");
+  it_expect_dead(proc, "job_id: must be at most 255 bytes");
   /* what no decode check knows: a constraint the operator added. The claim's SQLSTATE
    * (23514) says the data is refused, not that the database is away */
   it_sql("ALTER TABLE mqproc_jobs ADD CONSTRAINT no_evil CHECK (job_id NOT LIKE 'evil%')", 0);
   it_publish(proc, it_job_json(proc, "evil-1", result_extra(results)));
-  expect_dead(proc, "the job store refused this job: query failed (SQLSTATE 23514)");
+  it_expect_dead(proc, "the job store refused this job: query failed (SQLSTATE 23514)");
   expect_good_job(proc, results, "sql-ok");
   expect_never_reconnected(srv);
   it_server_stop(srv);
@@ -178,12 +170,12 @@ Test(hostile, a_republished_request_is_the_original_message) {
                           " \"input_file_grps\": [\"A\"], \"path_to_mets\": \"/m.xml\","
                           " \"parameters\": {\"x\": 1e400}}",
                           proc));
-  expect_dead(proc, "real number overflow");
+  it_expect_dead(proc, "real number overflow");
   it_publish(proc, it_fmt("{\"job_id\": \"rt-3\", \"processor_name\": \"%s\", \"created_time\": 1,"
                           " \"input_file_grps\": [\"A\"], \"path_to_mets\": \"/m.xml\","
                           " \"parameters\": {\"x\": 18446744073709551616}}",
                           proc));
-  expect_dead(proc, "too big integer");
+  it_expect_dead(proc, "too big integer");
   expect_good_job(proc, results, "rt-ok");
   expect_never_reconnected(b);
   it_server_stop(a);
@@ -245,7 +237,7 @@ Test(hostile, job_logs_are_private_unique_and_follow_no_link) {
   const char *envp[] = {it_fmt("PROC_BIG_FILE=%s", big), NULL};
   srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
   it_publish(proc, it_job_json(proc, "planted-1", NULL));
-  expect_dead(proc, "it is a symbolic link");
+  it_expect_dead(proc, "it is a symbolic link");
   cr_expect_str_eq(it_read_file(victim), "precious\n");
   for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
     expect_good_job(proc, results, ids[i]);
@@ -294,10 +286,10 @@ Test(hostile, a_message_may_only_lower_the_time_limit) {
   it_declare(results);
   srv = it_server_start(proc, it_proc("misbehave.sh"), extra, NULL);
   it_publish(proc, it_job_json(proc, "hang-1", "{\"time_limit\": 3600}"));
-  expect_dead(proc, "exceeded its time limit of 2 s");
+  it_expect_dead(proc, "exceeded its time limit of 2 s");
   /* UBSan used to stop the server at time_limit * 1000 */
   it_publish(proc, it_job_json(proc, "hang-2", "{\"time_limit\": 9223372036854775807}"));
-  expect_dead(proc, "time_limit: must be at most 31536000 seconds");
+  it_expect_dead(proc, "time_limit: must be at most 31536000 seconds");
   expect_good_job(proc, results, "tl-ok");
   expect_never_reconnected(srv);
   it_server_stop(srv);
@@ -400,7 +392,7 @@ Test(hostile, callbacks_and_result_queues_stay_within_the_operators_bounds) {
   cr_expect_eq(test_http_count(http), 0, "a denied callback reached the listener");
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   it_publish(proc, it_job_json(proc, "rq-1", result_extra("some-other-queue")));
-  expect_dead(proc, "does not match --result-queue-pattern");
+  it_expect_dead(proc, "does not match --result-queue-pattern");
   expect_good_job(proc, ok_q, "rq-ok");
   cr_expect_eq(it_server_count_log(srv, "pw-s3cret"), 0);
   expect_never_reconnected(srv);
@@ -420,7 +412,7 @@ Test(hostile, the_dead_letter_table_keeps_at_most_max_message_size_bytes) {
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   it_publish(proc, body);
-  expect_dead(proc, "message of 100000 bytes exceeds the limit of 65536 bytes");
+  it_expect_dead(proc, "message of 100000 bytes exceeds the limit of 65536 bytes");
   mqproc__sha256(body, 100000, sha);
   for (int i = 0; i < 32; i++)
     snprintf(hex + 2 * i, 3, "%02x", sha[i]);

@@ -55,15 +55,6 @@ static void expect_still_serving(const char *proc, const char *results) {
   it_msg_free(&m);
 }
 
-/* Waits for the dead letter of a job and checks its reason names reason_part. */
-static void expect_dead(const char *proc, const char *reason_part) {
-  it_msg_t m;
-  cr_assert(it_get(it_fmt("%s.dead", proc), WAIT_MS, &m), "nothing dead-lettered (expected '%s')",
-            reason_part);
-  cr_expect(strstr(m.reason, reason_part) != NULL, "reason '%s' lacks '%s'", m.reason, reason_part);
-  it_msg_free(&m);
-}
-
 /* Waits until path exists: inotify on its directory (the scripts rename pid files into
  * place), checked again after the watch is set so no creation is missed. */
 static int wait_file(const char *path, int timeout_ms) {
@@ -174,7 +165,7 @@ Test(processors, a_hanging_processor_is_killed_at_the_time_limit) {
   it_publish(proc, it_job_json(proc, "hang-1", result_extra(results)));
   cr_assert(wait_file(pids, WAIT_MS), "the processor did not start");
   sleeper = watch_pid(read_pid(pids));
-  expect_dead(proc, "processor exceeded its time limit of 2 s (process group killed)");
+  it_expect_dead(proc, "processor exceeded its time limit of 2 s (process group killed)");
   cr_assert(it_get(results, WAIT_MS, &m));
   cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
   it_msg_free(&m);
@@ -205,7 +196,7 @@ Test(processors, a_message_time_limit_applies_without_a_server_limit) {
   it_publish(proc,
              it_job_json(proc, "hang-msg",
                          it_fmt("{\"result_queue_name\": \"%s\", \"time_limit\": 1}", results)));
-  expect_dead(proc, "processor exceeded its time limit of 1 s (process group killed)");
+  it_expect_dead(proc, "processor exceeded its time limit of 1 s (process group killed)");
   cr_assert(it_get(results, WAIT_MS, &m));
   cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
   it_msg_free(&m);
@@ -229,7 +220,7 @@ Test(processors, a_processor_flooding_its_log_dies_of_sigxfsz_at_the_size_limit)
   srv = it_server_start(proc, misbehave(), extra, NULL);
   rss_before = rss_kib(it_server_pid(srv));
   it_publish(proc, it_job_json(proc, "flood-1", result_extra(results)));
-  expect_dead(proc, "killed by signal 25");
+  it_expect_dead(proc, "killed by signal 25");
   cr_assert(it_get(results, WAIT_MS, &m));
   cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
   it_msg_free(&m);
@@ -298,14 +289,14 @@ static void expect_cannot_start(const char *suffix, const char *exec) {
   char *why = it_fmt("cannot start %s: No such file or directory", exec);
   it_server_t *srv = it_server_start(proc, exec, extra, NULL);
   it_publish(proc, it_job_json(proc, "missing-1", NULL));
-  expect_dead(proc, why);
+  it_expect_dead(proc, why);
   cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'missing-1'", 0), "FAILED");
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'missing-1' "
                            "AND NOT ok AND exit_code IS NULL AND error = $1",
                            1, why),
                3, "every try recorded with the reason");
   it_publish(proc, it_job_json(proc, "missing-2", NULL));
-  expect_dead(proc, why);
+  it_expect_dead(proc, why);
   cr_expect_eq(it_sql_long("SELECT tries FROM mqproc_jobs WHERE job_id = 'missing-2'", 0), 3);
   it_server_stop(srv);
 }
@@ -381,7 +372,7 @@ Test(processors, process_isolation_turns_a_crash_into_a_failed_try) {
   it_declare(results);
   srv = it_server_start(proc, NULL, extra, envp);
   it_publish(proc, c_job(proc, "crash-1", results, "{\"crash\": true}"));
-  expect_dead(proc, why);
+  it_expect_dead(proc, why);
   cr_assert(it_get(results, WAIT_MS, &m));
   cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
   it_msg_free(&m);
@@ -414,7 +405,7 @@ Test(processors, process_isolation_applies_the_time_limit_to_a_c_processor) {
   it_declare(results);
   srv = it_server_start(proc, NULL, extra, NULL);
   it_publish(proc, c_job(proc, "chang-1", results, "{\"hang\": true}"));
-  expect_dead(proc, why);
+  it_expect_dead(proc, why);
   cr_assert(it_get(results, WAIT_MS, &m));
   cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
   it_msg_free(&m);

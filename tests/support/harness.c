@@ -782,3 +782,11 @@ int it_count_sockets(pid_t pid) {
   closedir(d);
   return n;
 }
+
+void it_expect_dead(const char *proc, const char *reason_part) {
+  it_msg_t m;
+  cr_assert(it_get(it_fmt("%s.dead", proc), 30000, &m), "nothing dead-lettered (expected '%s')",
+            reason_part);
+  cr_expect(strstr(m.reason, reason_part) != NULL, "reason '%s' lacks '%s'", m.reason, reason_part);
+  it_msg_free(&m);
+}

@@ -54,6 +54,9 @@ int it_get(const char *queue, int timeout_ms, it_msg_t *out);
 /* Takes one message off queue and gives it back with basic.nack(requeue): the broker
  * then delivers it again flagged redelivered. 0 on timeout. */
 int it_requeue_one(const char *queue, int timeout_ms);
+/* Waits (30 s) for the next message on <proc>.dead and checks that its x-mqproc-reason
+ * holds reason_part. */
+void it_expect_dead(const char *proc, const char *reason_part);
 /* Ready and unacknowledged counts of a queue, read live from the broker (rabbitmqctl). */
 void it_queue_counts(const char *queue, long *ready, long *unacked);
 
