@@ -98,8 +98,8 @@ static int clean_params(int n, const char *const *vals, const int *fmts, const c
 
 int mqproc__pg_run(pg_store_t *s, const char *sql, int n, const char *const *vals, const int *lens,
                    const int *fmts, PGresult **out, char *err) {
-  const char *clean[MQPROC__PG_MAX_PARAMS];
-  char *copies[MQPROC__PG_MAX_PARAMS];
+  const char *clean[MQPROC__PG_MAX_PARAMS] = {0};
+  char *copies[MQPROC__PG_MAX_PARAMS] = {0}; /* free(NULL) for those clean_params left */
   PGresult *res;
   ExecStatusType st;
   int rc = ensure_conn(s, err);

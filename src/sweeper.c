@@ -43,7 +43,7 @@ static int republish_body(const mqproc__sweep_row_t *r, char **copy, const void 
 static void republish_refused(mqproc__server_t *srv, const mqproc__sweep_row_t *r,
                               const char *why) {
   char err[MQPROC_ERR_LEN], reason[MQPROC_ERR_LEN];
-  snprintf(reason, sizeof(reason), "cannot republish the stored request: %s", why);
+  snprintf(reason, sizeof(reason), "cannot republish the stored request: %.400s", why);
   MQPROC__ERROR("job %s: %s; FAILED", r->job_id, reason);
   if (mqproc__store_give_up(srv->store, r->job_id, r->attempt, reason, err) != MQPROC_OK)
     MQPROC__WARN("job %s: %s", r->job_id, err);
