@@ -81,7 +81,7 @@ static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, char *err) {
                          c->request_body};
   int lens[9] = {0, 0, 0, 0, 0, 0, 0, 0, (int)c->request_body_len};
   int fmts[9] = {0, 0, 0, 0, 0, 0, 0, 0, 1};
-  PGresult *res;
+  PGresult *res = NULL;
   int rc;
   snprintf(lease, sizeof(lease), "%d", c->lease_ms);
   snprintf(maxa, sizeof(maxa), "%d", c->max_attempts > 0 ? c->max_attempts : 1000000);
@@ -108,7 +108,7 @@ static int pg_start_try(mqproc__store_t *base, const char *job_id, int attempt,
   pg_store_t *s = (pg_store_t *)base;
   char att[16];
   const char *vals[4] = {job_id, att, worker_id, log_path};
-  PGresult *res;
+  PGresult *res = NULL;
   int rc;
   snprintf(att, sizeof(att), "%d", attempt);
   rc = mqproc__pg_run_fenced(
@@ -181,7 +181,7 @@ static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const
   pg_store_t *s = (pg_store_t *)base;
   char att[16], maxr[16];
   const char *vals[5] = {job_id, att, error, maxr, republish ? "true" : "false"};
-  PGresult *res;
+  PGresult *res = NULL;
   int rc;
   snprintf(att, sizeof(att), "%d", attempt);
   snprintf(maxr, sizeof(maxr), "%d", max_requeues);
@@ -280,7 +280,7 @@ static int run_sweep(pg_store_t *s, const char *sql, const char *processor, int 
 
 static int pg_sweep(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
                     void (*row)(void *ud, const mqproc__sweep_row_t *r), void *ud, char *err) {
-  PGresult *res;
+  PGresult *res = NULL;
   int rc = run_sweep((pg_store_t *)base, SWEEP_SQL, processor, lease_ms, limit, &res, err);
   if (rc != MQPROC_OK)
     return rc;
@@ -367,7 +367,7 @@ static const char OUTBOX_SQL[] =
 static int pg_sweep_outbox(mqproc__store_t *base, const char *processor, int lease_ms, int limit,
                            void (*row)(void *ud, const mqproc__outbox_row_t *r), void *ud,
                            char *err) {
-  PGresult *res;
+  PGresult *res = NULL;
   int rc = run_sweep((pg_store_t *)base, OUTBOX_SQL, processor, lease_ms, limit, &res, err);
   if (rc != MQPROC_OK)
     return rc;

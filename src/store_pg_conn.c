@@ -100,7 +100,7 @@ int mqproc__pg_run(pg_store_t *s, const char *sql, int n, const char *const *val
                    const int *fmts, PGresult **out, char *err) {
   const char *clean[MQPROC__PG_MAX_PARAMS] = {0};
   char *copies[MQPROC__PG_MAX_PARAMS] = {0}; /* free(NULL) for those clean_params left */
-  PGresult *res;
+  PGresult *res = NULL;
   ExecStatusType st;
   int rc = ensure_conn(s, err);
   if (rc != MQPROC_OK)
@@ -146,7 +146,7 @@ int mqproc__pg_run_text(pg_store_t *s, const char *sql, int n, const char *const
 
 int mqproc__pg_run_fenced(pg_store_t *s, const char *sql, int n, const char *const *vals,
                           const char *job_id, int attempt, PGresult **out, char *err) {
-  PGresult *res;
+  PGresult *res = NULL;
   int rc = mqproc__pg_run_text(s, sql, n, vals, &res, err);
   if (rc != MQPROC_OK)
     return rc;
@@ -175,7 +175,7 @@ static int exec_plain(pg_store_t *s, const char *sql, char *err) {
 static int apply_migration(pg_store_t *s, const mqproc__migration_t *m, char *err) {
   char ver[16];
   const char *vals[2] = {ver, m->name};
-  PGresult *res;
+  PGresult *res = NULL;
   int rc, done;
   snprintf(ver, sizeof(ver), "%d", m->version);
   rc = mqproc__pg_run_text(s, "SELECT 1 FROM mqproc_schema_migrations WHERE version = $1::int", 1,
@@ -215,7 +215,7 @@ int mqproc__pg_migrate(mqproc__store_t *base, char *err) {
 
 int mqproc__pg_open(mqproc__store_t *base, char *err) {
   pg_store_t *s = (pg_store_t *)base;
-  PGresult *res;
+  PGresult *res = NULL;
   int rc = mqproc__pg_run_text(s, "SELECT coalesce(max(version), 0) FROM mqproc_schema_migrations",
                                0, NULL, &res, err);
   int version;
