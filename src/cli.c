@@ -43,7 +43,7 @@ static int cmd_migrate(mqproc__config_t *cfg) {
     fprintf(stderr, "migrate: --database (or MQPROC_DATABASE) is required\n");
     return 2;
   }
-  rc = mqproc__store_pg_new(&store, cfg->database, err);
+  rc = mqproc__store_pg_new(&store, cfg->database, NULL, err);
   if (rc == MQPROC_OK)
     rc = mqproc__store_migrate(store, err);
   if (rc == MQPROC_OK)

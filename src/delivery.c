@@ -14,10 +14,18 @@
  *   START_TRY -> RUNNING~ -> END_TRY --failed, tries left--> BACKOFF~ -> START_TRY
  *                              | ok              | failed, no tries left
  *                           SUCCEED            FAIL --requeues left--> NACK (requeue)
- *                              |                 | FAILED
+ *                              | (ack now)       | FAILED
  *                              |               DEAD_LETTER -> DEAD_WAIT~ -> PUBLISH
  *   PUBLISH -> PUBLISH_WAIT~ -> PUBLISHED -> CALLBACK -> CALLBACK_WAIT~ -> CALLBACK_RECORD
- *     -> ACK -> DONE
+ *     -> ACK (outbox done) -> DONE
+ *
+ * Every store call is a request answered later (store.h): the state that makes it waits
+ * in STORE_CALL~ and goes on in a continuation (claim_done, succeeded, ...) with the
+ * answer; many deliveries' requests share one write. The hot path costs two commits per
+ * job: the claim (which starts the first try) and the success (which keeps the row's
+ * outbox mark); the delivery is acked right after the success, before the result's
+ * confirm, and the row carries the rest (outbox_done, a low-priority write sharing a
+ * later commit, or another server's outbox sweep if this one dies first).
  *
  * Side exits: a store that is unavailable parks the delivery in STORE_WAIT~ and resumes
  * the same state later; a write refused by the fencing token goes to FENCED (no
@@ -26,10 +34,13 @@
  * before the claim is dropped (the broker redelivers it); after the claim it runs to
  * the end, so a job running during a broker outage is still recorded once.
  *
+ * This file: the machine, taking a job in, running it, recording its outcome. The states
+ * that send an outcome (DEAD_LETTER to ACK) are in delivery_out.c.
+ *
  * To add a state: add it to DELIVERY_STATES (delivery_int.h), write its step function
- * here, and add the case in step(). Waiting states return 0 from step() and are resumed
- * by an event; for a new one, also see what delivery_ctl.c's shutdown
- * (mqproc__delivery_stop) and accessors should make of it.
+ * here (or in delivery_out.c), and add the case in step(). Waiting states return 0 from
+ * step() and are resumed by an event; for a new one, also see what delivery_ctl.c's
+ * shutdown (mqproc__delivery_stop) and accessors should make of it.
  */
 #include "delivery_int.h"
 
@@ -57,31 +68,62 @@ static uint32_t rnd(void) {
   return (uint32_t)random();
 }
 
-static int has_callbacks(const mqproc__msg_t *m) {
-  return m->callback_url != NULL || m->internal_callback_url != NULL;
+const char *mqproc__dl_state_name(dstate_t s) {
+  return DSTATE_NAMES[s];
 }
 
+int mqproc__dl_has_callbacks(const mqproc__msg_t *m) {
+  return m->callback_url != NULL || m->internal_callback_url != NULL;
+}
+#define has_callbacks(m) mqproc__dl_has_callbacks(m)
+
 /* The broker connection this delivery came on is gone (its tag is void). */
-static int stale(const mqproc__delivery_t *d) {
+int mqproc__dl_stale(const mqproc__delivery_t *d) {
   return d->epoch != mqproc__broker_epoch(d->srv->broker);
 }
+#define stale(d) mqproc__dl_stale(d)
 
 static void on_timer(mqproc__loop_t *loop, void *ud);
 
-static int wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
+int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
   d->state = state;
   d->timer = mqproc__loop_timer(d->srv->loop, ms, on_timer, d);
   return 0;
 }
+#define wait_timer(d, s, ms) mqproc__dl_wait_timer(d, s, ms)
+#define to_dead_letter mqproc__dl_to_dead_letter
 
-static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* ---- store requests ----------------------------------------------------------------- */
+
+void mqproc__dl_on_store(void *ud, int rc, const char *err) {
+  mqproc__delivery_t *d = ud;
+  d->store_rc = rc;
+  snprintf(d->store_err, sizeof(d->store_err), "%s", err != NULL ? err : "");
+  d->state = S_STORE_DONE;
+  mqproc__delivery_advance(d);
+}
+
+int mqproc__dl_store_call(mqproc__delivery_t *d, int submitted, int (*then)(mqproc__delivery_t *)) {
+  if (submitted != MQPROC_OK) { /* not even queued: try again later, like an outage */
+    d->store_rc = MQPROC_ESTORE_QUERY;
+    snprintf(d->store_err, sizeof(d->store_err), "cannot queue a store request: %s",
+             mqproc_strerror(submitted));
+    return mqproc__dl_store_failed(d);
+  }
+  d->issued = d->state;
+  d->then = then;
+  d->state = S_STORE_CALL;
+  return 0;
+}
+#define store_call(d, submitted, then) mqproc__dl_store_call(d, submitted, then)
 
 /* A store call failed: fenced writes end the attempt's ownership; a claim the store
  * refuses for its data (a value out of range, a constraint) dead-letters the message, as
  * no retry can change that; anything else parks the delivery until the store answers
  * again (nothing is acked meanwhile). */
-static int store_failed(mqproc__delivery_t *d, int rc, const char *err) {
+int mqproc__dl_store_failed(mqproc__delivery_t *d) {
+  int rc = d->store_rc;
+  const char *err = d->store_err;
   if (rc == MQPROC_ESTORE_FENCED) {
     MQPROC__WARN("job %s: %s", jid(d), err);
     d->state = S_FENCED;
@@ -105,17 +147,20 @@ static int store_failed(mqproc__delivery_t *d, int rc, const char *err) {
   return 0;
 }
 
-static int store_ok(mqproc__delivery_t *d, dstate_t next) {
+#define store_failed(d) mqproc__dl_store_failed(d)
+
+int mqproc__dl_store_ok(mqproc__delivery_t *d, dstate_t next) {
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->state = next;
   return 1;
 }
+#define store_ok(d, next) mqproc__dl_store_ok(d, next)
 
 /* The broker is away while this delivery must publish (a result, a dead letter). A
  * delivery still unacked leaves it to its redelivered copy (the claim replays what was
  * not confirmed); an early-acked one has no copy coming, so it waits for the broker and
  * publishes itself (d->state is the step to retry). */
-static int broker_down(mqproc__delivery_t *d, const char *why) {
+int mqproc__dl_broker_down(mqproc__delivery_t *d, const char *why) {
   if (d->acked && !d->stop_requested) {
     MQPROC__WARN("job %s: broker away (%s); publishing once it is back", jid(d), why);
     d->resume = d->state;
@@ -136,14 +181,14 @@ static int broker_down(mqproc__delivery_t *d, const char *why) {
  * loop, which goes on, until it unblocks (mqproc__delivery_broker_changed). When stopping,
  * an unacked delivery goes back to the queue, whose redelivery sends what was not sent;
  * an early-acked one is left to the outbox sweep as when the broker is away. */
-static int broker_blocked(mqproc__delivery_t *d) {
+int mqproc__dl_broker_blocked(mqproc__delivery_t *d) {
   if (d->stop_requested && !d->acked) {
     MQPROC__WARN("job %s: stopping while the broker blocks publishing; requeued", jid(d));
     d->state = S_NACK;
     return 1;
   }
   if (d->stop_requested)
-    return broker_down(d, "the broker blocks publishing");
+    return mqproc__dl_broker_down(d, "the broker blocks publishing");
   MQPROC__INFO("job %s: waiting for the broker to unblock publishing (%s)", jid(d),
                DSTATE_NAMES[d->state]);
   d->resume = d->state;
@@ -151,7 +196,7 @@ static int broker_blocked(mqproc__delivery_t *d) {
   return 0;
 }
 
-static void to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...) {
+void mqproc__dl_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(d->reason, sizeof(d->reason), fmt, ap);
@@ -249,55 +294,68 @@ static int claimed(mqproc__delivery_t *d, int attempt) {
   return 1;
 }
 
-static int step_claim(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  mqproc__claim_t c = {.job_id = d->job_id,
-                       .processor = d->srv->processor,
-                       .worker_id = d->srv->worker_id,
-                       .request_json = d->request_json,
-                       .request_format = mqproc__format_name(d->msg->format),
-                       .request_body = d->body,
-                       .request_body_len = d->len,
-                       .created_time = d->msg->created_time,
-                       .lease_ms = cfg(d)->lease_s * 1000,
-                       .max_attempts = cfg(d)->max_attempts};
-  int rc = mqproc__store_claim(d->srv->store, &c, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
+static void job_log_path(mqproc__delivery_t *d) {
+  mqproc__joblog_name(d->job_id, d->log_name, sizeof(d->log_name));
+  snprintf(d->log_path, sizeof(d->log_path), "%s/%s/%s", cfg(d)->log_dir, d->srv->processor,
+           d->log_name);
+}
+
+static int claim_done(mqproc__delivery_t *d) {
+  mqproc__claim_t *c = &d->claim;
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  switch (
-      mqproc__policy_after_claim(&c, d->msg->result_queue_name != NULL, has_callbacks(d->msg))) {
+  switch (mqproc__policy_after_claim(c, d->msg->result_queue_name != NULL, has_callbacks(d->msg))) {
   case MQPROC__CLAIM_RUN:
-    return claimed(d, c.attempt);
+    d->try_no = c->try_no; /* the claim started the first try */
+    d->first_try_open = 1;
+    return claimed(d, c->attempt);
   case MQPROC__CLAIM_REPLAY:
     MQPROC__INFO("job %s: already SUCCESS; sending what was not sent, not running it again%s",
                  jid(d), d->redelivered ? " (redelivered)" : "");
     d->outcome = "SUCCESS";
-    d->send_result = !c.result_published;
-    d->send_callbacks = !c.callbacks_done;
+    d->send_result = !c->result_published;
+    d->send_callbacks = !c->callbacks_done;
     d->state = S_PUBLISH;
     return 1;
   case MQPROC__CLAIM_ACK:
-    MQPROC__INFO("job %s: already %s; acked without running%s", jid(d), c.state,
+    MQPROC__INFO("job %s: already %s; acked without running%s", jid(d), c->state,
                  d->redelivered ? " (redelivered)" : "");
     d->state = S_ACK;
     return 1;
   case MQPROC__CLAIM_DEAD:
-    to_dead_letter(d, S_ACK, "job is already FAILED (attempt %d); not run again", c.attempt);
+    to_dead_letter(d, S_ACK, "job is already FAILED (attempt %d); not run again", c->attempt);
     return 1;
   case MQPROC__CLAIM_EXHAUSTED:
-    d->attempt = c.attempt;
+    d->attempt = c->attempt;
     d->state = S_GIVE_UP;
     return 1;
   case MQPROC__CLAIM_DEFER:
     break;
   }
-  if (strcmp(c.worker_id_now, d->srv->worker_id) == 0 && adopt_copy(d, &c))
+  if (strcmp(c->worker_id_now, d->srv->worker_id) == 0 && adopt_copy(d, c))
     return 1;
-  MQPROC__INFO("job %s: %s under a live lease of %s; holding this copy", jid(d), c.state,
-               c.worker_id_now);
+  MQPROC__INFO("job %s: %s under a live lease of %s; holding this copy", jid(d), c->state,
+               c->worker_id_now);
   return wait_timer(d, S_DEFER,
-                    mqproc__policy_defer_ms(c.lease_left_ms, cfg(d)->lease_s * 1000, rnd()));
+                    mqproc__policy_defer_ms(c->lease_left_ms, cfg(d)->lease_s * 1000, rnd()));
+}
+
+static int step_claim(mqproc__delivery_t *d) {
+  job_log_path(d);
+  d->claim = (mqproc__claim_t){.job_id = d->job_id,
+                               .processor = d->srv->processor,
+                               .worker_id = d->srv->worker_id,
+                               .request_json = d->request_json,
+                               .request_format = mqproc__format_name(d->msg->format),
+                               .request_body = d->body,
+                               .request_body_len = d->len,
+                               .created_time = d->msg->created_time,
+                               .log_path = d->log_path,
+                               .lease_ms = cfg(d)->lease_s * 1000,
+                               .max_attempts = cfg(d)->max_attempts};
+  return store_call(d, mqproc__store_claim(d->srv->store, &d->claim, mqproc__dl_on_store, d),
+                    claim_done);
 }
 
 /* ---- run with local retries --------------------------------------------------------- */
@@ -314,12 +372,6 @@ static void on_run_done(void *ud, const mqproc__run_result_t *r) {
   mqproc__delivery_advance(d);
 }
 
-static void job_log_path(mqproc__delivery_t *d) {
-  mqproc__joblog_name(d->job_id, d->log_name, sizeof(d->log_name));
-  snprintf(d->log_path, sizeof(d->log_path), "%s/%s/%s", cfg(d)->log_dir, d->srv->processor,
-           d->log_name);
-}
-
 /* A message's time_limit may lower the operator's --time-limit, never lift it (the codec
  * bounds it, so the product cannot overflow). */
 static int64_t time_limit_ms(const mqproc__delivery_t *d) {
@@ -328,33 +380,23 @@ static int64_t time_limit_ms(const mqproc__delivery_t *d) {
   return s * 1000LL;
 }
 
-static int step_start_try(mqproc__delivery_t *d) {
+/* The try d->try_no is recorded as started: run it. */
+static int run_try(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
-  mqproc__run_spec_t spec;
+  mqproc__run_spec_t spec = {.msg = d->msg,
+                             .request_json = d->request_json,
+                             .mets_path = d->mets_path,
+                             .attempt = d->attempt,
+                             .try_no = d->try_no,
+                             .log_path = d->log_path,
+                             .log_dir = cfg(d)->log_dir,
+                             .log_sub = d->srv->processor,
+                             .log_name = d->log_name,
+                             .worker_id = d->srv->worker_id,
+                             .time_limit_ms = time_limit_ms(d),
+                             .max_log_bytes = cfg(d)->max_log_bytes};
   int rc;
-  if (d->stop_requested) {
-    d->state = S_RELEASE;
-    return 1;
-  }
-  job_log_path(d);
-  rc = mqproc__store_start_try(d->srv->store, d->job_id, d->attempt, d->srv->worker_id, d->log_path,
-                               &d->try_no, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
-  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->tries_in_attempt++;
-  spec = (mqproc__run_spec_t){.msg = d->msg,
-                              .request_json = d->request_json,
-                              .mets_path = d->mets_path,
-                              .attempt = d->attempt,
-                              .try_no = d->try_no,
-                              .log_path = d->log_path,
-                              .log_dir = cfg(d)->log_dir,
-                              .log_sub = d->srv->processor,
-                              .log_name = d->log_name,
-                              .worker_id = d->srv->worker_id,
-                              .time_limit_ms = time_limit_ms(d),
-                              .max_log_bytes = cfg(d)->max_log_bytes};
   d->last_renew_ms = mqproc__now_ms();
   rc = mqproc__runner_start(d->srv->runner, d->srv->loop, &spec, on_run_done, d, &d->run, err);
   if (rc != MQPROC_OK) { /* could not start: a failed try like any other */
@@ -371,6 +413,29 @@ static int step_start_try(mqproc__delivery_t *d) {
   return 0;
 }
 
+static int try_started(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  return run_try(d);
+}
+
+static int step_start_try(mqproc__delivery_t *d) {
+  if (d->stop_requested) {
+    d->state = S_RELEASE;
+    return 1;
+  }
+  if (d->first_try_open) { /* recorded by the claim */
+    d->first_try_open = 0;
+    return run_try(d);
+  }
+  job_log_path(d);
+  return store_call(d,
+                    mqproc__store_start_try(d->srv->store, d->job_id, d->attempt, d->srv->worker_id,
+                                            d->log_path, &d->try_no, mqproc__dl_on_store, d),
+                    try_started);
+}
+
 /* How the last try ended, as the store records it. */
 static mqproc__try_end_t try_end(const mqproc__delivery_t *d) {
   return (mqproc__try_end_t){.ok = d->last.status == MQPROC_OK,
@@ -380,22 +445,9 @@ static mqproc__try_end_t try_end(const mqproc__delivery_t *d) {
                              .error = d->last.status == MQPROC_OK ? NULL : d->last.error};
 }
 
-/* A successful try is recorded with the job's SUCCESS in one write (step_succeed). */
-static int step_end_try(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  mqproc__try_end_t e = try_end(d);
-  int rc;
-  if (d->fenced) {
-    d->state = S_FENCED;
-    return 1;
-  }
-  if (e.ok) {
-    d->state = S_SUCCEED;
-    return 1;
-  }
-  rc = mqproc__store_end_try(d->srv->store, d->job_id, d->attempt, d->try_no, &e, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
+static int try_ended(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
   MQPROC__WARN("job %s: attempt %d try %d failed: %s", jid(d), d->attempt, d->try_no,
                d->last.error);
   if (d->stop_requested)
@@ -416,30 +468,68 @@ static int step_end_try(mqproc__delivery_t *d) {
       mqproc__policy_backoff_ms(cfg(d)->retry_backoff_ms, d->tries_in_attempt, rnd()));
 }
 
+/* A successful try is recorded with the job's SUCCESS in one write (step_succeed). */
+static int step_end_try(mqproc__delivery_t *d) {
+  mqproc__try_end_t e = try_end(d);
+  if (d->fenced) {
+    d->state = S_FENCED;
+    return 1;
+  }
+  if (e.ok) {
+    d->state = S_SUCCEED;
+    return 1;
+  }
+  return store_call(d,
+                    mqproc__store_end_try(d->srv->store, d->job_id, d->attempt, d->try_no, &e,
+                                          mqproc__dl_on_store, d),
+                    try_ended);
+}
+
 /* ---- outcomes ----------------------------------------------------------------------- */
 
-static int step_succeed(mqproc__delivery_t *d) {
+/* Whether the outcome still has to reach a result queue or a callback. */
+static int outcome_to_send(const mqproc__delivery_t *d) {
+  return d->msg->result_queue_name != NULL || has_callbacks(d->msg);
+}
+
+static int succeeded(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
-  mqproc__try_end_t e = try_end(d);
-  int rc = mqproc__store_succeed(d->srv->store, d->job_id, d->attempt, d->try_no, &e, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
   MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
                (long long)d->last.duration_ms, d->attempt, d->try_no);
   d->outcome = "SUCCESS";
   d->send_result = d->send_callbacks = 1;
-  return store_ok(d, S_PUBLISH);
+  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
+  mqproc__server_update_consuming(d->srv, 0); /* a finished job holds no slot */
+  if (!d->acked) {
+    /* The row records the outcome and, when there is one to send, carries it (outbox):
+     * the delivery is acked now, before the result's confirm. */
+    if (mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err) != MQPROC_OK)
+      MQPROC__WARN("job %s: cannot ack (%s); its redelivery will find it SUCCESS", jid(d), err);
+    d->acked = 1;
+    if (!outcome_to_send(d)) { /* nothing to send, no outbox marks to clear */
+      d->state = S_DONE;
+      return 1;
+    }
+  }
+  d->state = S_PUBLISH; /* settle clears the outbox marks once it is all out */
+  return 1;
 }
 
-static int step_fail(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  int requeued = 0;
-  int rc =
-      mqproc__store_fail(d->srv->store, d->job_id, d->attempt, d->last.error,
-                         d->final_failure ? 0 : cfg(d)->max_requeues, d->acked, &requeued, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
-  if (requeued) {
+static int step_succeed(mqproc__delivery_t *d) {
+  mqproc__try_end_t e = try_end(d);
+  return store_call(d,
+                    mqproc__store_succeed(d->srv->store, d->job_id, d->attempt, d->try_no, &e,
+                                          outcome_to_send(d), cfg(d)->lease_s * 1000,
+                                          mqproc__dl_on_store, d),
+                    succeeded);
+}
+
+static int failed(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
+  if (d->requeued) {
     MQPROC__WARN("job %s: attempt %d failed after %d tries; requeued", jid(d), d->attempt,
                  d->tries_in_attempt);
     return store_ok(d, S_NACK);
@@ -460,32 +550,48 @@ static int step_fail(mqproc__delivery_t *d) {
   return 1;
 }
 
-static int step_give_up(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  char why[MQPROC_ERR_LEN];
-  int rc;
-  snprintf(why, sizeof(why), "out of attempts: %d of --max-attempts=%d used", d->attempt,
-           cfg(d)->max_attempts);
-  rc = mqproc__store_give_up(d->srv->store, d->job_id, d->attempt, why, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
-  MQPROC__ERROR("job %s: FAILED, %s", jid(d), why);
+static int step_fail(mqproc__delivery_t *d) {
+  return store_call(d,
+                    mqproc__store_fail(d->srv->store, d->job_id, d->attempt, d->last.error,
+                                       d->final_failure ? 0 : cfg(d)->max_requeues, d->acked,
+                                       &d->requeued, mqproc__dl_on_store, d),
+                    failed);
+}
+
+static int gave_up(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
+  MQPROC__ERROR("job %s: FAILED, %s", jid(d), d->reason);
   d->outcome = "FAILED";
   d->send_result = d->send_callbacks = 1;
-  to_dead_letter(d, S_PUBLISH, "job FAILED: %s", why);
+  to_dead_letter(d, S_PUBLISH, "job FAILED: out of attempts: %d of --max-attempts=%d used",
+                 d->attempt, cfg(d)->max_attempts);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return 1;
 }
 
-static int step_release(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  int rc =
-      mqproc__store_release(d->srv->store, d->job_id, d->attempt,
-                            "released: the server stopped before the job ended", d->acked, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
+static int step_give_up(mqproc__delivery_t *d) {
+  snprintf(d->reason, sizeof(d->reason), "out of attempts: %d of --max-attempts=%d used",
+           d->attempt, cfg(d)->max_attempts);
+  return store_call(d,
+                    mqproc__store_give_up(d->srv->store, d->job_id, d->attempt, d->reason,
+                                          mqproc__dl_on_store, d),
+                    gave_up);
+}
+
+static int released(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
   MQPROC__INFO("job %s: released (attempt %d) for another server", jid(d), d->attempt);
   return store_ok(d, S_NACK);
+}
+
+static int step_release(mqproc__delivery_t *d) {
+  return store_call(d,
+                    mqproc__store_release(d->srv->store, d->job_id, d->attempt,
+                                          "released: the server stopped before the job ended",
+                                          d->acked, mqproc__dl_on_store, d),
+                    released);
 }
 
 static int step_fenced(mqproc__delivery_t *d) {
@@ -496,201 +602,12 @@ static int step_fenced(mqproc__delivery_t *d) {
   return 1;
 }
 
-/* ---- dead letters, results, callbacks ----------------------------------------------- */
-
-static int step_dead_letter(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  mqproc__broker_header_t h[4] = {{"x-mqproc-reason", d->reason},
-                                  {"x-mqproc-worker", d->srv->worker_id},
-                                  {"x-mqproc-queue", d->srv->processor},
-                                  {"x-mqproc-job-id", d->job_id}};
-  mqproc__publish_t p = {.exchange = "",
-                         .routing_key = d->srv->dead_queue,
-                         .body = d->body,
-                         .len = d->len,
-                         .persistent = 1,
-                         .mandatory = 1,
-                         .headers = h,
-                         .n_headers = d->job_id != NULL ? 4 : 3};
-  int rc;
-  if (d->after_dead == S_ACK && stale(d)) { /* nothing claimed: the broker redelivers */
-    d->state = S_DONE;
-    return 1;
-  }
-  if (!d->dead_recorded) {
-    rc = mqproc__store_record_dead(d->srv->store, d->srv->processor, d->job_id, d->body, d->len,
-                                   (size_t)cfg(d)->max_message_bytes, d->reason, d->srv->worker_id,
-                                   err);
-    if (rc == MQPROC_ESTORE_DATA) /* the broker still gets it, with the reason */
-      MQPROC__ERROR("job %s: the dead-letter table refused the message: %s", jid(d), err);
-    else if (rc != MQPROC_OK)
-      return store_failed(d, rc, err);
-    d->dead_recorded = 1;
-    d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  }
-  MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
-  rc = mqproc__server_publish(d->srv, d, &p, err);
-  if (rc == MQPROC_EBROKER_BLOCKED)
-    return broker_blocked(d);
-  if (rc == MQPROC_EINVAL) { /* cannot be encoded: the table has it; go on */
-    MQPROC__ERROR("job %s: %s; the dead letter stays in mqproc_dead_letters only", jid(d), err);
-    d->state = d->after_dead;
-    return 1;
-  }
-  if (rc != MQPROC_OK)
-    return broker_down(d, err);
-  d->state = S_DEAD_WAIT;
-  return 0;
-}
-
-static int step_publish(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  const char *q = d->msg->result_queue_name;
-  mqproc__format_t fmt = cfg(d)->result_fmt == MQPROC__RESULT_AUTO   ? d->msg->format
-                         : cfg(d)->result_fmt == MQPROC__RESULT_JSON ? MQPROC__FMT_JSON
-                                                                     : MQPROC__FMT_YAML;
-  mqproc__publish_t p = {.exchange = cfg(d)->exchange,
-                         .routing_key = q,
-                         .content_type =
-                             fmt == MQPROC__FMT_JSON ? "application/json" : "application/yaml",
-                         .message_id = d->job_id,
-                         .persistent = cfg(d)->queue_durable,
-                         .mandatory = 1};
-  char *body = NULL;
-  size_t len;
-  int rc;
-  if (!d->send_result || q == NULL) {
-    d->state = S_CALLBACK;
-    return 1;
-  }
-  if (d->srv->broker_blocked) /* not even the declaration: it would wait for a reply */
-    return broker_blocked(d);
-  if ((rc = mqproc__server_result_queue(d->srv, q, err)) == MQPROC_EBROKER_CLOSED)
-    return broker_down(d, err);
-  if (rc != MQPROC_OK) {
-    MQPROC__ERROR("job %s: cannot declare result queue '%s': %s", jid(d), q, err);
-    d->state = S_CALLBACK;
-    return 1;
-  }
-  if (mqproc__result_encode(d->msg, d->outcome, fmt, &body, &len) != MQPROC_OK) {
-    d->state = S_CALLBACK;
-    return 1;
-  }
-  p.body = body;
-  p.len = len;
-  rc = mqproc__server_publish(d->srv, d, &p, err);
-  free(body);
-  if (rc == MQPROC_EBROKER_BLOCKED)
-    return broker_blocked(d);
-  if (rc == MQPROC_EINVAL) { /* cannot be encoded: recorded as the result's error */
-    d->publish_status = rc;
-    snprintf(d->publish_error, sizeof(d->publish_error), "%s", err);
-    MQPROC__ERROR("job %s: %s", jid(d), err);
-    d->state = S_PUBLISHED;
-    return 1;
-  }
-  if (rc != MQPROC_OK)
-    return broker_down(d, err);
-  d->state = S_PUBLISH_WAIT;
-  return 0;
-}
-
-static int step_published(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  int rc;
-  if (d->publish_status == MQPROC_EBROKER_CLOSED) { /* unknown fate: send it (again) */
-    d->state = S_PUBLISH;
-    return broker_down(d, "connection lost before the broker confirmed the result");
-  }
-  rc = mqproc__store_mark_published(d->srv->store, d->job_id,
-                                    d->publish_status == MQPROC_OK ? NULL : d->publish_error, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
-  return store_ok(d, S_CALLBACK);
-}
-
-static void callback_work(void *ud) {
-  mqproc__delivery_t *d = ud;
-  const char *urls[2] = {d->msg->callback_url, d->msg->internal_callback_url};
-  mqproc__callback_opts_t o = {.timeout_ms = cfg(d)->callback_timeout_ms,
-                               .retries = cfg(d)->callback_retries,
-                               .backoff_ms = 500,
-                               .allow = &d->srv->callback_allow,
-                               .deny = &d->srv->callback_deny};
-  char *body = NULL, err[MQPROC_ERR_LEN];
-  size_t len, used = 0;
-  d->callback_error[0] = '\0';
-  if (mqproc__result_encode(d->msg, d->outcome, MQPROC__FMT_JSON, &body, &len) != MQPROC_OK) {
-    snprintf(d->callback_error, sizeof(d->callback_error), "cannot encode the result");
-    return;
-  }
-  for (int i = 0; i < 2; i++) {
-    if (urls[i] == NULL || mqproc__callback_post(urls[i], body, &o, NULL, err) == MQPROC_OK)
-      continue;
-    used += (size_t)snprintf(d->callback_error + used, sizeof(d->callback_error) - used, "%s%s",
-                             used > 0 ? "; " : "", err);
-    if (used >= sizeof(d->callback_error))
-      used = sizeof(d->callback_error) - 1;
-  }
-  free(body);
-}
-
-static void callback_after(mqproc__loop_t *loop, void *ud) {
-  mqproc__delivery_t *d = ud;
-  (void)loop;
-  if (d->callback_error[0] != '\0')
-    MQPROC__WARN("job %s: callback failed: %s", jid(d), d->callback_error);
-  d->state = S_CALLBACK_RECORD;
-  mqproc__delivery_advance(d);
-}
-
-static int step_callback(mqproc__delivery_t *d) {
-  if (!d->send_callbacks || !has_callbacks(d->msg)) {
-    d->state = S_ACK;
-    return 1;
-  }
-  if (mqproc__loop_work(d->srv->loop, callback_work, callback_after, d) != MQPROC_OK) {
-    snprintf(d->callback_error, sizeof(d->callback_error), "cannot start the callback thread");
-    d->state = S_CALLBACK_RECORD;
-    return 1;
-  }
-  d->state = S_CALLBACK_WAIT;
-  return 0;
-}
-
-static int step_callback_record(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  int rc = mqproc__store_record_callbacks(
-      d->srv->store, d->job_id, d->callback_error[0] != '\0' ? d->callback_error : NULL, err);
-  if (rc != MQPROC_OK)
-    return store_failed(d, rc, err);
-  return store_ok(d, S_ACK);
-}
-
-/* ---- settle ------------------------------------------------------------------------- */
-
-static int step_settle(mqproc__delivery_t *d, int ack) {
-  char err[MQPROC_ERR_LEN];
-  int rc;
-  if (d->acked && d->outcome != NULL && !d->unsent) { /* out: the row needs us no more */
-    rc = mqproc__store_outbox_done(d->srv->store, d->job_id, d->attempt, err);
-    if (rc != MQPROC_OK)
-      return store_failed(d, rc, err);
-  }
-  d->state = S_DONE;
-  if (d->acked) /* acked early; a requeued job gets a new message from the sweeper */
-    return 1;
-  rc = ack ? mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err)
-           : mqproc__broker_nack(d->srv->broker, d->epoch, d->tag, 1, err);
-  if (rc != MQPROC_OK)
-    MQPROC__WARN("job %s: cannot %s (%s); the broker will redeliver it", jid(d),
-                 ack ? "ack" : "requeue", err);
-  return 1;
-}
-
 /* ---- the machine -------------------------------------------------------------------- */
 
 static int step(mqproc__delivery_t *d) {
+  if (d->acking && (d->state == S_START_TRY || d->state == S_END_TRY || d->state == S_RELEASE ||
+                    d->state == S_FENCED))
+    return 0; /* the early ack's write first (delivery_ctl.c resumes the machine) */
   if ((d->state == S_DECODE || d->state == S_CLAIM) && stale(d)) {
     d->state = S_DONE; /* not claimed, and its tag is void: the broker redelivers it */
     return 1;
@@ -715,20 +632,24 @@ static int step(mqproc__delivery_t *d) {
   case S_FENCED:
     return step_fenced(d);
   case S_DEAD_LETTER:
-    return step_dead_letter(d);
+    return mqproc__dl_step_dead_letter(d);
   case S_PUBLISH:
-    return step_publish(d);
+    return mqproc__dl_step_publish(d);
   case S_PUBLISHED:
-    return step_published(d);
+    return mqproc__dl_step_published(d);
   case S_CALLBACK:
-    return step_callback(d);
+    return mqproc__dl_step_callback(d);
   case S_CALLBACK_RECORD:
-    return step_callback_record(d);
+    return mqproc__dl_step_callback_record(d);
   case S_ACK:
-    return step_settle(d, 1);
+    return mqproc__dl_step_settle(d, 1);
   case S_NACK:
-    return step_settle(d, 0);
+    return mqproc__dl_step_settle(d, 0);
+  case S_STORE_DONE: /* the answer to a store request: go on where it was made */
+    d->state = d->issued;
+    return d->then(d);
   case S_RUNNING: /* waiting states: resumed by their event */
+  case S_STORE_CALL:
   case S_BACKOFF:
   case S_DEAD_WAIT:
   case S_PUBLISH_WAIT:
@@ -763,44 +684,5 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
 }
 
 void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
-  char err[MQPROC_ERR_LEN];
-  if (d->state == S_DEAD_WAIT) {
-    if (status == MQPROC_OK) {
-      d->state = d->after_dead;
-      /* an early-acked job's row said "dead letter pending" for the outbox sweep; if
-       * this write fails, outbox_done clears it, or a sweep sends a second copy */
-      if (d->acked && d->outcome != NULL &&
-          mqproc__store_dead_lettered(d->srv->store, d->job_id, d->attempt, err) != MQPROC_OK)
-        MQPROC__WARN("job %s: %s", jid(d), err);
-    } else if (status == MQPROC_EBROKER_CLOSED) {
-      d->state = S_DEAD_LETTER;
-      if (!broker_down(d, "connection lost before the broker confirmed the dead letter"))
-        return;
-    } else if (d->acked) { /* no message to keep: the outcome still goes out */
-      MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); it stays in "
-                    "mqproc_dead_letters only",
-                    jid(d), d->srv->dead_queue, mqproc_strerror(status));
-      d->state = d->after_dead;
-    } else { /* the dead-letter queue refused it: keep the message, try again later */
-      MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); requeueing later",
-                    jid(d), d->srv->dead_queue, mqproc_strerror(status));
-      wait_timer(d, S_DEFER, 5000);
-      return;
-    }
-  } else if (d->state == S_PUBLISH_WAIT) {
-    d->publish_status = status;
-    if (status == MQPROC_EBROKER_UNROUTABLE)
-      snprintf(d->publish_error, sizeof(d->publish_error),
-               "result message unroutable: no queue bound to '%s' on exchange '%s'",
-               d->msg->result_queue_name, cfg(d)->exchange);
-    else if (status != MQPROC_OK)
-      snprintf(d->publish_error, sizeof(d->publish_error), "result message not confirmed: %s",
-               mqproc_strerror(status));
-    if (status != MQPROC_OK)
-      MQPROC__ERROR("job %s: %s", jid(d), d->publish_error);
-    d->state = S_PUBLISHED;
-  } else {
-    return;
-  }
-  mqproc__delivery_advance(d);
+  mqproc__dl_confirmed(d, status);
 }

@@ -24,36 +24,48 @@
  * records that the broker no longer holds it (so a dead holder's job is republished by
  * a sweeper instead of waiting for a redelivery that will not come). Keeps long jobs
  * clear of RabbitMQ's consumer_timeout. */
-static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
+static void on_ack_timer(mqproc__loop_t *loop, void *ud);
+
+/* The row says the delivery is acked early: ack it. The machine waited meanwhile (its
+ * steps that write the job's row or settle the delivery do not run while d->acking). */
+static void early_ack_recorded(void *ud, int rc, const char *err) {
   mqproc__delivery_t *d = ud;
-  char err[MQPROC_ERR_LEN];
-  int rc;
-  (void)loop;
-  d->ack_timer = 0;
-  if (d->acked || d->fenced ||
-      (d->state != S_START_TRY && d->state != S_RUNNING && d->state != S_BACKOFF &&
-       d->state != S_STORE_WAIT))
-    return;
-  if (d->srv->broker_blocked) { /* it could not lower the consumer's prefetch first */
-    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
-    return;
-  }
-  rc = mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, err);
+  char why[MQPROC_ERR_LEN];
+  d->acking = 0;
   if (rc == MQPROC_OK) {
     /* this job keeps its slot after the ack: first make the broker push no more than the
      * free slots allow, then ack */
     mqproc__server_update_consuming(d->srv, 1);
-    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err);
+    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, why);
+    err = why;
   }
   d->acked = rc == MQPROC_OK;
   mqproc__server_update_consuming(d->srv, 0);
   if (rc == MQPROC_OK) {
     MQPROC__INFO("job %s: still running after %d s; delivery acked, the job table carries it",
                  jid(d), cfg(d)->ack_after_s);
+  } else {
+    MQPROC__WARN("job %s: early ack postponed: %s", jid(d), err);
+    if (rc != MQPROC_ESTORE_FENCED && d->outcome == NULL)
+      d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
+  }
+  mqproc__delivery_advance(d); /* a step that waited for this goes on */
+}
+
+static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
+  mqproc__delivery_t *d = ud;
+  (void)loop;
+  d->ack_timer = 0;
+  if (d->acked || d->fenced || d->acking || (d->state != S_RUNNING && d->state != S_BACKOFF))
+    return;
+  if (d->srv->broker_blocked) { /* it could not lower the consumer's prefetch first */
+    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
     return;
   }
-  MQPROC__WARN("job %s: early ack postponed: %s", jid(d), err);
-  if (rc != MQPROC_ESTORE_FENCED)
+  if (mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, early_ack_recorded, d) ==
+      MQPROC_OK)
+    d->acking = 1;
+  else
     d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
 }
 
@@ -140,16 +152,11 @@ void mqproc__delivery_start(mqproc__delivery_t *d) {
   mqproc__delivery_advance(d);
 }
 
-void mqproc__delivery_tick(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
-  int64_t now = mqproc__now_ms();
-  int rc;
-  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || (d->acked && d->outcome != NULL);
-  if (!holds || d->fenced || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
-    return;
-  rc = mqproc__store_renew(d->srv->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000, err);
+static void renewed(void *ud, int rc, const char *err) {
+  mqproc__delivery_t *d = ud;
+  d->renewing = 0;
   if (rc == MQPROC_OK) {
-    d->last_renew_ms = now;
+    d->last_renew_ms = d->renew_sent_ms;
   } else if (rc == MQPROC_ESTORE_FENCED) {
     MQPROC__ERROR("job %s: lease of attempt %d lost to a newer attempt; stopping this try", jid(d),
                   d->attempt);
@@ -164,6 +171,16 @@ void mqproc__delivery_tick(mqproc__delivery_t *d) {
   } else {
     MQPROC__WARN("job %s: lease renewal failed: %s", jid(d), err);
   }
+}
+
+void mqproc__delivery_tick(mqproc__delivery_t *d) {
+  int64_t now = mqproc__now_ms();
+  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || (d->acked && d->outcome != NULL);
+  if (!holds || d->fenced || d->renewing || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
+    return;
+  d->renew_sent_ms = now;
+  d->renewing = mqproc__store_renew(d->srv->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000,
+                                    renewed, d) == MQPROC_OK;
 }
 
 void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
@@ -230,6 +247,8 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
 void mqproc__delivery_free(mqproc__delivery_t *d) {
   if (d == NULL)
     return;
+  if (d->srv != NULL)
+    mqproc__store_forget(d->srv->store, d); /* no answer may reach it any more */
   if (d->timer != 0)
     mqproc__loop_timer_cancel(d->srv->loop, d->timer);
   if (d->ack_timer != 0)
@@ -262,6 +281,8 @@ int mqproc__delivery_acked(const mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uint64_t consumer) {
+  if (d->outcome != NULL) /* the job ended: only its outcome is being sent */
+    return 0;
   return d->acked || d->epoch != epoch || d->consumer != consumer;
 }
 

@@ -38,6 +38,8 @@
   X(CALLBACK_RECORD)                                                                               \
   X(DEFER)                                                                                         \
   X(STORE_WAIT)                                                                                    \
+  X(STORE_CALL)                                                                                    \
+  X(STORE_DONE)                                                                                    \
   X(BROKER_WAIT)                                                                                   \
   X(ACK)                                                                                           \
   X(NACK)                                                                                          \
@@ -56,7 +58,18 @@ struct mqproc__delivery {
   mqproc__delivery_t *next; /* server's list */
   mqproc__server_t *srv;
   dstate_t state;
-  dstate_t resume;     /* STORE_WAIT resumes here */
+  dstate_t resume; /* STORE_WAIT resumes here */
+  /* the store request in flight (STORE_CALL~) and its answer (STORE_DONE) */
+  dstate_t issued;                    /* the state that made it */
+  int (*then)(mqproc__delivery_t *d); /* continues the machine with the answer */
+  int store_rc;
+  char store_err[MQPROC_ERR_LEN];
+  mqproc__claim_t claim;
+  int requeued;       /* fail(): back to QUEUED */
+  int first_try_open; /* the claim started the first try already */
+  int renewing;       /* a lease renewal is in flight */
+  int64_t renew_sent_ms;
+  int acking;          /* the early ack's write is in flight: the machine's writes wait */
   dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
   /* the delivery */
   uint64_t epoch;
@@ -101,6 +114,35 @@ struct mqproc__delivery {
 /* Runs the machine until it waits for something; a delivery that reaches DONE is handed
  * back to the server (delivery.c). */
 void mqproc__delivery_advance(mqproc__delivery_t *d);
+
+/* The machine's shared steps and helpers (delivery.c), used by delivery_out.c, which
+ * holds the states that send an outcome (dead letter, result, callbacks, settle). */
+const char *mqproc__dl_state_name(dstate_t s);
+int mqproc__dl_has_callbacks(const mqproc__msg_t *m);
+int mqproc__dl_stale(const mqproc__delivery_t *d);
+int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms);
+/* The done callback of the machine's store requests (ud: the delivery). */
+void mqproc__dl_on_store(void *ud, int rc, const char *err);
+/* A store request was made (submitted: what the call returned): wait for its answer in
+ * STORE_CALL~, then go on with then(d) in the state that made it (d->store_rc, _err). */
+int mqproc__dl_store_call(mqproc__delivery_t *d, int submitted, int (*then)(mqproc__delivery_t *));
+/* The answer d->store_rc was an error: fenced, the message's data, or an outage (park). */
+int mqproc__dl_store_failed(mqproc__delivery_t *d);
+/* The answer was fine: the store backoff starts over, the machine goes to next. */
+int mqproc__dl_store_ok(mqproc__delivery_t *d, dstate_t next);
+int mqproc__dl_broker_down(mqproc__delivery_t *d, const char *why);
+int mqproc__dl_broker_blocked(mqproc__delivery_t *d);
+void mqproc__dl_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* delivery_out.c's steps */
+int mqproc__dl_step_dead_letter(mqproc__delivery_t *d);
+int mqproc__dl_step_publish(mqproc__delivery_t *d);
+int mqproc__dl_step_published(mqproc__delivery_t *d);
+int mqproc__dl_step_callback(mqproc__delivery_t *d);
+int mqproc__dl_step_callback_record(mqproc__delivery_t *d);
+int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack);
+/* The confirm of the publish d waits for (DEAD_WAIT~, PUBLISH_WAIT~) arrived. */
+void mqproc__dl_confirmed(mqproc__delivery_t *d, int status);
 /* Arms the --ack-after timer of a freshly claimed delivery, if configured (delivery_ctl.c). */
 void mqproc__delivery_arm_ack_timer(mqproc__delivery_t *d);
 

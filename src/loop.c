@@ -23,6 +23,7 @@
 
 typedef struct io_watch {
   int fd;
+  int writable; /* also watched for writability */
   mqproc__io_cb cb;
   void *ud;
   struct io_watch *next;
@@ -147,6 +148,21 @@ int64_t mqproc__loop_now(const mqproc__loop_t *loop) {
 }
 
 /* ---- fds ---------------------------------------------------------------------------- */
+
+int mqproc__loop_io_write(mqproc__loop_t *loop, int fd, int on) {
+  struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.fd = fd};
+  for (io_watch_t *w = loop->ios; w != NULL; w = w->next) {
+    if (w->fd != fd)
+      continue;
+    if (w->writable == on)
+      return MQPROC_OK;
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
+      return MQPROC_ESYS;
+    w->writable = on;
+    return MQPROC_OK;
+  }
+  return MQPROC_EINVAL;
+}
 
 int mqproc__loop_io(mqproc__loop_t *loop, int fd, mqproc__io_cb cb, void *ud) {
   io_watch_t **pp = &loop->ios, *w;

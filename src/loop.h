@@ -4,6 +4,7 @@
  * API:
  *   mqproc__loop_new() / _free() / _run() / _stop()
  *   mqproc__loop_io()            watch an fd (readable), or stop watching it (cb NULL)
+ *   mqproc__loop_io_write()      also (or no longer) call the fd's cb when it is writable
  *   mqproc__loop_timer()         one-shot timer in ms; _timer_cancel()
  *   mqproc__loop_child()         call cb when a child pid exits (reaped here)
  *   mqproc__loop_on_signal()     SIGTERM/SIGINT/SIGHUP delivered as loop events
@@ -44,6 +45,9 @@ void mqproc__loop_stop(mqproc__loop_t *loop);
 
 /* Watches fd for readability (and errors); cb NULL removes the watch. One watch per fd. */
 int mqproc__loop_io(mqproc__loop_t *loop, int fd, mqproc__io_cb cb, void *ud);
+/* Whether the watched fd's cb also runs when fd is writable (a non-blocking writer waiting
+ * for room); MQPROC_EINVAL when fd is not watched. */
+int mqproc__loop_io_write(mqproc__loop_t *loop, int fd, int on);
 
 /* One-shot timer; returns its id (> 0) or 0 when out of memory. */
 uint64_t mqproc__loop_timer(mqproc__loop_t *loop, int64_t delay_ms, mqproc__timer_cb cb, void *ud);

@@ -351,12 +351,13 @@ mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *j
 
 /* ---- store outages: stop taking deliveries until the store answers ------------------ */
 
-static void on_store_ping(mqproc__loop_t *loop, void *ud) {
+static void on_store_ping(mqproc__loop_t *loop, void *ud);
+
+static void store_pinged(void *ud, int rc, const char *err) {
   mqproc__server_t *srv = ud;
-  char err[MQPROC_ERR_LEN];
-  srv->ping_timer = 0;
-  if (mqproc__store_ping(srv->store, err) != MQPROC_OK) {
-    srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
+  (void)err;
+  if (rc != MQPROC_OK) {
+    srv->ping_timer = mqproc__loop_timer(srv->loop, 1000, on_store_ping, srv);
     return;
   }
   srv->store_paused = 0;
@@ -368,6 +369,13 @@ static void on_store_ping(mqproc__loop_t *loop, void *ud) {
     mqproc__delivery_store_back(d);
   }
   mqproc__server_update_consuming(srv, 0);
+}
+
+static void on_store_ping(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  srv->ping_timer = 0;
+  if (mqproc__store_ping(srv->store, store_pinged, srv) != MQPROC_OK)
+    srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
 }
 
 /* Runs from a timer, not from the failing delivery's own step (which it may requeue). */
@@ -456,7 +464,7 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
 /* ---- setup -------------------------------------------------------------------------- */
 
 static int open_store(mqproc__server_t *srv, char *err) {
-  int rc = mqproc__store_pg_new(&srv->store, srv->cfg->database, err);
+  int rc = mqproc__store_pg_new(&srv->store, srv->cfg->database, srv->loop, err);
   for (int tries = 0; rc == MQPROC_OK; tries++) {
     if (srv->cfg->migrate)
       rc = mqproc__store_migrate(srv->store, err);

@@ -54,6 +54,7 @@ typedef struct mqproc__server {
   uint64_t ping_timer;            /* while paused: is the store back? */
   uint64_t grace_timer;           /* shutdown grace */
   int64_t last_sweep_ms;          /* sweeper.c */
+  int sweeping;                   /* a sweep's requests are in flight (sweeper.c) */
   int fatal;                      /* a configuration error the broker reported: exit 1 */
   int abandoned;                  /* deliveries released while their thread still runs */
 } mqproc__server_t;

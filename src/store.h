@@ -6,8 +6,10 @@
  *
  * Fencing: mqproc__store_claim() returns an attempt number. Every later write for the
  * job carries it and changes nothing when a newer attempt owns the job; such a write
- * returns MQPROC_ESTORE_FENCED. Calls are synchronous and bounded by the backend's
- * timeouts; MQPROC_ESTORE_CONNECT means "store unavailable" (an outage: the server pauses),
+ * ends with MQPROC_ESTORE_FENCED. Requests are asynchronous: a call queues one and its
+ * done callback runs later on the loop (a backend may batch the requests of many
+ * deliveries into one write); they are bounded by the backend's timeouts, so done always
+ * comes. MQPROC_ESTORE_CONNECT means "store unavailable" (an outage: the server pauses),
  * _QUERY "this statement failed, try again later" (the connection is re-established by the
  * next call when it was lost), and _DATA "the store refused what the message carried" (a
  * value out of range, a constraint): trying again cannot help, so the message is
@@ -19,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loop.h"
 #include "mqproc/mqproc.h"
 
 typedef struct mqproc__store mqproc__store_t;
@@ -35,9 +38,11 @@ typedef struct mqproc__claim {
   const void *request_body;   /* the message exactly as received (republish, outbox) */
   size_t request_body_len;
   long long created_time; /* unix seconds, -1 when absent */
+  const char *log_path;   /* of the first try, which a claim starts */
   int lease_ms;
   int max_attempts; /* no claim beyond this attempt */
   /* out */
+  int try_no;                    /* claimed: the number of the try the claim started */
   int claimed;                   /* 1: this caller owns a new attempt and must run the job */
   int attempt;                   /* the fencing token (claimed) or the current attempt */
   char state[MQPROC__STATE_LEN]; /* state after the statement */
@@ -83,70 +88,98 @@ typedef struct mqproc__try_end {
   const char *error; /* NULL when ok */
 } mqproc__try_end_t;
 
+/* Called on the loop when a request ended: MQPROC_OK, or an error as above with err
+ * saying why. Never called from within the call that made the request. */
+typedef void (*mqproc__store_done_cb)(void *ud, int rc, const char *err);
+
+/* Every asynchronous method copies its string and struct arguments; its out pointers
+ * (claim, try_no, requeued) must stay valid until done is called. It returns MQPROC_OK,
+ * or MQPROC_ENOMEM when the request could not even be queued (done is not called then). */
 struct mqproc__store_class {
   const char *name;
-  /* open: connect and check the schema is at the version this build expects. */
+  /* ---- synchronous, before the loop runs (and for `mqproc migrate`) ---- */
+  /* open: check the schema is at the version this build expects. */
   int (*open)(mqproc__store_t *s, char *err);
   /* migrate: create or upgrade the schema (idempotent, safe to run concurrently). */
   int (*migrate)(mqproc__store_t *s, char *err);
-  /* claim: the idempotent claim; see mqproc__claim_t. */
-  int (*claim)(mqproc__store_t *s, mqproc__claim_t *c, char *err);
+  /* ---- asynchronous ---- */
+  /* claim: the idempotent claim (see mqproc__claim_t); a claimed job's first try starts in
+     the same write (c->try_no, with c->log_path). */
+  int (*claim)(mqproc__store_t *s, mqproc__claim_t *c, mqproc__store_done_cb done, void *ud);
   /* start_try: record a new try (tries + 1) of attempt; *try_no gets its number. */
   int (*start_try)(mqproc__store_t *s, const char *job_id, int attempt, const char *worker_id,
-                   const char *log_path, int *try_no, char *err);
-  /* end_try: record how try try_no ended. */
+                   const char *log_path, int *try_no, mqproc__store_done_cb done, void *ud);
+  /* end_try: record how try try_no ended (a failed try; succeed records a good one). */
   int (*end_try)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                 const mqproc__try_end_t *e, char *err);
-  /* succeed: try try_no ended well (e) and the job is RUNNING -> SUCCESS, in one write
-     (end_try is for failed tries). */
+                 const mqproc__try_end_t *e, mqproc__store_done_cb done, void *ud);
+  /* succeed: try try_no ended well (e) and the job is RUNNING -> SUCCESS, in one write.
+     outbox: the result or callbacks are still to be sent by this holder, whose delivery is
+     acked now: the row keeps delivery_acked and a lease for the outbox sweep (outbox_done
+     clears both once everything is out). */
   int (*succeed)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                 const mqproc__try_end_t *e, char *err);
+                 const mqproc__try_end_t *e, int outbox, int lease_ms, mqproc__store_done_cb done,
+                 void *ud);
   /* fail: RUNNING -> QUEUED (requeues + 1) while requeues < max_requeues, else FAILED;
      *requeued says which. republish: the delivery was acked early, so a QUEUED job needs a
      new message (the sweeper sends it). */
   int (*fail)(mqproc__store_t *s, const char *job_id, int attempt, const char *error,
-              int max_requeues, int republish, int *requeued, char *err);
+              int max_requeues, int republish, int *requeued, mqproc__store_done_cb done, void *ud);
   /* release: RUNNING -> QUEUED without counting a requeue (shutdown); republish as above. */
   int (*release)(mqproc__store_t *s, const char *job_id, int attempt, const char *why,
-                 int republish, char *err);
+                 int republish, mqproc__store_done_cb done, void *ud);
   /* give_up: a job out of attempts (QUEUED, or RUNNING under an expired lease, still at
      attempt) -> FAILED. */
-  int (*give_up)(mqproc__store_t *s, const char *job_id, int attempt, const char *why, char *err);
+  int (*give_up)(mqproc__store_t *s, const char *job_id, int attempt, const char *why,
+                 mqproc__store_done_cb done, void *ud);
   /* ack_early: the holder of attempt acked its delivery; the row alone carries the job. */
-  int (*ack_early)(mqproc__store_t *s, const char *job_id, int attempt, char *err);
+  int (*ack_early)(mqproc__store_t *s, const char *job_id, int attempt, mqproc__store_done_cb done,
+                   void *ud);
   /* sweep: jobs of processor whose early-acked holder's lease expired, or that wait for a
      republish, are set QUEUED with republish pending (and a lease_ms grace so other
-     sweepers skip them); each is passed to row() to be republished (at most limit). */
+     sweepers skip them); each is passed to row() before done (at most limit). */
   int (*sweep)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-               void (*row)(void *ud, const mqproc__sweep_row_t *r), void *ud, char *err);
+               void (*row)(void *ud, const mqproc__sweep_row_t *r), mqproc__store_done_cb done,
+               void *ud);
   /* republished: the broker confirmed the republished message of a QUEUED job. */
-  int (*republished)(mqproc__store_t *s, const char *job_id, char *err);
+  int (*republished)(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done, void *ud);
   /* ping: is the store reachable? */
-  int (*ping)(mqproc__store_t *s, char *err);
+  int (*ping)(mqproc__store_t *s, mqproc__store_done_cb done, void *ud);
   /* renew: extend the lease of attempt by lease_ms (while it runs, and while an early-acked
      holder still sends the outcome of a final job). */
-  int (*renew)(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms, char *err);
-  /* outbox_done: the early-acked holder of attempt sent everything of a final job. */
-  int (*outbox_done)(mqproc__store_t *s, const char *job_id, int attempt, char *err);
+  int (*renew)(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms,
+               mqproc__store_done_cb done, void *ud);
+  /* outbox_done: the early-acked holder of attempt sent everything of a final job:
+     published says whether the result went out (NULL error) or why not; callbacks_error
+     likewise for the callbacks (has_callbacks 0: none were due). Low priority: a backend may
+     hold it back to share a later write. */
+  int (*outbox_done)(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
+                     const char *publish_error, int callbacks_sent, const char *callback_error,
+                     mqproc__store_done_cb done, void *ud);
   /* dead_lettered: the broker confirmed the dead letter of a FAILED early-acked job (the
      outbox sweep sends it while it is pending: fail() sets that for such jobs). */
-  int (*dead_lettered)(mqproc__store_t *s, const char *job_id, int attempt, char *err);
+  int (*dead_lettered)(mqproc__store_t *s, const char *job_id, int attempt,
+                       mqproc__store_done_cb done, void *ud);
   /* sweep_outbox: final jobs whose early-acked holder died before sending their result
      and callbacks; each is taken for lease_ms and passed to row() (at most limit). */
   int (*sweep_outbox)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                      void (*row)(void *ud, const mqproc__outbox_row_t *r), void *ud, char *err);
+                      void (*row)(void *ud, const mqproc__outbox_row_t *r),
+                      mqproc__store_done_cb done, void *ud);
   /* mark_published: the result message was confirmed by the broker (or failed: error). */
-  int (*mark_published)(mqproc__store_t *s, const char *job_id, const char *error, char *err);
+  int (*mark_published)(mqproc__store_t *s, const char *job_id, const char *error,
+                        mqproc__store_done_cb done, void *ud);
   /* record_callbacks: outcome of the callback POSTs (error NULL = all OK). */
-  int (*record_callbacks)(mqproc__store_t *s, const char *job_id, const char *error, char *err);
+  int (*record_callbacks)(mqproc__store_t *s, const char *job_id, const char *error,
+                          mqproc__store_done_cb done, void *ud);
   /* record_dead: a message given up on goes to the dead-letter table with the job_id
      when one could be read (NULL otherwise): at most keep bytes of its body, its length
      and SHA-256. Job rows are not touched: a misrouted or malformed copy must not decide
      the fate of the job it names. */
   int (*record_dead)(mqproc__store_t *s, const char *processor, const char *job_id,
                      const void *body, size_t len, size_t keep, const char *reason,
-                     const char *worker_id, char *err);
-  /* destroy: close and free. */
+                     const char *worker_id, mqproc__store_done_cb done, void *ud);
+  /* forget: requests of ud still pending complete without calling back (ud goes away). */
+  void (*forget)(mqproc__store_t *s, void *ud);
+  /* destroy: close and free (pending requests are dropped without a call back). */
   void (*destroy)(mqproc__store_t *s);
 };
 
@@ -154,9 +187,10 @@ struct mqproc__store {
   const struct mqproc__store_class *klass;
 };
 
-/* The PostgreSQL backend; conninfo is a libpq URI or key=value string (copied). Connects
- * lazily on the first call. */
-int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err);
+/* The PostgreSQL backend; conninfo is a libpq URI or key=value string (copied). loop: the
+ * loop that drives its connection (NULL: only the synchronous open and migrate). */
+int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, mqproc__loop_t *loop,
+                         char *err);
 
 #define MQPROC__STORE_CALL(s, method, ...) ((s)->klass->method((s), __VA_ARGS__))
 #define mqproc__store_open(s, err) ((s)->klass->open((s), (err)))
@@ -171,7 +205,7 @@ int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err)
 #define mqproc__store_ack_early(s, ...) MQPROC__STORE_CALL(s, ack_early, __VA_ARGS__)
 #define mqproc__store_sweep(s, ...) MQPROC__STORE_CALL(s, sweep, __VA_ARGS__)
 #define mqproc__store_republished(s, ...) MQPROC__STORE_CALL(s, republished, __VA_ARGS__)
-#define mqproc__store_ping(s, err) ((s)->klass->ping((s), (err)))
+#define mqproc__store_ping(s, ...) MQPROC__STORE_CALL(s, ping, __VA_ARGS__)
 #define mqproc__store_renew(s, ...) MQPROC__STORE_CALL(s, renew, __VA_ARGS__)
 #define mqproc__store_outbox_done(s, ...) MQPROC__STORE_CALL(s, outbox_done, __VA_ARGS__)
 #define mqproc__store_dead_lettered(s, ...) MQPROC__STORE_CALL(s, dead_lettered, __VA_ARGS__)
@@ -179,6 +213,7 @@ int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, char *err)
 #define mqproc__store_mark_published(s, ...) MQPROC__STORE_CALL(s, mark_published, __VA_ARGS__)
 #define mqproc__store_record_callbacks(s, ...) MQPROC__STORE_CALL(s, record_callbacks, __VA_ARGS__)
 #define mqproc__store_record_dead(s, ...) MQPROC__STORE_CALL(s, record_dead, __VA_ARGS__)
+#define mqproc__store_forget(s, ud) ((s)->klass->forget((s), (ud)))
 static inline void mqproc__store_destroy(mqproc__store_t *s) {
   if (s != NULL)
     s->klass->destroy(s);

@@ -1,10 +1,7 @@
-/* PostgreSQL job store: connections, statement execution and the schema.
- *
- * Every call (re)connects lazily, runs one statement with PQexecParams and maps the
- * outcome: a lost connection is MQPROC_ESTORE_CONNECT (the next call reconnects), a
- * failed statement MQPROC_ESTORE_QUERY with its SQLSTATE, a fenced write (no row
- * matched job_id + attempt + RUNNING) MQPROC_ESTORE_FENCED. Connections carry
- * connect/keepalive/TCP timeouts so a dead server cannot stall the event loop for long.
+/* PostgreSQL job store: the synchronous connection of start-up (open, migrate; `mqproc
+ * migrate`), the schema, and what both connections share: connection parameters with
+ * bounded timeouts, the SQLSTATE classes, UTF-8 clean text. The loop's connection is the
+ * asynchronous engine (store_pg_engine.c); this one is closed once the server runs.
  */
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -39,8 +36,7 @@ int mqproc__pg_classify(const char *sqlstate) {
   return MQPROC_ESTORE_QUERY;
 }
 
-/* A failed statement's error, with its SQLSTATE, classified (mqproc__pg_classify). */
-static int query_error(const PGresult *res, char *err) {
+int mqproc__pg_result_error(const PGresult *res, char *err) {
   const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
   int rc = mqproc__err(err, mqproc__pg_classify(state), "query failed (SQLSTATE %s): %s",
                        state != NULL ? state : "?", PQresultErrorMessage(res));
@@ -48,22 +44,38 @@ static int query_error(const PGresult *res, char *err) {
   return rc;
 }
 
-/* ---- connection and statements ------------------------------------------------------ */
+const char *mqproc__pg_text(const char *s, char **copy) {
+  /* the server refuses malformed UTF-8 with a data error: error texts from processors
+   * and excerpts cut mid-character are cleaned */
+  return mqproc__utf8_clean(s, copy);
+}
+
+/* ---- connecting --------------------------------------------------------------------- */
+
+const char *const mqproc__pg_conn_keys[] = {"connect_timeout",
+                                            "keepalives_idle",
+                                            "keepalives_interval",
+                                            "keepalives_count",
+                                            "tcp_user_timeout",
+                                            "application_name",
+                                            "dbname",
+                                            NULL};
+
+void mqproc__pg_conn_vals(const char *conninfo, const char **vals) {
+  static const char *const fixed[] = {"5", "10", "5", "3", "15000", "mqproc"};
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(fixed); i++)
+    vals[i] = fixed[i];
+  vals[6] = conninfo;
+  vals[7] = NULL;
+}
 
 static int ensure_conn(pg_store_t *s, char *err) {
-  static const char *const keys[] = {"connect_timeout",
-                                     "keepalives_idle",
-                                     "keepalives_interval",
-                                     "keepalives_count",
-                                     "tcp_user_timeout",
-                                     "application_name",
-                                     "dbname",
-                                     NULL};
-  const char *vals[] = {"5", "10", "5", "3", "15000", "mqproc", s->conninfo, NULL};
+  const char *vals[MQPROC__PG_MAX_PARAMS];
   if (s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK)
     return MQPROC_OK;
   PQfinish(s->conn);
-  s->conn = PQconnectdbParams(keys, vals, 1);
+  mqproc__pg_conn_vals(s->conninfo, vals);
+  s->conn = PQconnectdbParams(mqproc__pg_conn_keys, vals, 1);
   if (s->conn == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   if (PQstatus(s->conn) != CONNECTION_OK) {
@@ -74,45 +86,17 @@ static int ensure_conn(pg_store_t *s, char *err) {
     s->conn = NULL;
     return mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot connect to the database: %s", msg);
   }
-  /* Bound every statement so a stuck server cannot hold the loop (not via `options`:
-   * a URL's own options would replace it). */
-  PQclear(PQexec(s->conn, "SET statement_timeout = 30000"));
   return MQPROC_OK;
 }
 
-/* Runs sql with n text parameters (NULL = SQL NULL; binary when fmts[i] is 1). On success
- * *out (if not NULL) gets the result, which the caller PQclear()s. */
-/* Text parameters must be valid UTF-8 (the server refuses anything else with a data
- * error): error texts from processors and excerpts cut mid-character are cleaned here. */
-static int clean_params(int n, const char *const *vals, const int *fmts, const char **clean,
-                        char **copies, char *err) {
-  for (int i = 0; i < n; i++) {
-    clean[i] = vals[i];
-    copies[i] = NULL;
-    if (vals[i] != NULL && (fmts == NULL || fmts[i] == 0) &&
-        (clean[i] = mqproc__utf8_clean(vals[i], &copies[i])) == NULL)
-      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  }
-  return MQPROC_OK;
-}
-
-int mqproc__pg_run(pg_store_t *s, const char *sql, int n, const char *const *vals, const int *lens,
-                   const int *fmts, PGresult **out, char *err) {
-  const char *clean[MQPROC__PG_MAX_PARAMS] = {0};
-  char *copies[MQPROC__PG_MAX_PARAMS] = {0}; /* free(NULL) for those clean_params left */
-  PGresult *res = NULL;
+int mqproc__pg_run_text(pg_store_t *s, const char *sql, int n, const char *const *vals,
+                        PGresult **out, char *err) {
+  PGresult *res;
   ExecStatusType st;
   int rc = ensure_conn(s, err);
   if (rc != MQPROC_OK)
     return rc;
-  if (n > MQPROC__PG_MAX_PARAMS)
-    return mqproc__err(err, MQPROC_EINVAL, "too many statement parameters");
-  rc = clean_params(n, vals, fmts, clean, copies, err);
-  res = rc != MQPROC_OK ? NULL : PQexecParams(s->conn, sql, n, NULL, clean, lens, fmts, 0);
-  for (int i = 0; i < n; i++)
-    free(copies[i]);
-  if (rc != MQPROC_OK)
-    return rc;
+  res = PQexecParams(s->conn, sql, n, NULL, vals, NULL, NULL, 0);
   st = PQresultStatus(res);
   if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
     if (out != NULL)
@@ -122,44 +106,16 @@ int mqproc__pg_run(pg_store_t *s, const char *sql, int n, const char *const *val
     return MQPROC_OK;
   }
   if (PQstatus(s->conn) != CONNECTION_OK) {
-    mqproc__err(err, MQPROC_ESTORE_CONNECT, "database connection lost: %s",
-                PQerrorMessage(s->conn));
-    rc = MQPROC_ESTORE_CONNECT;
+    rc = mqproc__err(err, MQPROC_ESTORE_CONNECT, "database connection lost: %s",
+                     PQerrorMessage(s->conn));
+    one_line(err);
     PQfinish(s->conn);
     s->conn = NULL;
-    one_line(err);
   } else {
-    rc = query_error(res, err);
-    if (rc == MQPROC_ESTORE_CONNECT && PQstatus(s->conn) == CONNECTION_OK) {
-      PQfinish(s->conn); /* an availability error (shutdown, disk full): connect anew */
-      s->conn = NULL;
-    }
+    rc = mqproc__pg_result_error(res, err);
   }
   PQclear(res);
   return rc;
-}
-
-int mqproc__pg_run_text(pg_store_t *s, const char *sql, int n, const char *const *vals,
-                        PGresult **out, char *err) {
-  return mqproc__pg_run(s, sql, n, vals, NULL, NULL, out, err);
-}
-
-int mqproc__pg_run_fenced(pg_store_t *s, const char *sql, int n, const char *const *vals,
-                          const char *job_id, int attempt, PGresult **out, char *err) {
-  PGresult *res = NULL;
-  int rc = mqproc__pg_run_text(s, sql, n, vals, &res, err);
-  if (rc != MQPROC_OK)
-    return rc;
-  if (atoi(PQcmdTuples(res)) == 0) {
-    PQclear(res);
-    return mqproc__err(err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job",
-                       job_id, attempt);
-  }
-  if (out != NULL)
-    *out = res;
-  else
-    PQclear(res);
-  return MQPROC_OK;
 }
 
 /* ---- schema ------------------------------------------------------------------------- */
@@ -167,7 +123,8 @@ int mqproc__pg_run_fenced(pg_store_t *s, const char *sql, int n, const char *con
 static int exec_plain(pg_store_t *s, const char *sql, char *err) {
   PGresult *res = PQexec(s->conn, sql);
   ExecStatusType st = PQresultStatus(res);
-  int rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? MQPROC_OK : query_error(res, err);
+  int rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? MQPROC_OK
+                                                           : mqproc__pg_result_error(res, err);
   PQclear(res);
   return rc;
 }
@@ -232,5 +189,9 @@ int mqproc__pg_open(mqproc__store_t *base, char *err) {
                        "database schema is at version %d, this build needs %d: run `mqproc "
                        "migrate` or pass --migrate",
                        version, SCHEMA_VERSION);
+  if (s->engine != NULL) { /* the engine's connection does the rest */
+    PQfinish(s->conn);
+    s->conn = NULL;
+  }
   return MQPROC_OK;
 }

@@ -1,43 +1,133 @@
-/* Internals shared by the PostgreSQL store's files: store_pg_conn.c (connections,
- * statements, schema) and store_pg.c (the job table's statements). Not an API. */
+/* Internals shared by the PostgreSQL store's files: store_pg_engine.c (the asynchronous
+ * connection: requests, rounds, batches), store_pg_conn.c (the synchronous connection of
+ * start-up and `mqproc migrate`, the schema, error classes) and store_pg.c (the job
+ * table's statements). Not an API. */
 #ifndef MQPROC_STORE_PG_INT_H
 #define MQPROC_STORE_PG_INT_H
 
 #include <libpq-fe.h>
 
+#include "loop.h"
 #include "store.h"
+
+/* Most parameters any statement takes. */
+#define MQPROC__PG_MAX_PARAMS 16
+
+typedef struct pg_engine pg_engine_t;
+typedef struct pg_req pg_req_t;
 
 typedef struct pg_store {
   struct mqproc__store base; /* first: klass */
   char *conninfo;
-  PGconn *conn;
+  PGconn *conn;        /* synchronous: open and migrate only */
+  pg_engine_t *engine; /* asynchronous: everything on the loop (NULL without a loop) */
 } pg_store_t;
 
-/* Most parameters any statement takes. */
-#define MQPROC__PG_MAX_PARAMS 16
+/* ---- statements ------------------------------------------------------------------- */
+
+/* A statement the engine prepares once per connection. A batched one takes each of its
+ * nparams parameters as an array (one element per request: unnest(...) WITH ORDINALITY)
+ * and returns the ordinality (1-based) as its first column, so each row goes back to
+ * its request; requests of one batch have distinct keys (job ids). */
+typedef struct pg_stmt {
+  const char *name;
+  const char *sql;
+  int nparams;
+  int batched;
+  int low_priority; /* held back (up to a linger) to share a round with other work */
+  /* Reads the rows of r (indices rows[0..n), n may be 0) into r's out struct; returns
+   * MQPROC_OK, an error (into r->err), or MQPROC__PG_RETRY to run the request again. */
+  int (*parse)(pg_req_t *r, PGresult *res, const int *rows, int n);
+} pg_stmt_t;
+
+#define MQPROC__PG_RETRY 1
+
+struct pg_req {
+  const pg_stmt_t *stmt;
+  int n;
+  char *vals[MQPROC__PG_MAX_PARAMS]; /* owned; NULL = SQL NULL */
+  int lens[MQPROC__PG_MAX_PARAMS];
+  int fmts[MQPROC__PG_MAX_PARAMS]; /* 1 = binary (single statements only) */
+  void *out;                       /* the caller's out struct */
+  void *row_cb;                    /* sweeps: the caller's row callback */
+  mqproc__store_done_cb done;
+  void *ud;
+  char err[MQPROC_ERR_LEN];
+  int rc;      /* its outcome, once its round ended */
+  int solo;    /* alone in its round (after a round it shared failed) */
+  int retries; /* MQPROC__PG_RETRY so far */
+  pg_req_t *next;
+};
+
+/* A new request of stmt (parameters set by the caller with mqproc__pg_param*). */
+pg_req_t *mqproc__pg_req(const pg_stmt_t *stmt, void *out, mqproc__store_done_cb done, void *ud);
+/* Sets parameter i to a copy of s (NULL = SQL NULL), to "%d"/"%lld", or to len bytes. */
+int mqproc__pg_param(pg_req_t *r, int i, const char *s);
+int mqproc__pg_param_int(pg_req_t *r, int i, long long v);
+int mqproc__pg_param_bytes(pg_req_t *r, int i, const void *p, size_t len);
+/* Queues r (taking it): MQPROC_OK, or MQPROC_ENOMEM (r freed; a parameter failed). */
+int mqproc__pg_submit(pg_store_t *s, pg_req_t *r);
+void mqproc__pg_req_free(pg_req_t *r);
+
+/* Queues a request of st (store_pg.c): types says how to read the parameters that follow,
+ * one letter each: s string (NULL = SQL NULL), i int, l long long, b boolean (int),
+ * y bytes (pointer, size_t length). out and row_cb are kept in the request for st's parse. */
+int mqproc__pg_request(mqproc__store_t *base, const pg_stmt_t *st, void *out, void *row_cb,
+                       mqproc__store_done_cb done, void *ud, const char *types, ...);
+/* A parse for fenced writes: no row changed (no row returned, batched) is
+ * MQPROC_ESTORE_FENCED; parameters 0 and 1 are the job and the attempt. */
+int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n);
+
+/* The sweeps and marks (store_pg_sweep.c), the class's methods of those names. */
+int mqproc__pg_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
+                     void (*row)(void *ud, const mqproc__sweep_row_t *r),
+                     mqproc__store_done_cb done, void *ud);
+int mqproc__pg_republished(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done,
+                           void *ud);
+int mqproc__pg_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
+                           const char *publish_error, int callbacks_sent,
+                           const char *callback_error, mqproc__store_done_cb done, void *ud);
+int mqproc__pg_dead_lettered(mqproc__store_t *s, const char *job_id, int attempt,
+                             mqproc__store_done_cb done, void *ud);
+int mqproc__pg_sweep_outbox(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
+                            void (*row)(void *ud, const mqproc__outbox_row_t *r),
+                            mqproc__store_done_cb done, void *ud);
+int mqproc__pg_mark_published(mqproc__store_t *s, const char *job_id, const char *error,
+                              mqproc__store_done_cb done, void *ud);
+int mqproc__pg_record_callbacks(mqproc__store_t *s, const char *job_id, const char *error,
+                                mqproc__store_done_cb done, void *ud);
+int mqproc__pg_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
+                           const void *body, size_t len, size_t keep, const char *reason,
+                           const char *worker_id, mqproc__store_done_cb done, void *ud);
+
+/* ---- the engine (store_pg_engine.c) ------------------------------------------------ */
+
+int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop, char *err);
+/* Fails what is pending without calling back, closes, frees. */
+void mqproc__pg_engine_free(pg_engine_t *e);
+/* Requests of ud complete without calling back. */
+void mqproc__pg_engine_forget(pg_engine_t *e, void *ud);
+
+/* ---- synchronous connection, errors, schema (store_pg_conn.c) ----------------------- */
 
 /* How a failed statement's SQLSTATE is treated: connection and availability classes (08,
  * 53, 57P0x, 58) are outages (MQPROC_ESTORE_CONNECT); data, constraint and limit classes
  * (22, 23, 54) mean the data cannot be stored, ever (MQPROC_ESTORE_DATA); anything else
  * may pass when tried again (MQPROC_ESTORE_QUERY). */
 int mqproc__pg_classify(const char *sqlstate);
-
-/* Runs sql with n text parameters (NULL = SQL NULL; binary when fmts[i] is 1), connecting
- * first if needed. On success *out (if not NULL) gets the result, which the caller
- * PQclear()s. MQPROC_ESTORE_CONNECT when the connection is lost, MQPROC_ESTORE_QUERY when
- * the statement failed. */
-int mqproc__pg_run(pg_store_t *s, const char *sql, int n, const char *const *vals, const int *lens,
-                   const int *fmts, PGresult **out, char *err);
-/* mqproc__pg_run() with text parameters only. */
+/* A failed result's error, "query failed (SQLSTATE x): message" into err, classified. */
+int mqproc__pg_result_error(const PGresult *res, char *err);
+/* The keys and values for PQconnect*Params: conninfo (expanded as dbname), bounded
+ * timeouts, keepalives, application_name. vals needs room for MQPROC__PG_MAX_PARAMS. */
+extern const char *const mqproc__pg_conn_keys[];
+void mqproc__pg_conn_vals(const char *conninfo, const char **vals);
+/* Runs sql synchronously (start-up only) with n text parameters. */
 int mqproc__pg_run_text(pg_store_t *s, const char *sql, int n, const char *const *vals,
                         PGresult **out, char *err);
-/* A fenced write: 0 rows affected is MQPROC_ESTORE_FENCED (a newer attempt owns the job).
- * On success *out (if not NULL) gets the result (RETURNING rows), which the caller
- * PQclear()s. */
-int mqproc__pg_run_fenced(pg_store_t *s, const char *sql, int n, const char *const *vals,
-                          const char *job_id, int attempt, PGresult **out, char *err);
 /* The store class's migrate and open methods. */
 int mqproc__pg_migrate(mqproc__store_t *base, char *err);
 int mqproc__pg_open(mqproc__store_t *base, char *err);
+/* s itself or a copy made valid UTF-8 in *copy (see mqproc__utf8_clean). */
+const char *mqproc__pg_text(const char *s, char **copy);
 
 #endif

@@ -40,13 +40,18 @@ static int republish_body(const mqproc__sweep_row_t *r, char **copy, const void 
 
 /* A job whose message can never be published again (it cannot be encoded): FAILED, so it
  * does not come back on every sweep. */
+static void logged(void *ud, int rc, const char *err) {
+  (void)ud;
+  if (rc != MQPROC_OK)
+    MQPROC__WARN("sweeper: %s", err);
+}
+
 static void republish_refused(mqproc__server_t *srv, const mqproc__sweep_row_t *r,
                               const char *why) {
-  char err[MQPROC_ERR_LEN], reason[MQPROC_ERR_LEN];
+  char reason[MQPROC_ERR_LEN];
   snprintf(reason, sizeof(reason), "cannot republish the stored request: %.400s", why);
   MQPROC__ERROR("job %s: %s; FAILED", r->job_id, reason);
-  if (mqproc__store_give_up(srv->store, r->job_id, r->attempt, reason, err) != MQPROC_OK)
-    MQPROC__WARN("job %s: %s", r->job_id, err);
+  mqproc__store_give_up(srv->store, r->job_id, r->attempt, reason, logged, srv);
 }
 
 static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
@@ -71,15 +76,13 @@ static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
 }
 
 void mqproc__sweeper_confirmed(mqproc__server_t *srv, const char *job_id, int status) {
-  char err[MQPROC_ERR_LEN];
   if (status != MQPROC_OK) {
     MQPROC__WARN("job %s: republished request not confirmed (%s); the next sweep retries", job_id,
                  mqproc_strerror(status));
     return;
   }
-  if (mqproc__store_republished(srv->store, job_id, err) != MQPROC_OK)
-    MQPROC__WARN("job %s: %s (a later sweep may send a duplicate; the claim absorbs it)", job_id,
-                 err);
+  /* if this write fails, a later sweep may send a duplicate: the claim absorbs it */
+  mqproc__store_republished(srv->store, job_id, logged, srv);
 }
 
 /* A final job's outcome its dead holder never sent: a delivery without a broker message
@@ -91,29 +94,51 @@ static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
     mqproc__server_add_delivery(srv, d);
 }
 
+/* An idle server learns of a database outage here: pausing makes it wait the two leases
+ * below once the database is back, like a server that was running a job. A connection
+ * dropped while the database stays up (idle timeout, a proxy) is not an outage: the ping
+ * reconnects and the next sweep runs as usual. */
+static void pinged(void *ud, int rc, const char *err) {
+  (void)err;
+  if (rc != MQPROC_OK)
+    mqproc__server_store_down(ud);
+}
+
+static void sweep_ended(mqproc__server_t *srv, int rc, const char *err) {
+  srv->sweeping = 0;
+  if (rc == MQPROC_OK)
+    return;
+  MQPROC__WARN("sweep failed: %s", err);
+  if (rc == MQPROC_ESTORE_CONNECT && mqproc__store_ping(srv->store, pinged, srv) != MQPROC_OK)
+    mqproc__server_store_down(srv);
+}
+
+static void outbox_swept(void *ud, int rc, const char *err) {
+  sweep_ended(ud, rc, err);
+}
+
+static void swept(void *ud, int rc, const char *err) {
+  mqproc__server_t *srv = ud;
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
+                                    send_outbox_row, outbox_swept, srv);
+  if (rc != MQPROC_OK)
+    sweep_ended(srv, rc, err != NULL ? err : mqproc_strerror(rc));
+}
+
 void mqproc__sweeper_run(mqproc__server_t *srv) {
-  char err[MQPROC_ERR_LEN];
   int64_t now = mqproc__now_ms();
-  int every_ms = srv->cfg->lease_s * 500, rc;
+  int every_ms = srv->cfg->lease_s * 500;
   if (!srv->broker_up || srv->broker_blocked || srv->store_paused || srv->stopping ||
-      now - srv->last_sweep_ms < every_ms)
+      srv->sweeping || now - srv->last_sweep_ms < every_ms)
     return;
   /* Right after a database outage every holder's lease may have run out only because it
    * could not renew: give the holders two leases to renew before judging them dead. */
   if (srv->store_back_ms != 0 && now - srv->store_back_ms < srv->cfg->lease_s * 2000LL)
     return;
   srv->last_sweep_ms = now;
-  rc = mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
-                           srv, err);
-  if (rc == MQPROC_OK)
-    rc = mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
-                                    send_outbox_row, srv, err);
-  if (rc != MQPROC_OK)
-    MQPROC__WARN("sweep failed: %s", err);
-  /* An idle server learns of a database outage here: pausing makes it wait the two
-   * leases above once the database is back, like a server that was running a job. A
-   * connection dropped while the database stays up (idle timeout, a proxy) is not an
-   * outage: the ping reconnects and the next sweep runs as usual. */
-  if (rc == MQPROC_ESTORE_CONNECT && mqproc__store_ping(srv->store, err) != MQPROC_OK)
-    mqproc__server_store_down(srv);
+  srv->sweeping = 1;
+  if (mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
+                          swept, srv) != MQPROC_OK)
+    srv->sweeping = 0;
 }

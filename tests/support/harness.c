@@ -154,7 +154,7 @@ const char *it_db_url(void) {
                         strchr(g_pg, '?') ? '&' : '?', schema),
                0);
   mqproc__log_set_level(MQPROC__LOG_WARN);
-  cr_assert_eq(mqproc__store_pg_new(&st, g_dburl, err), MQPROC_OK);
+  cr_assert_eq(mqproc__store_pg_new(&st, g_dburl, NULL, err), MQPROC_OK);
   cr_assert_eq(mqproc__store_migrate(st, err), MQPROC_OK, "migrate: %s", err);
   mqproc__store_destroy(st);
   return g_dburl;

@@ -1,0 +1,665 @@
+/* The PostgreSQL store's asynchronous engine: one non-blocking libpq connection driven by
+ * the server's loop, never blocking it.
+ *
+ * Requests queue up; whenever no round is in flight the engine sends the queue as one
+ * round in pipeline mode: each statement (prepared once per connection) and one Sync, so
+ * the round is one implicit transaction and costs one commit, one round trip. Requests of
+ * a batched statement (claims, successes, renewals, outbox marks) share one execution
+ * with array parameters. While a round is in flight new requests wait: under load the
+ * next round carries everything that came meanwhile (group commit), at rest a request
+ * goes out at once. Low-priority requests (marks nothing waits for) wait up to a linger
+ * for other work to ride along with.
+ *
+ * Results are held until the round's Sync result (the commit) arrives, then each
+ * request's done runs. A round that fails is rolled back whole: a request that was alone
+ * gets the error (classified by SQLSTATE); requests that shared the round run again, each
+ * alone, so only the one at fault fails. A lost connection fails the round and everything
+ * queued with MQPROC_ESTORE_CONNECT (the next request connects again); connecting and
+ * every round have deadlines.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "store_pg_int.h"
+#include "util.h"
+
+#define ROUND_MAX 512           /* requests per round */
+#define BATCH_MAX 256           /* requests per batched execution */
+#define CONNECT_TIMEOUT_MS 5000 /* libpq's connect_timeout does not apply to PQconnectPoll */
+#define ROUND_TIMEOUT_MS 35000  /* statement_timeout (30 s) and some */
+#define LINGER_MS 100           /* how long a low-priority request may wait for company */
+#define MAX_STMTS 48            /* distinct statements one connection prepares */
+
+/* One execution in a round: a prepare, the session setup, or a statement with its
+ * requests (several for a batched one). */
+typedef struct item {
+  const pg_stmt_t *stmt; /* NULL: the setup */
+  int prepare;           /* a Parse of stmt, not an execution */
+  pg_req_t **reqs;
+  int nreqs;
+  PGresult *res;
+} item_t;
+
+struct pg_engine {
+  pg_store_t *s;
+  mqproc__loop_t *loop;
+  PGconn *conn;
+  int fd;          /* watched, -1 */
+  int connecting;  /* PQconnectPoll not done yet */
+  int setup_done;  /* statement_timeout set on this connection */
+  uint64_t timer;  /* the deadline of the connect or the round */
+  uint64_t linger; /* low-priority requests waiting for company */
+  pg_req_t *queue, **tail;
+  /* the round in flight */
+  item_t *items;
+  int nitems, next_item, in_round;
+  int failed, fail_rc;
+  char fail_err[MQPROC_ERR_LEN];
+  pg_req_t *round; /* its requests, in the order they were taken */
+  const pg_stmt_t *prepared[MAX_STMTS];
+  int nprepared;
+};
+
+static void start_round(pg_engine_t *e);
+static void on_io(mqproc__loop_t *loop, int fd, void *ud);
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+pg_req_t *mqproc__pg_req(const pg_stmt_t *stmt, void *out, mqproc__store_done_cb done, void *ud) {
+  pg_req_t *r = mqproc__calloc(1, sizeof(*r));
+  if (r == NULL)
+    return NULL;
+  r->stmt = stmt;
+  r->n = stmt->nparams;
+  r->out = out;
+  r->done = done;
+  r->ud = ud;
+  return r;
+}
+
+void mqproc__pg_req_free(pg_req_t *r) {
+  if (r == NULL)
+    return;
+  for (int i = 0; i < r->n; i++)
+    free(r->vals[i]);
+  free(r);
+}
+
+int mqproc__pg_param(pg_req_t *r, int i, const char *s) {
+  char *copy = NULL;
+  const char *clean;
+  if (s == NULL)
+    return MQPROC_OK;
+  if ((clean = mqproc__pg_text(s, &copy)) == NULL)
+    return MQPROC_ENOMEM;
+  r->vals[i] = copy != NULL ? copy : mqproc__strdup(s);
+  return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
+}
+
+int mqproc__pg_param_int(pg_req_t *r, int i, long long v) {
+  r->vals[i] = mqproc__asprintf("%lld", v);
+  return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
+}
+
+int mqproc__pg_param_bytes(pg_req_t *r, int i, const void *p, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *b = p;
+  if (p == NULL)
+    return MQPROC_OK;
+  if (!r->stmt->batched) { /* binary */
+    if ((r->vals[i] = mqproc__malloc(len)) == NULL)
+      return MQPROC_ENOMEM;
+    memcpy(r->vals[i], p, len);
+    r->lens[i] = (int)len;
+    r->fmts[i] = 1;
+    return MQPROC_OK;
+  }
+  /* an array element: bytea's text form */
+  if ((r->vals[i] = mqproc__malloc(2 + 2 * len + 1)) == NULL)
+    return MQPROC_ENOMEM;
+  r->vals[i][0] = '\\';
+  r->vals[i][1] = 'x';
+  for (size_t k = 0; k < len; k++) {
+    r->vals[i][2 + 2 * k] = hex[b[k] >> 4];
+    r->vals[i][3 + 2 * k] = hex[b[k] & 15];
+  }
+  r->vals[i][2 + 2 * len] = '\0';
+  return MQPROC_OK;
+}
+
+int mqproc__pg_submit(pg_store_t *s, pg_req_t *r) {
+  pg_engine_t *e = s->engine;
+  if (e == NULL) {
+    mqproc__pg_req_free(r);
+    return MQPROC_ESTATE;
+  }
+  r->next = NULL;
+  *e->tail = r;
+  e->tail = &r->next;
+  start_round(e);
+  return MQPROC_OK;
+}
+
+/* ---- the connection ----------------------------------------------------------------- */
+
+static void on_timeout(mqproc__loop_t *loop, void *ud);
+
+static void unwatch(pg_engine_t *e) {
+  if (e->fd >= 0)
+    mqproc__loop_io(e->loop, e->fd, NULL, NULL);
+  e->fd = -1;
+}
+
+static void watch(pg_engine_t *e, int want_write) {
+  int fd = PQsocket(e->conn);
+  if (fd != e->fd) {
+    unwatch(e);
+    if (fd >= 0 && mqproc__loop_io(e->loop, fd, on_io, e) == MQPROC_OK)
+      e->fd = fd;
+  }
+  if (e->fd >= 0)
+    mqproc__loop_io_write(e->loop, e->fd, want_write);
+}
+
+static void set_timer(pg_engine_t *e, int64_t ms) {
+  mqproc__loop_timer_cancel(e->loop, e->timer);
+  e->timer = ms > 0 ? mqproc__loop_timer(e->loop, ms, on_timeout, e) : 0;
+}
+
+/* Calls back the requests of list (done NULL: forgotten) and frees them. */
+static void complete_all(pg_req_t *list, int rc, const char *err) {
+  while (list != NULL) {
+    pg_req_t *r = list;
+    list = r->next;
+    if (r->done != NULL)
+      r->done(r->ud, rc, err);
+    mqproc__pg_req_free(r);
+  }
+}
+
+static void clear_round(pg_engine_t *e) {
+  for (int i = 0; i < e->nitems; i++) {
+    PQclear(e->items[i].res);
+    free(e->items[i].reqs);
+  }
+  free(e->items);
+  e->items = NULL;
+  e->nitems = e->next_item = e->in_round = e->failed = 0;
+}
+
+/* The connection is gone or unusable: everything in flight and queued fails (their
+ * outcome is unknown for a round in flight: fenced writes make a retry safe). */
+static void broken(pg_engine_t *e, const char *why) {
+  char err[MQPROC_ERR_LEN];
+  pg_req_t *failed = e->round, **t = &failed;
+  snprintf(err, sizeof(err), "database connection lost: %s", why);
+  err[strcspn(err, "\n")] = '\0';
+  while (*t != NULL)
+    t = &(*t)->next;
+  *t = e->queue; /* the round first, then the queue, in order */
+  e->queue = NULL;
+  e->tail = &e->queue;
+  e->round = NULL;
+  clear_round(e);
+  set_timer(e, 0);
+  mqproc__loop_timer_cancel(e->loop, e->linger);
+  e->linger = 0;
+  unwatch(e);
+  PQfinish(e->conn);
+  e->conn = NULL;
+  e->connecting = e->setup_done = e->nprepared = 0;
+  complete_all(failed, MQPROC_ESTORE_CONNECT, err);
+}
+
+static void on_timeout(mqproc__loop_t *loop, void *ud) {
+  pg_engine_t *e = ud;
+  (void)loop;
+  e->timer = 0;
+  broken(e, e->connecting ? "connect timed out" : "no answer within the round's deadline");
+}
+
+static void connect_start(pg_engine_t *e) {
+  const char *vals[MQPROC__PG_MAX_PARAMS];
+  mqproc__pg_conn_vals(e->s->conninfo, vals);
+  e->conn = PQconnectStartParams(mqproc__pg_conn_keys, vals, 1);
+  if (e->conn == NULL || PQstatus(e->conn) == CONNECTION_BAD) {
+    broken(e, e->conn != NULL ? PQerrorMessage(e->conn) : "out of memory");
+    return;
+  }
+  e->connecting = 1;
+  set_timer(e, CONNECT_TIMEOUT_MS);
+  watch(e, 1); /* PQconnectPoll starts as if it had returned PGRES_POLLING_WRITING */
+}
+
+static void connect_poll(pg_engine_t *e) {
+  switch (PQconnectPoll(e->conn)) {
+  case PGRES_POLLING_READING:
+    watch(e, 0);
+    return;
+  case PGRES_POLLING_WRITING:
+    watch(e, 1);
+    return;
+  case PGRES_POLLING_OK:
+    break;
+  default:
+    broken(e, PQerrorMessage(e->conn));
+    return;
+  }
+  e->connecting = 0;
+  set_timer(e, 0);
+  if (PQsetnonblocking(e->conn, 1) != 0 || PQenterPipelineMode(e->conn) != 1) {
+    broken(e, PQerrorMessage(e->conn));
+    return;
+  }
+  watch(e, 0);
+  start_round(e);
+}
+
+/* ---- rounds: sending ---------------------------------------------------------------- */
+
+static int is_prepared(pg_engine_t *e, const pg_stmt_t *st) {
+  for (int i = 0; i < e->nprepared; i++)
+    if (e->prepared[i] == st)
+      return 1;
+  return 0;
+}
+
+static item_t *add_item(pg_engine_t *e, const pg_stmt_t *st, int prepare) {
+  item_t *it = &e->items[e->nitems++];
+  memset(it, 0, sizeof(*it));
+  it->stmt = st;
+  it->prepare = prepare;
+  return it;
+}
+
+/* The execution item of r in this round: an existing one of a batched statement r may
+ * join, a new one (after a Parse when the statement is not prepared yet), or NULL when r
+ * must wait for the next round (its job is in the batch already, or the batch is full). */
+static item_t *item_for(pg_engine_t *e, const pg_req_t *r) {
+  int parse_queued = 0;
+  for (int i = 0; i < e->nitems; i++) {
+    item_t *it = &e->items[i];
+    if (it->stmt != r->stmt)
+      continue;
+    if (it->prepare) {
+      parse_queued = 1;
+      continue;
+    }
+    if (!r->stmt->batched)
+      continue;
+    if (it->nreqs >= BATCH_MAX)
+      return NULL;
+    for (int k = 0; k < it->nreqs; k++) /* one request per job in an execution */
+      if (strcmp(it->reqs[k]->vals[0], r->vals[0]) == 0)
+        return NULL;
+    return it;
+  }
+  if (!parse_queued && !is_prepared(e, r->stmt))
+    add_item(e, r->stmt, 1);
+  return add_item(e, r->stmt, 0);
+}
+
+/* Takes requests off the queue (in order, skipping those item_for() defers) into the
+ * round's items; returns how many were taken. */
+static int take(pg_engine_t *e) {
+  pg_req_t **pp = &e->queue, **round_tail = &e->round;
+  int taken = 0;
+  e->items = mqproc__calloc(2 * ROUND_MAX + 1, sizeof(item_t));
+  if (e->items == NULL)
+    return 0;
+  if (!e->setup_done)
+    add_item(e, NULL, 0);
+  while (*pp != NULL && taken < ROUND_MAX) {
+    pg_req_t *r = *pp, **grown;
+    item_t *it;
+    if (r->solo && taken > 0)
+      break; /* alone in a round of its own, next time */
+    if ((it = item_for(e, r)) == NULL) {
+      pp = &r->next;
+      continue;
+    }
+    grown = mqproc__realloc(it->reqs, (size_t)(it->nreqs + 1) * sizeof(*grown));
+    if (grown == NULL)
+      break;
+    it->reqs = grown;
+    it->reqs[it->nreqs++] = r;
+    *pp = r->next; /* off the queue, onto the round's list */
+    r->next = NULL;
+    *round_tail = r;
+    round_tail = &r->next;
+    taken++;
+    if (r->solo)
+      break;
+  }
+  e->tail = &e->queue;
+  while (*e->tail != NULL)
+    e->tail = &(*e->tail)->next;
+  return taken;
+}
+
+/* An array literal of parameter i over the requests of it: {"a","b",NULL}. */
+static char *array_param(const item_t *it, int i) {
+  size_t len = 3;
+  char *out, *p;
+  for (int k = 0; k < it->nreqs; k++) {
+    const char *v = it->reqs[k]->vals[i];
+    len += v == NULL ? 5 : 2 * strlen(v) + 3;
+  }
+  if ((out = p = mqproc__malloc(len)) == NULL)
+    return NULL;
+  *p++ = '{';
+  for (int k = 0; k < it->nreqs; k++) {
+    const char *v = it->reqs[k]->vals[i];
+    if (k > 0)
+      *p++ = ',';
+    if (v == NULL) {
+      memcpy(p, "NULL", 4);
+      p += 4;
+      continue;
+    }
+    *p++ = '"';
+    for (; *v != '\0'; v++) {
+      if (*v == '"' || *v == '\\')
+        *p++ = '\\';
+      *p++ = *v;
+    }
+    *p++ = '"';
+  }
+  *p++ = '}';
+  *p = '\0';
+  return out;
+}
+
+static int send_item(pg_engine_t *e, const item_t *it) {
+  char *arrays[MQPROC__PG_MAX_PARAMS] = {0};
+  const pg_req_t *r;
+  int ok = 1, n;
+  if (it->stmt == NULL)
+    return PQsendQueryParams(e->conn, "SET statement_timeout = 30000", 0, NULL, NULL, NULL, NULL,
+                             0);
+  if (it->prepare)
+    return PQsendPrepare(e->conn, it->stmt->name, it->stmt->sql, it->stmt->nparams, NULL);
+  n = it->stmt->nparams;
+  r = it->reqs[0];
+  if (!it->stmt->batched)
+    return PQsendQueryPrepared(e->conn, it->stmt->name, n, (const char *const *)r->vals, r->lens,
+                               r->fmts, 0);
+  for (int i = 0; i < n && ok; i++)
+    ok = (arrays[i] = array_param(it, i)) != NULL;
+  if (ok)
+    ok =
+        PQsendQueryPrepared(e->conn, it->stmt->name, n, (const char *const *)arrays, NULL, NULL, 0);
+  for (int i = 0; i < n; i++)
+    free(arrays[i]);
+  return ok;
+}
+
+static int taken_count(const pg_engine_t *e) {
+  int n = 0;
+  for (const pg_req_t *r = e->round; r != NULL; r = r->next)
+    n++;
+  return n;
+}
+
+/* Whether a round should start now: work is waiting, or low-priority work waited long. */
+static int worth_a_round(pg_engine_t *e) {
+  for (pg_req_t *r = e->queue; r != NULL; r = r->next)
+    if (!r->stmt->low_priority)
+      return 1;
+  return e->linger == 0 && e->queue != NULL ? -1 : 0;
+}
+
+static void on_linger(mqproc__loop_t *loop, void *ud) {
+  pg_engine_t *e = ud;
+  (void)loop;
+  e->linger = 0;
+  if (e->queue == NULL || e->in_round)
+    return;
+  e->linger = (uint64_t)-1; /* its time is up: a round goes now */
+  start_round(e);
+}
+
+static void start_round(pg_engine_t *e) {
+  int worth;
+  if (e->in_round || e->queue == NULL)
+    return;
+  if (e->conn == NULL) {
+    connect_start(e);
+    return;
+  }
+  if (e->connecting)
+    return;
+  worth = worth_a_round(e);
+  if (worth == -1) { /* only low-priority requests: wait a little for company */
+    e->linger = mqproc__loop_timer(e->loop, LINGER_MS, on_linger, e);
+    return;
+  }
+  if (worth == 0 && e->linger != (uint64_t)-1)
+    return;
+  mqproc__loop_timer_cancel(e->loop, e->linger);
+  e->linger = 0;
+  if (take(e) == 0 && e->round == NULL) {
+    clear_round(e);
+    return;
+  }
+  e->in_round = 1;
+  for (int i = 0; i < e->nitems; i++) {
+    if (!send_item(e, &e->items[i])) {
+      broken(e, PQerrorMessage(e->conn));
+      return;
+    }
+  }
+  if (PQpipelineSync(e->conn) != 1) {
+    broken(e, PQerrorMessage(e->conn));
+    return;
+  }
+  set_timer(e, ROUND_TIMEOUT_MS);
+  MQPROC__DEBUG("store: round of %d request(s) in %d execution(s) sent", taken_count(e), e->nitems);
+  switch (PQflush(e->conn)) {
+  case 0:
+    watch(e, 0);
+    break;
+  case 1:
+    watch(e, 1); /* the rest when the socket has room */
+    break;
+  default:
+    broken(e, PQerrorMessage(e->conn));
+  }
+}
+
+/* ---- rounds: results ---------------------------------------------------------------- */
+
+/* The rows of each request of a batched item, by the ordinality in column 0. */
+static void parse_batched(item_t *it) {
+  int nt = PQntuples(it->res), *rows = mqproc__calloc((size_t)nt + 1, sizeof(int));
+  for (int k = 0; k < it->nreqs; k++) {
+    pg_req_t *r = it->reqs[k];
+    int n = 0;
+    if (rows == NULL) {
+      r->rc = mqproc__err(r->err, MQPROC_ENOMEM, "out of memory");
+      continue;
+    }
+    for (int row = 0; row < nt; row++)
+      if (atoi(PQgetvalue(it->res, row, 0)) == k + 1)
+        rows[n++] = row;
+    r->rc = r->stmt->parse != NULL ? r->stmt->parse(r, it->res, rows, n) : MQPROC_OK;
+  }
+  free(rows);
+}
+
+static void parse_single(item_t *it) {
+  pg_req_t *r = it->reqs[0];
+  int nt = PQntuples(it->res), *rows = mqproc__calloc((size_t)nt + 1, sizeof(int));
+  if (rows == NULL) {
+    r->rc = mqproc__err(r->err, MQPROC_ENOMEM, "out of memory");
+    return;
+  }
+  for (int row = 0; row < nt; row++)
+    rows[row] = row;
+  r->rc = r->stmt->parse != NULL ? r->stmt->parse(r, it->res, rows, nt) : MQPROC_OK;
+  free(rows);
+}
+
+/* Calls back each request of list with its own outcome and frees it. */
+static void complete_each(pg_req_t *list) {
+  while (list != NULL) {
+    pg_req_t *r = list;
+    list = r->next;
+    if (r->done != NULL)
+      r->done(r->ud, r->rc, r->rc != MQPROC_OK ? r->err : NULL);
+    mqproc__pg_req_free(r);
+  }
+}
+
+/* The round's Sync arrived: it committed, or it was rolled back because a statement
+ * failed. A failed round's requests run again, each alone, unless one was alone already:
+ * then the failure is its own. */
+static void finish_round(pg_engine_t *e) {
+  pg_req_t *list = e->round, *again = NULL, **at = &again, *done = NULL, **dt = &done;
+  int alone = list != NULL && list->next == NULL, failed = e->failed, fail_rc = e->fail_rc;
+  char fail_err[MQPROC_ERR_LEN];
+  snprintf(fail_err, sizeof(fail_err), "%s", e->fail_err);
+  e->round = NULL;
+  if (!failed) {
+    e->setup_done = 1;
+    for (int i = 0; i < e->nitems; i++) {
+      item_t *it = &e->items[i];
+      if (it->prepare || it->stmt == NULL)
+        continue;
+      if (it->res == NULL) /* no result: cannot happen in a round that did not fail */
+        for (int k = 0; k < it->nreqs; k++)
+          it->reqs[k]->rc = mqproc__err(it->reqs[k]->err, MQPROC_ESTORE_QUERY, "no result");
+      else if (it->stmt->batched)
+        parse_batched(it);
+      else
+        parse_single(it);
+    }
+  }
+  clear_round(e);
+  set_timer(e, 0);
+  while (list != NULL) {
+    pg_req_t *r = list;
+    list = r->next;
+    r->next = NULL;
+    if (failed && !alone) {
+      r->solo = 1; /* runs again, alone, before what was queued meanwhile */
+      *at = r;
+      at = &r->next;
+      continue;
+    }
+    if (failed) {
+      r->rc = fail_rc;
+      snprintf(r->err, sizeof(r->err), "%s", fail_err);
+    } else if (r->rc == MQPROC__PG_RETRY && ++r->retries <= 3) {
+      r->rc = MQPROC_OK;
+      *at = r;
+      at = &r->next;
+      continue;
+    } else if (r->rc == MQPROC__PG_RETRY) {
+      r->rc = mqproc__err(r->err, MQPROC_ESTORE_QUERY, "no row came back after 3 tries");
+    }
+    *dt = r;
+    dt = &r->next;
+  }
+  if (again != NULL) {
+    *at = e->queue;
+    e->queue = again;
+    if (*at == NULL)
+      e->tail = at;
+  }
+  complete_each(done);
+  start_round(e);
+}
+
+static void read_results(pg_engine_t *e) {
+  while (e->in_round && e->conn != NULL && !PQisBusy(e->conn)) {
+    PGresult *res = PQgetResult(e->conn);
+    item_t *it = e->next_item < e->nitems ? &e->items[e->next_item] : NULL;
+    ExecStatusType st;
+    if (res == NULL) { /* the end of one item's results */
+      e->next_item++;
+      continue;
+    }
+    st = PQresultStatus(res);
+    MQPROC__DEBUG("store: item %d/%d: %s", e->next_item, e->nitems, PQresStatus(st));
+    if (st == PGRES_PIPELINE_SYNC) {
+      PQclear(res);
+      finish_round(e);
+      return;
+    }
+    if (st == PGRES_FATAL_ERROR && !e->failed) {
+      e->failed = 1;
+      e->fail_rc = mqproc__pg_result_error(res, e->fail_err);
+    }
+    if (it != NULL && it->prepare && st == PGRES_COMMAND_OK && e->nprepared < MAX_STMTS)
+      e->prepared[e->nprepared++] = it->stmt;
+    if (it != NULL && it->res == NULL && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK))
+      it->res = res;
+    else
+      PQclear(res);
+  }
+}
+
+static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
+  pg_engine_t *e = ud;
+  (void)loop;
+  (void)fd;
+  if (e->connecting) {
+    connect_poll(e);
+    return;
+  }
+  if (e->conn == NULL)
+    return;
+  switch (PQflush(e->conn)) {
+  case 0:
+    watch(e, 0);
+    break;
+  case 1:
+    break; /* still more to send */
+  default:
+    broken(e, PQerrorMessage(e->conn));
+    return;
+  }
+  if (PQconsumeInput(e->conn) != 1) {
+    broken(e, PQerrorMessage(e->conn));
+    return;
+  }
+  read_results(e);
+  if (e->conn != NULL && !e->in_round && PQstatus(e->conn) == CONNECTION_BAD)
+    broken(e, PQerrorMessage(e->conn));
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop, char *err) {
+  pg_engine_t *e = mqproc__calloc(1, sizeof(*e));
+  if (e == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  e->s = s;
+  e->loop = loop;
+  e->fd = -1;
+  e->tail = &e->queue;
+  *out = e;
+  return MQPROC_OK;
+}
+
+static void forget_list(pg_req_t *r, void *ud) {
+  for (; r != NULL; r = r->next)
+    if (ud == NULL || r->ud == ud)
+      r->done = NULL;
+}
+
+void mqproc__pg_engine_forget(pg_engine_t *e, void *ud) {
+  forget_list(e->queue, ud);
+  forget_list(e->round, ud);
+}
+
+void mqproc__pg_engine_free(pg_engine_t *e) {
+  if (e == NULL)
+    return;
+  mqproc__pg_engine_forget(e, NULL);
+  broken(e, "closing"); /* calls nothing back: everything was forgotten */
+  free(e);
+}
