@@ -1,0 +1,538 @@
+#!/usr/bin/env bash
+# Throughput benchmark: in ONE run on the same private RabbitMQ + PostgreSQL (fsync and
+# synchronous_commit ON), how fast mqproc is next to the raw limits of the broker, the
+# database and fork+exec, and next to the tools a user would pick instead (a naive
+# pika+psycopg2 worker, Celery 5). Not part of the test suite. See bench/README.md.
+#
+#   bash bench/throughput.sh [--quick] [--rows=ROW,ROW...]
+#
+#   --quick        about a tenth of the jobs per row (about a minute once built)
+#   --rows=LIST    only these rows (names below) or groups: raw, tools, mqproc
+#                  raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_db_1
+#                  raw_db_64 raw_fork naive celery mqproc_c_p1 mqproc_c_p64
+#                  mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency
+#
+# Prints the table on stdout (also written to build/throughput/last.txt), then one line
+# `RESULT key=value ...` (keys in bench/README.md); progress goes to stderr.
+# Exit status: 0 when the table was printed (rows may be n/a or FAIL), 2 on a setup error.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+REPO=$PWD
+
+QUICK=0 ROWS_ARG=
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 2
+}
+for arg in "$@"; do
+  case $arg in
+  --quick) QUICK=1 ;;
+  --rows=*) ROWS_ARG=${arg#--rows=} ;;
+  --help | -h) usage ;;
+  *) echo "throughput: unknown argument $arg" >&2; usage ;;
+  esac
+done
+
+ALL_ROWS=(raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_db_1 raw_db_64 raw_fork
+  naive celery mqproc_c_p1 mqproc_c_p64 mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency)
+declare -A WANT=()
+for r in ${ROWS_ARG//,/ }; do
+  case $r in
+  raw | tools | mqproc) for x in "${ALL_ROWS[@]}"; do
+    case $r:$x in raw:raw_* | tools:naive | tools:celery | mqproc:mqproc_* | mqproc:latency) WANT[$x]=1 ;; esac
+  done ;;
+  *) [[ " ${ALL_ROWS[*]} " == *" $r "* ]] || { echo "throughput: unknown row $r" >&2; exit 2; }
+    WANT[$r]=1 ;;
+  esac
+done
+[ -n "$ROWS_ARG" ] || for x in "${ALL_ROWS[@]}"; do WANT[$x]=1; done
+selected() { [ -n "${WANT[$1]:-}" ]; }
+
+# Jobs per row (full run: each row about 10 s at the speeds seen on a 2-core box, except
+# raw_db_64, which slows down as its table grows: 60000 keeps it near the table sizes of the
+# other rows); --quick takes a tenth. Latency: seconds at the offered rate, then seconds to
+# wait for stragglers.
+declare -A N=([raw_consume_p1]=50000 [raw_consume_p100]=100000 [raw_publish]=60000
+  [raw_publish_w1]=8000 [raw_db_1]=10000 [raw_db_64]=60000 [raw_fork]=4000 [naive]=4000
+  [celery]=5000 [mqproc_c_p1]=2000 [mqproc_c_p64]=4000 [mqproc_c_batched]=4000
+  [mqproc_exec_p1]=800 [mqproc_exec_c2]=800)
+LAT_RATE=500 LAT_SECS=10 LAT_DRAIN=5 MAX_S=240 # MAX_S: longest wait for one row's results
+if [ $QUICK = 1 ]; then
+  for k in "${!N[@]}"; do N[$k]=$((N[$k] / 10)); done
+  LAT_SECS=3 LAT_DRAIN=2 MAX_S=60
+fi
+
+BUILD=build/throughput
+SERVICES=$BUILD/services
+LOGS=$BUILD/logs
+PY=/usr/bin/python3 # Debian's, where apt puts celery (not a pyenv or venv python)
+TP=$REPO/$BUILD/tp_amqp
+CLK_TCK=$(getconf CLK_TCK)
+T0=$(date +%s%3N)
+now_ms() { date +%s%3N; }
+say() { printf '[throughput %6.1fs] %s\n' "$(awk -v a="$(now_ms)" -v b="$T0" 'BEGIN { print (a - b) / 1000 }')" "$*" >&2; }
+setup_error() { say "setup error: $*"; exit 2; }
+
+# ---- packages, build ---------------------------------------------------------------------
+PACKAGES=(python3-celery python3-sqlalchemy python3-psycopg2 python3-pika)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || setup_error "missing ${missing[*]}; run as root or install sudo"
+    SUDO=(sudo)
+  fi
+  say "installing ${missing[*]}"
+  { "${SUDO[@]}" apt-get update && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${PACKAGES[@]}"; } >&2 || setup_error "apt-get failed"
+fi
+"$PY" -c 'import celery, sqlalchemy, psycopg2, pika' 2>/dev/null || setup_error "$PY cannot import celery/sqlalchemy/psycopg2/pika"
+
+mkdir -p "$BUILD"
+say "building mqproc ($BUILD, Release, tests off) and the bench programs"
+{ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMQPROC_TESTS=OFF &&
+  cmake --build "$BUILD" -j2 --target mqproc_bin ocrd-example; } >"$BUILD/build.log" 2>&1 ||
+  { tail -n 20 "$BUILD/build.log" >&2; setup_error "build failed (log: $BUILD/build.log)"; }
+# shellcheck disable=SC2046
+{ cc -O2 -Wall -Wextra -pthread bench/tp_amqp.c $(pkg-config --cflags --libs librabbitmq jansson) -o "$BUILD/tp_amqp" &&
+  cc -O2 -Wall -Wextra bench/tp_pg.c $(pkg-config --cflags --libs libpq) -o "$BUILD/tp_pg" &&
+  cc -O2 -Wall -Wextra bench/tp_fork.c -o "$BUILD/tp_fork"; } >>"$BUILD/build.log" 2>&1 ||
+  { tail -n 20 "$BUILD/build.log" >&2; setup_error "cc failed (log: $BUILD/build.log)"; }
+MQPROC=$REPO/$BUILD/mqproc EXAMPLE=$REPO/$BUILD/ocrd-example
+
+# ---- processes we start, services ----------------------------------------------------------
+declare -A STARTED=() # pid -> "group" (a setsid'd process: its group is ours) or "1"
+track() { STARTED[$1]=${2:-1}; }
+running() { [ -e "/proc/$1" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+# stop PID [GRACE_S]: SIGTERM, up to GRACE_S seconds, then SIGKILL (its whole process group
+# when we started it with setsid); reaps it and forgets it.
+stop() {
+  local pid=$1 grace=${2:-20} i
+  if running "$pid"; then
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < grace * 10; i++)); do running "$pid" || break; sleep 0.1; done
+    if running "$pid"; then
+      say "pid $pid ignored SIGTERM for ${grace}s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null
+    fi
+  fi
+  [ "${STARTED[$pid]:-}" != group ] || kill -KILL -- "-$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  unset "STARTED[$pid]"
+  return 0
+}
+reap() { wait "$1"; local rc=$?; unset "STARTED[$1]"; return "$rc"; } # reap PID: its exit status
+# shellcheck disable=SC2317 # (called by the trap)
+cleanup() {
+  local rc=$? p
+  trap - EXIT INT TERM
+  for p in "${!STARTED[@]}"; do stop "$p" 10; done
+  bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "starting private RabbitMQ + PostgreSQL in $SERVICES (fsync and synchronous_commit on)"
+MQPROC_PG_FAST=0 bash scripts/services.sh start "$SERVICES" >"$BUILD/services-start.log" 2>&1 ||
+  { cat "$BUILD/services-start.log" >&2; setup_error "services did not start"; }
+AMQP=$(sed -n "s/^MQPROC_TEST_AMQP_URL='\(.*\)'$/\1/p" "$SERVICES/env")
+PGBASE=$(sed -n "s/^MQPROC_TEST_PG_URL='\(.*\)\/[^/]*'$/\1/p" "$SERVICES/env")
+ADMIN=$PGBASE/postgres BENCHDB=$PGBASE/bench
+export PGCONNECT_TIMEOUT=5
+sql() { timeout 60 psql "$1" -XAtqc "$2" 2>&1; }
+[ "$(sql "$ADMIN" "select current_setting('fsync') || current_setting('synchronous_commit')")" = onon ] ||
+  setup_error "PostgreSQL runs without fsync or synchronous_commit (MQPROC_PG_FAST?)"
+sql "$ADMIN" "drop database if exists bench with (force)" >/dev/null
+sql "$ADMIN" "create database bench" >/dev/null || setup_error "cannot create database bench"
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
+
+# ---- helpers -----------------------------------------------------------------------------
+# Per row: R_RATE (number, n/a or FAIL), R_COMMITS, R_RAW (ratio), R_CEL, R_NOTE.
+declare -A R_RATE=() R_COMMITS=() R_RAW=() R_CEL=() R_NOTE=() R_LABEL=()
+RESULT=() # key=value, in order
+kv() { [[ ${2:-} =~ ^-?[0-9]+(\.[0-9]+)?$ ]] && RESULT+=("$1=$2"); return 0; }
+calc() { awk "BEGIN { printf \"%.${2:-1}f\", $1 }"; } # calc EXPR [DECIMALS]
+kvof() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" "$1" | tail -n 1; } # kvof FILE KEY
+commits() { sql "$ADMIN" "select xact_commit from pg_stat_database where datname = 'bench'"; }
+# cpu_ticks PID...: utime + stime (clock ticks); child_ticks PID: cutime + cstime (children
+# it waited for, and theirs)
+cpu_ticks() { local p s=0; for p in "$@"; do s=$((s + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }'))); done; echo "$s"; }
+child_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $14 + $15 }'; }
+status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; } # status_kb PID VmRSS
+FAIL_REASON=
+# try WHAT SECONDS OUT CMD...: run CMD under a timeout, stdout+stderr to OUT; on failure
+# set FAIL_REASON from its last line. (In the background + wait, so that Ctrl-C is handled
+# at once and the cleanup stops it.)
+try() {
+  local what=$1 secs=$2 out=$3 rc pid
+  shift 3
+  timeout "$secs" "$@" >"$out" 2>&1 &
+  pid=$!
+  track "$pid"
+  reap "$pid"
+  rc=$?
+  [ "$rc" = 0 ] && return 0
+  if [ "$rc" = 124 ]; then FAIL_REASON="$what: timed out after ${secs}s"; else FAIL_REASON="$what: $(tail -n 1 "$out")"; fi
+  return 1
+}
+# wait_log FILE REGEX PID SECONDS: until REGEX is in FILE; fails when PID died or time is up.
+wait_log() {
+  local i
+  for ((i = 0; i < $4 * 50; i++)); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    running "$3" || return 1
+    sleep 0.02
+  done
+  return 1
+}
+pg_url() { echo "$BENCHDB?options=-csearch_path%3D$1"; } # the bench database, schema $1
+fresh_schema() { sql "$BENCHDB" "drop schema if exists $1 cascade; create schema $1" >/dev/null; }
+JOBS_TABLE="create table jobs (job_id text primary key, state text not null, attempt int not null default 0,
+  worker_id text, lease_until timestamptz, updated_at timestamptz not null default now())"
+
+# ---- rows: raw limits ----------------------------------------------------------------------
+raw_publish() { # ROW WINDOW
+  local q=tp-$1
+  "$TP" delete "$AMQP" "$q" >/dev/null 2>&1
+  try publish 300 "$LOGS/$1.out" "$TP" publish "$AMQP" "$q" "${N[$1]}" "$2" || return 1
+  R_RATE[$1]=$(kvof "$LOGS/$1.out" rate) R_NOTE[$1]="N=${N[$1]}, persistent, mandatory"
+  "$TP" delete "$AMQP" "$q" >/dev/null 2>&1
+}
+raw_consume() { # ROW PREFETCH ACK_EVERY
+  local q=tp-$1
+  "$TP" delete "$AMQP" "$q" >/dev/null 2>&1
+  try fill 300 "$LOGS/$1.fill" "$TP" publish "$AMQP" "$q" "${N[$1]}" 1000 || return 1
+  try consume 300 "$LOGS/$1.out" "$TP" consume "$AMQP" "$q" "${N[$1]}" "$2" "$3" || return 1
+  R_RATE[$1]=$(kvof "$LOGS/$1.out" rate) R_NOTE[$1]="N=${N[$1]}, queue filled first"
+  "$TP" delete "$AMQP" "$q" >/dev/null 2>&1
+}
+raw_db() { # ROW BATCH
+  local c0 c1
+  if ! fresh_schema "$1" || ! sql "$(pg_url "$1")" "$JOBS_TABLE" >/dev/null; then FAIL_REASON="cannot create the table"; return 1; fi
+  c0=$(commits)
+  try tp_pg 300 "$LOGS/$1.out" "$BUILD/tp_pg" "$(pg_url "$1")" "${N[$1]}" "$2" || return 1
+  c1=$(commits)
+  R_RATE[$1]=$(kvof "$LOGS/$1.out" rate) R_COMMITS[$1]=$(calc "($c1 - $c0) / ${N[$1]}" 3)
+  R_NOTE[$1]="N=${N[$1]}, one connection"
+  sql "$BENCHDB" "drop schema $1 cascade" >/dev/null
+}
+raw_fork() {
+  try tp_fork 300 "$LOGS/raw_fork.out" "$BUILD/tp_fork" "${N[raw_fork]}" /bin/true || return 1
+  R_RATE[raw_fork]=$(kvof "$LOGS/raw_fork.out" rate) R_NOTE[raw_fork]="N=${N[raw_fork]}"
+}
+
+# ---- rows: the tools a user would pick ---------------------------------------------------------
+naive() {
+  local q=ocrd-tp-naive rq=ocrd-tp-naive-results n=${N[naive]} cpid wpid c0 c1
+  if ! fresh_schema naive || ! sql "$(pg_url naive)" "$JOBS_TABLE" >/dev/null; then FAIL_REASON="cannot create the table"; return 1; fi
+  "$TP" delete "$AMQP" "$q" "$rq" >/dev/null 2>&1
+  try publish 300 "$LOGS/naive.fill" "$TP" publish "$AMQP" "$q" "$n" 1000 "$rq" || return 1
+  timeout $((MAX_S + 30)) "$TP" collect "$AMQP" "$rq" "$n" 20 "$MAX_S" >"$LOGS/naive.out" 2>&1 &
+  cpid=$!
+  c0=$(commits)
+  timeout $((MAX_S + 30)) "$PY" bench/tp_naive_worker.py "$AMQP" "$(pg_url naive)" "$q" "$n" 20 >"$LOGS/naive.worker" 2>&1 &
+  wpid=$!
+  track "$cpid"
+  track "$wpid"
+  reap "$cpid" || { FAIL_REASON="results: $(tail -n 1 "$LOGS/naive.out") (worker: $(tail -n 1 "$LOGS/naive.worker"))"; stop "$wpid" 5; return 1; }
+  reap "$wpid"
+  c1=$(commits)
+  R_RATE[naive]=$(kvof "$LOGS/naive.out" rate) R_COMMITS[naive]=$(calc "($c1 - $c0) / $n" 3)
+  R_NOTE[naive]="N=$n queued first"
+  "$TP" delete "$AMQP" "$q" "$rq" >/dev/null 2>&1
+  sql "$BENCHDB" "drop schema naive cascade" >/dev/null
+}
+
+# start_celery LOG: a Celery worker in a session of its own (the cleanup can then kill it
+# with its pool) -> CPID, CT0 (exec time, ms)
+start_celery() {
+  CT0=$(now_ms)
+  TP_AMQP=$AMQP TP_PG=$BENCHDB TP_CELERY_QUEUE=tp-celery TP_CELERY_SCHEMA=celery_tp PYTHONPATH=$REPO/bench \
+    setsid "$PY" -m celery -A tp_celery worker --pool=prefork --concurrency=2 -Q tp-celery \
+    --loglevel=INFO -n "tp-$$@%h" >"$1" 2>&1 </dev/null &
+  CPID=$!
+  track "$CPID" group
+}
+celery_pids() { pgrep -P "$CPID"; echo "$CPID"; } # the main process and its pool
+celery() {
+  local n=${N[celery]} c0 c1 over cpu0 cpu1 ts p rss=0 pss=0 pids
+  local -x TP_AMQP=$AMQP TP_PG=$BENCHDB TP_CELERY_QUEUE=tp-celery TP_CELERY_SCHEMA=celery_tp
+  fresh_schema celery_tp || { FAIL_REASON="cannot create the schema"; return 1; }
+  "$TP" delete "$AMQP" tp-celery >/dev/null 2>&1
+  try setup 60 "$LOGS/celery.setup" "$PY" bench/tp_celery.py setup || return 1
+  # 1. idle: exec -> "ready.", RSS of the main process + its pool, commits of a start and stop
+  c0=$(commits)
+  start_celery "$LOGS/celery-idle.log"
+  wait_log "$LOGS/celery-idle.log" ' ready\.' "$CPID" 60 || { FAIL_REASON="worker not ready: $(tail -n 1 "$LOGS/celery-idle.log")"; stop "$CPID" 10; return 1; }
+  ts=$(sed -n 's/^\[\([0-9-]* [0-9:]*\),\([0-9]*\):.* ready\.$/\1.\2/p' "$LOGS/celery-idle.log" | head -n 1)
+  kv celery_start_ms $(($(date -d "$ts" +%s%3N) - CT0))
+  sleep 1
+  for p in $(celery_pids); do # (pids: no quoting needed)
+    rss=$((rss + $(status_kb "$p" VmRSS))) pss=$((pss + $(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup")))
+  done
+  mapfile -t pids < <(celery_pids)
+  cpu0=$(cpu_ticks "${pids[@]}")
+  kv celery_rss_kb $rss
+  stop "$CPID" 30
+  over=$(($(commits) - c0))
+  # 2. the run: N tasks queued first, then a worker from scratch; first -> last date_done
+  try publish 300 "$LOGS/celery.publish" "$PY" bench/tp_celery.py publish "$n" || return 1
+  c0=$(commits)
+  start_celery "$LOGS/celery.log"
+  if ! try results $((MAX_S + 30)) "$LOGS/celery.out" "$PY" bench/tp_celery.py collect "$n" 20 "$CT0"; then
+    stop "$CPID" 30
+    return 1
+  fi
+  mapfile -t pids < <(celery_pids)
+  cpu1=$(cpu_ticks "${pids[@]}")
+  stop "$CPID" 30
+  c1=$(commits)
+  R_RATE[celery]=$(kvof "$LOGS/celery.out" rate) R_COMMITS[celery]=$(calc "($c1 - $c0 - $over) / $n" 3)
+  kv celery_first_task_ms "$(kvof "$LOGS/celery.out" first_task_ms)"
+  kv celery_cpu_s_per_1000 "$(calc "($cpu1 - $cpu0) / $CLK_TCK / $n * 1000" 2)"
+  R_NOTE[celery]="N=$n queued first; idle RSS $((rss / 1024)) MB (PSS $((pss / 1024)) MB), 3 processes"
+  "$TP" delete "$AMQP" tp-celery >/dev/null 2>&1
+  sql "$BENCHDB" "drop schema celery_tp cascade" >/dev/null
+}
+
+# ---- rows: mqproc --------------------------------------------------------------------------------
+HAS_CONCURRENCY=0
+"$MQPROC" --help 2>&1 | grep -q -- '--concurrency' && HAS_CONCURRENCY=1
+# start_server KIND ROW ARGS...: KIND c = the C example processor, exec = mqproc --exec
+# /bin/true; queue ocrd-tp-ROW, schema ROW -> SPID, ST0 (exec time, ms), log LOGS/ROW.server
+start_server() {
+  local kind=$1 row=$2
+  shift 2
+  local cmd=("$EXAMPLE" processing-server)
+  [ "$kind" = c ] || cmd=("$MQPROC" processing-server --exec /bin/true --ocrd-cli=false)
+  ST0=$(now_ms)
+  "${cmd[@]}" --processor="ocrd-tp-$row" --queue="$AMQP" --database="$(pg_url "$row")" \
+    --worker-id="tp-$row" --log-dir="$REPO/$LOGS/joblogs-$row" --shutdown-grace=5 "$@" \
+    >"$LOGS/$row.server" 2>&1 </dev/null &
+  SPID=$!
+  track "$SPID"
+}
+mqproc_schema() { # ROW: fresh schema with mqproc's tables, fresh queues
+  "$TP" delete "$AMQP" "ocrd-tp-$1" "ocrd-tp-$1.dead" "ocrd-tp-$1-results" >/dev/null 2>&1
+  fresh_schema "$1" && try migrate 60 "$LOGS/$1.migrate" "$MQPROC" migrate --database="$(pg_url "$1")"
+}
+mqproc_drop() { # ROW
+  "$TP" delete "$AMQP" "ocrd-tp-$1" "ocrd-tp-$1.dead" "ocrd-tp-$1-results" >/dev/null 2>&1
+  sql "$BENCHDB" "drop schema if exists $1 cascade" >/dev/null
+  rm -rf "${LOGS:?}/joblogs-$1"
+}
+# Idle server of KIND, once per run: exec -> "consuming from queue" (from its log's
+# timestamp), RSS and threads after start, CPU ticks and commits of a start and stop.
+declare -A IDLE_CPU=() IDLE_COMMITS=()
+idle_probe() { # KIND
+  local kind=$1 row=idle_$1 c0 ts pre=mqproc_ start rss threads
+  [ -z "${IDLE_CPU[$kind]:-}" ] || return 0
+  [ "$kind" = c ] || pre=mqproc_exec_
+  mqproc_schema "$row" || return 1
+  c0=$(commits)
+  start_server "$kind" "$row"
+  wait_log "$LOGS/$row.server" 'consuming from queue' "$SPID" 30 || { FAIL_REASON="idle server did not start: $(tail -n 1 "$LOGS/$row.server")"; stop "$SPID"; return 1; }
+  ts=$(grep -m 1 'consuming from queue' "$LOGS/$row.server" | cut -d' ' -f1)
+  sleep 0.5
+  start=$(($(date -d "$ts" +%s%3N) - ST0)) rss=$(status_kb "$SPID" VmRSS) threads=$(status_kb "$SPID" Threads)
+  IDLE_CPU[$kind]=$(cpu_ticks "$SPID")
+  stop "$SPID"
+  IDLE_COMMITS[$kind]=$(($(commits) - c0))
+  kv "${pre}start_ms" "$start"
+  kv "${pre}rss_kb" "$rss"
+  kv "${pre}threads" "$threads"
+  R_RATE[$row]=- R_NOTE[$row]="RSS $(calc "$rss / 1024") MB, $threads threads, exec -> consuming $start ms, start+stop ${IDLE_COMMITS[$kind]} commits"
+  mqproc_drop "$row"
+}
+# mqproc_row ROW KIND SERVER_ARGS...: N jobs (each with a result_queue_name) queued first,
+# then a server from scratch; throughput = first -> last result message.
+mqproc_row() {
+  local row=$1 kind=$2 n=${N[$1]} cpid c0 c1 cpu child per1000 more=
+  shift 2
+  idle_probe "$kind" || return 1
+  mqproc_schema "$row" || return 1
+  try publish 300 "$LOGS/$row.fill" "$TP" publish "$AMQP" "ocrd-tp-$row" "$n" 1000 "ocrd-tp-$row-results" || return 1
+  timeout $((MAX_S + 30)) "$TP" collect "$AMQP" "ocrd-tp-$row-results" "$n" 20 "$MAX_S" >"$LOGS/$row.out" 2>&1 &
+  cpid=$!
+  track "$cpid"
+  c0=$(commits)
+  start_server "$kind" "$row" "$@"
+  reap "$cpid"
+  cpu=$(cpu_ticks "$SPID" 2>/dev/null) child=$(child_ticks "$SPID" 2>/dev/null)
+  stop "$SPID"
+  c1=$(commits)
+  local got ok
+  got=$(kvof "$LOGS/$row.out" received) ok=$(kvof "$LOGS/$row.out" success)
+  if [ "${got:-0}" != "$n" ] || [ "$ok" != "$n" ]; then
+    FAIL_REASON="${got:-0} of $n results (${ok:-0} SUCCESS) within ${MAX_S}s; server: $(tail -n 1 "$LOGS/$row.server")"
+    mqproc_drop "$row"
+    return 1
+  fi
+  R_RATE[$row]=$(kvof "$LOGS/$row.out" rate)
+  R_COMMITS[$row]=$(calc "($c1 - $c0 - ${IDLE_COMMITS[$kind]}) / $n" 3)
+  per1000=$(calc "(${cpu:-0} - ${IDLE_CPU[$kind]}) / $CLK_TCK / $n * 1000" 2)
+  kv "${row}_cpu_s_per_1000" "$per1000"
+  if [ "$kind" = exec ]; then
+    kv "${row}_child_cpu_s_per_1000" "$(calc "${child:-0} / $CLK_TCK / $n * 1000" 2)"
+    more=" (+ $(calc "${child:-0} / $CLK_TCK / $n * 1000" 2) in its children)"
+  fi
+  kv "${row}_first_ms" "$(calc "$(kvof "$LOGS/$row.out" first_ms) - $ST0" 0)"
+  R_NOTE[$row]="N=$n queued first; server CPU $per1000 s/1000 jobs$more"
+  mqproc_drop "$row"
+}
+# latency_row ROW RATE SECS DRAIN PREFETCH: a paced publisher against a running C server.
+latency_row() {
+  local row=$1 rate=$2 out=$LOGS/$1.out
+  mqproc_schema "$row" || return 1
+  start_server c "$row" --prefetch="$5"
+  wait_log "$LOGS/$row.server" 'consuming from queue' "$SPID" 30 || { FAIL_REASON="server did not start: $(tail -n 1 "$LOGS/$row.server")"; stop "$SPID"; return 1; }
+  try latency $(($3 + $4 + 60)) "$out" "$TP" latency "$AMQP" "ocrd-tp-$row" "ocrd-tp-$row-results" "$rate" "$3" "$4"
+  stop "$SPID"
+  mqproc_drop "$row"
+  local sent got
+  sent=$(kvof "$out" sent) got=$(kvof "$out" received)
+  [ -n "$sent" ] || { FAIL_REASON="latency: $(tail -n 1 "$out")"; return 1; }
+  kv "${row}_received" "$got"
+  LAT_DONE=$(calc "$got / ($3 + $4)" 1) # what the server completed, at least
+  if [ "$got" != "$sent" ]; then
+    R_RATE[$row]=n/a R_NOTE[$row]="(cannot keep up: $got of $sent results by ${4}s after the last send, >= $LAT_DONE/s done)"
+    return 0
+  fi
+  R_RATE[$row]=$rate R_NOTE[$row]="p50 $(kvof "$out" p50_ms) ms, p99 $(kvof "$out" p99_ms) ms, max $(kvof "$out" max_ms) ms (prefetch $5, N=$sent)"
+  kv "${row}_p50_ms" "$(kvof "$out" p50_ms)"
+  kv "${row}_p99_ms" "$(kvof "$out" p99_ms)"
+  kv "${row}_max_ms" "$(kvof "$out" max_ms)"
+}
+latency() {
+  local p=64 best=
+  # "its best configuration": the faster of the two C rows measured in this run
+  if [[ ${R_RATE[mqproc_c_p1]:-} =~ ^[0-9] ]] && [[ ${R_RATE[mqproc_c_p64]:-} =~ ^[0-9] ]]; then
+    awk -v a="${R_RATE[mqproc_c_p1]}" -v b="${R_RATE[mqproc_c_p64]}" 'BEGIN { exit !(a > b) }' && p=1
+  fi
+  best=${R_RATE[mqproc_c_p$p]:-}
+  LAT_DONE=
+  R_LABEL[lat500]="latency publish->result @${LAT_RATE}/s, C p$p"
+  run_row lat500 latency_row lat500 "$LAT_RATE" "$LAT_SECS" "$LAT_DRAIN" "$p"
+  [[ $best =~ ^[0-9] ]] || best=$LAT_DONE
+  if [[ $best =~ ^[0-9] ]] && [ "$(calc "$best / 2" 0)" -ge 1 ]; then
+    local half
+    half=$(calc "$best / 2" 0)
+    kv lat_half_rate "$half"
+    R_LABEL[lat_half]="latency publish->result @${half}/s, C p$p"
+    run_row lat_half latency_row lat_half "$half" "$LAT_SECS" "$LAT_DRAIN" "$p"
+  fi
+}
+
+# ---- run ---------------------------------------------------------------------------------
+ORDER=() # rows in table order
+run_row() { # run_row ROW FUNC ARGS...
+  local row=$1 t
+  shift
+  ORDER+=("$row")
+  FAIL_REASON=
+  t=$(now_ms)
+  say "row $row"
+  if ! "$@"; then
+    R_RATE[$row]=FAIL R_NOTE[$row]="(${FAIL_REASON:-failed})"
+    say "row $row FAILED: ${FAIL_REASON:-}"
+  fi
+  say "row $row: ${R_RATE[$row]:-} jobs/s ($(calc "($(now_ms) - $t) / 1000") s)"
+}
+R_LABEL=([raw_consume_p1]="raw broker consume+ack, prefetch 1"
+  [raw_consume_p100]="raw broker consume, prefetch 100, ack/50"
+  [raw_publish]="raw broker publish, confirm window 100"
+  [raw_publish_w1]="raw broker publish, confirm each (w 1)"
+  [raw_db_1]="raw db claim+complete, 1 job/commit"
+  [raw_db_64]="raw db claim+complete, 64 jobs/commit"
+  [raw_fork]="raw fork+execve+waitpid /bin/true"
+  [naive]="naive Python worker (pika+psycopg2)"
+  [celery]="Celery 5.2 prefork c2, acks_late, db"
+  [idle_c]="mqproc C example server, idle"
+  [idle_exec]="mqproc --exec server, idle"
+  [mqproc_c_p1]="mqproc C example, prefetch 1"
+  [mqproc_c_p64]="mqproc C example, prefetch 64"
+  [mqproc_c_batched]="mqproc C example, prefetch 64 + conc. 2"
+  [mqproc_exec_p1]="mqproc --exec /bin/true, prefetch 1"
+  [mqproc_exec_c2]="mqproc --exec /bin/true, concurrency 2")
+na_concurrency() { R_RATE[$1]="n/a" R_NOTE[$1]="(no --concurrency)"; }
+
+selected raw_consume_p1 && run_row raw_consume_p1 raw_consume raw_consume_p1 1 1
+selected raw_consume_p100 && run_row raw_consume_p100 raw_consume raw_consume_p100 100 50
+selected raw_publish && run_row raw_publish raw_publish raw_publish 100
+selected raw_publish_w1 && run_row raw_publish_w1 raw_publish raw_publish_w1 0
+selected raw_db_1 && run_row raw_db_1 raw_db raw_db_1 1
+selected raw_db_64 && run_row raw_db_64 raw_db raw_db_64 64
+selected raw_fork && run_row raw_fork raw_fork
+selected naive && run_row naive naive
+selected celery && run_row celery celery
+if selected mqproc_c_p1 || selected mqproc_c_p64 || selected mqproc_c_batched || selected latency; then
+  run_row idle_c idle_probe c
+fi
+if selected mqproc_exec_p1 || selected mqproc_exec_c2; then
+  run_row idle_exec idle_probe exec
+fi
+selected mqproc_c_p1 && run_row mqproc_c_p1 mqproc_row mqproc_c_p1 c --prefetch=1
+selected mqproc_c_p64 && run_row mqproc_c_p64 mqproc_row mqproc_c_p64 c --prefetch=64
+if selected mqproc_c_batched; then
+  if [ $HAS_CONCURRENCY = 1 ]; then
+    run_row mqproc_c_batched mqproc_row mqproc_c_batched c --prefetch=64 --concurrency=2
+  else ORDER+=(mqproc_c_batched) && na_concurrency mqproc_c_batched; fi
+fi
+selected mqproc_exec_p1 && run_row mqproc_exec_p1 mqproc_row mqproc_exec_p1 exec --prefetch=1
+if selected mqproc_exec_c2; then
+  if [ $HAS_CONCURRENCY = 1 ]; then
+    run_row mqproc_exec_c2 mqproc_row mqproc_exec_c2 exec --prefetch=2 --concurrency=2
+  else ORDER+=(mqproc_exec_c2) && na_concurrency mqproc_exec_c2; fi
+fi
+selected latency && latency
+
+# ---- ratios, table, RESULT ---------------------------------------------------------------
+num() { [[ ${1:-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
+ratio() { num "$1" && num "$2" && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
+declare -A RAW_OF=([mqproc_c_p1]=raw_db_1 [mqproc_c_p64]=raw_db_64 [mqproc_c_batched]=raw_db_64
+  [mqproc_exec_p1]=raw_fork [mqproc_exec_c2]=raw_fork)
+for row in "${ORDER[@]}"; do
+  case $row in
+  mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${R_RATE[${RAW_OF[$row]}]:-}") ;;
+  esac
+  case $row in
+  mqproc_* | naive) R_CEL[$row]=$(ratio "${R_RATE[$row]:-}" "${R_RATE[celery]:-}") ;;
+  esac
+done
+for row in "${ORDER[@]}"; do
+  case $row in idle_* | lat500 | lat_half) continue ;; esac
+  kv "$row" "${R_RATE[$row]:-}"
+  kv "${row}_commits" "${R_COMMITS[$row]:-}"
+  kv "${row}_vs_raw" "${R_RAW[$row]:-}"
+  kv "${row}_vs_celery" "${R_CEL[$row]:-}"
+done
+LOAD_END=$(cut -d' ' -f1 /proc/loadavg)
+WALL=$(calc "($(now_ms) - $T0) / 1000" 0)
+kv loadavg_start "$LOAD_START"
+kv loadavg_end "$LOAD_END"
+kv wall_s "$WALL"
+
+{
+  printf '# mqproc throughput, %s, %s, %d cores, load %s -> %s, %s s%s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" \
+    "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)" "$(nproc)" "$LOAD_START" "$LOAD_END" "$WALL" \
+    "$([ $QUICK = 1 ] && echo ', --quick')"
+  printf '# PostgreSQL fsync=on synchronous_commit=on; jobs/s of a tool = first -> last result; vs raw: C rows / raw_db (1 or 64 per commit), --exec rows / raw_fork\n'
+  printf '%-42s %9s %12s %8s %9s  %s\n' row jobs/s commits/job "vs raw" "vs celery" notes
+  for row in "${ORDER[@]}"; do
+    rate=${R_RATE[$row]:-}
+    if [ "$rate" = FAIL ] || [ "$rate" = n/a ] && [[ ${R_NOTE[$row]} == "("* ]]; then
+      printf '%-42s %s %s\n' "${R_LABEL[$row]:-$row}" "$rate" "${R_NOTE[$row]}"
+    else
+      printf '%-42s %9s %12s %8s %9s  %s\n' "${R_LABEL[$row]:-$row}" "$rate" "${R_COMMITS[$row]:--}" \
+        "${R_RAW[$row]:--}" "${R_CEL[$row]:--}" "${R_NOTE[$row]:-}"
+    fi
+  done
+  echo "RESULT ${RESULT[*]}"
+} | tee "$BUILD/last.txt"
+true # the table was printed: exit 0, whatever its rows say
