@@ -61,8 +61,12 @@ static const opt_t OPTS[] = {
      "queue does not exist yet"},
     {"queue-durable", "MQPROC_QUEUE_DURABLE", OPT_BOOL, F(queue_durable), "true", 0, 0, 0,
      "declare queues durable (OCR-D core <= 3.12 declares them non-durable)"},
-    {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), "1", 1, 65535, 0,
-     "deliveries in flight per server (basic.qos)"},
+    {"concurrency", "MQPROC_CONCURRENCY", OPT_INT, F(concurrency), NULL, 1, 1024, 0,
+     "tries running at once per server: C processors on as many threads (or worker "
+     "processes), commands as as many children (default: --prefetch, or 1)"},
+    {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), NULL, 1, 65535, 0,
+     "deliveries in flight per server (basic.qos); the ones beyond --concurrency are claimed "
+     "and wait for a free slot (default: 2 x --concurrency when that is given, else 1)"},
     {"retries", "MQPROC_RETRIES", OPT_INT, F(retries), "3", 0, 100, 0,
      "extra local tries after a failed try"},
     {"retry-backoff-ms", "MQPROC_RETRY_BACKOFF_MS", OPT_INT, F(retry_backoff_ms), "200", 0, 3600000,
@@ -302,6 +306,15 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
   }
   if (rc == MQPROC_OK && cfg->log_dir == NULL && (cfg->log_dir = default_log_dir()) == NULL)
     rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (rc == MQPROC_OK) {
+    /* --prefetch alone bounds the jobs running at once, as before --concurrency came;
+     * --concurrency alone gets twice its deliveries, so the next job waits claimed */
+    int given = cfg->concurrency != 0;
+    if (!given)
+      cfg->concurrency = cfg->prefetch > 0 ? (cfg->prefetch < 1024 ? cfg->prefetch : 1024) : 1;
+    if (cfg->prefetch == 0)
+      cfg->prefetch = given && cfg->concurrency > 1 ? 2 * cfg->concurrency : cfg->concurrency;
+  }
   return rc;
 }
 

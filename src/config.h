@@ -25,7 +25,8 @@ typedef struct mqproc__config {
   char *dead_letter_queue;    /* --dead-letter-queue (default <processor>.dead) */
   char **queue_args;          /* --queue-arg key=value (repeatable), NULL-terminated */
   int queue_durable;          /* --queue-durable */
-  int prefetch;               /* --prefetch */
+  int prefetch;               /* --prefetch: deliveries in flight */
+  int concurrency;            /* --concurrency: tries running at once */
   int retries;                /* --retries: extra local tries after a failure */
   int retry_backoff_ms;       /* --retry-backoff-ms: first wait, doubled per retry */
   int max_requeues;           /* --max-requeues */

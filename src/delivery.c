@@ -425,6 +425,10 @@ static int step_start_try(mqproc__delivery_t *d) {
     d->state = S_RELEASE;
     return 1;
   }
+  if (!d->has_slot && !(d->has_slot = mqproc__server_take_slot(d->srv))) {
+    d->state = S_SLOT_WAIT; /* --concurrency tries run: the server wakes us for the next */
+    return 0;
+  }
   if (d->first_try_open) { /* recorded by the claim */
     d->first_try_open = 0;
     return run_try(d);
@@ -471,6 +475,10 @@ static int try_ended(mqproc__delivery_t *d) {
 /* A successful try is recorded with the job's SUCCESS in one write (step_succeed). */
 static int step_end_try(mqproc__delivery_t *d) {
   mqproc__try_end_t e = try_end(d);
+  if (d->has_slot) { /* the try is over: its slot goes to the next waiting job */
+    d->has_slot = 0;
+    mqproc__server_give_slot(d->srv);
+  }
   if (d->fenced) {
     d->state = S_FENCED;
     return 1;
@@ -649,6 +657,7 @@ static int step(mqproc__delivery_t *d) {
     d->state = d->issued;
     return d->then(d);
   case S_RUNNING: /* waiting states: resumed by their event */
+  case S_SLOT_WAIT:
   case S_STORE_CALL:
   case S_BACKOFF:
   case S_DEAD_WAIT:

@@ -31,6 +31,9 @@ int mqproc__delivery_acked(const mqproc__delivery_t *d);
 /* Whether d occupies a slot that consumer (of connection epoch) does not count as unacked:
  * acked early, from a lost connection, or pushed to an older consumer. */
 int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uint64_t consumer);
+/* Whether d waits for a --concurrency run slot, and: a slot is free for it. */
+int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d);
+void mqproc__delivery_slot_free(mqproc__delivery_t *d);
 /* The broker connected, went away, or (un)blocked publishing: a delivery waiting to
  * publish tries again. */
 void mqproc__delivery_broker_changed(mqproc__delivery_t *d);

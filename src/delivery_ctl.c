@@ -56,7 +56,8 @@ static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
   mqproc__delivery_t *d = ud;
   (void)loop;
   d->ack_timer = 0;
-  if (d->acked || d->fenced || d->acking || (d->state != S_RUNNING && d->state != S_BACKOFF))
+  if (d->acked || d->fenced || d->acking ||
+      (d->state != S_RUNNING && d->state != S_BACKOFF && d->state != S_SLOT_WAIT))
     return;
   if (d->srv->broker_blocked) { /* it could not lower the consumer's prefetch first */
     d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
@@ -175,7 +176,8 @@ static void renewed(void *ud, int rc, const char *err) {
 
 void mqproc__delivery_tick(mqproc__delivery_t *d) {
   int64_t now = mqproc__now_ms();
-  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || (d->acked && d->outcome != NULL);
+  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || d->state == S_SLOT_WAIT ||
+              (d->acked && d->outcome != NULL);
   if (!holds || d->fenced || d->renewing || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
     return;
   d->renew_sent_ms = now;
@@ -200,6 +202,10 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
     break;
   case S_BACKOFF:
     mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->state = S_RELEASE;
+    mqproc__delivery_advance(d);
+    break;
+  case S_SLOT_WAIT: /* claimed, never started */
     d->state = S_RELEASE;
     mqproc__delivery_advance(d);
     break;
@@ -269,7 +275,7 @@ int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int 
   return d->job_id != NULL && d->attempt == attempt && d->outcome == NULL && !d->fenced &&
          strcmp(d->job_id, job_id) == 0 &&
          (d->state == S_START_TRY || d->state == S_RUNNING || d->state == S_END_TRY ||
-          d->state == S_BACKOFF || d->state == S_STORE_WAIT);
+          d->state == S_BACKOFF || d->state == S_STORE_WAIT || d->state == S_SLOT_WAIT);
 }
 
 int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
@@ -284,6 +290,17 @@ int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uin
   if (d->outcome != NULL) /* the job ended: only its outcome is being sent */
     return 0;
   return d->acked || d->epoch != epoch || d->consumer != consumer;
+}
+
+int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d) {
+  return d->state == S_SLOT_WAIT;
+}
+
+void mqproc__delivery_slot_free(mqproc__delivery_t *d) {
+  if (d->state != S_SLOT_WAIT)
+    return;
+  d->state = S_START_TRY;
+  mqproc__delivery_advance(d);
 }
 
 void mqproc__delivery_broker_changed(mqproc__delivery_t *d) {

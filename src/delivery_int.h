@@ -38,6 +38,7 @@
   X(CALLBACK_RECORD)                                                                               \
   X(DEFER)                                                                                         \
   X(STORE_WAIT)                                                                                    \
+  X(SLOT_WAIT)                                                                                     \
   X(STORE_CALL)                                                                                    \
   X(STORE_DONE)                                                                                    \
   X(BROKER_WAIT)                                                                                   \
@@ -70,6 +71,7 @@ struct mqproc__delivery {
   int renewing;       /* a lease renewal is in flight */
   int64_t renew_sent_ms;
   int acking;          /* the early ack's write is in flight: the machine's writes wait */
+  int has_slot;        /* one of the server's --concurrency run slots */
   dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
   /* the delivery */
   uint64_t epoch;

@@ -45,13 +45,15 @@ typedef struct child_watch {
 } child_watch_t;
 
 typedef struct work {
-  pthread_t thread;
+  pthread_t thread; /* its own thread (mqproc__loop_work), or none (pooled) */
+  int pooled;
   mqproc__loop_t *loop;
   mqproc__work_cb work;
   mqproc__after_work_cb after;
   void *ud;
   int done;
   struct work *next;
+  struct work *queued; /* the pool's queue */
 } work_t;
 
 struct mqproc__loop {
@@ -65,7 +67,11 @@ struct mqproc__loop {
   uint64_t next_timer_id;
   child_watch_t *children;
   work_t *works;
-  pthread_mutex_t work_lock; /* guards work_t.done only */
+  pthread_mutex_t work_lock; /* guards work_t.done, the pool's queue and its stop flag */
+  pthread_cond_t pool_cond;  /* the pool's threads wait here for work */
+  pthread_t *pool;           /* fixed threads running pooled work (mqproc__loop_pool) */
+  int pool_n, pool_stop;
+  work_t *pool_head, **pool_tail;
   mqproc__signal_cb sig_cb;
   void *sig_ud;
   mqproc__prepare_cb prepare_cb;
@@ -84,6 +90,8 @@ int mqproc__loop_new(mqproc__loop_t **out, char *err) {
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   loop->epfd = loop->sigfd = loop->wakefd = -1;
   pthread_mutex_init(&loop->work_lock, NULL);
+  pthread_cond_init(&loop->pool_cond, NULL);
+  loop->pool_tail = &loop->pool_head;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGTERM);
@@ -110,9 +118,12 @@ fail:
 
 static void join_finished_work(mqproc__loop_t *loop, int wait_all);
 
+static void pool_stop(mqproc__loop_t *loop);
+
 void mqproc__loop_free(mqproc__loop_t *loop) {
   if (loop == NULL)
     return;
+  pool_stop(loop);
   join_finished_work(loop, 1);
   while (loop->ios != NULL) {
     io_watch_t *w = loop->ios;
@@ -136,6 +147,7 @@ void mqproc__loop_free(mqproc__loop_t *loop) {
   if (loop->wakefd >= 0)
     close(loop->wakefd);
   pthread_mutex_destroy(&loop->work_lock);
+  pthread_cond_destroy(&loop->pool_cond);
   free(loop);
 }
 
@@ -290,17 +302,88 @@ static void on_signalfd(mqproc__loop_t *loop) {
 
 /* ---- work threads ------------------------------------------------------------------- */
 
-static void *work_main(void *arg) {
-  work_t *w = arg;
+static void work_done(work_t *w) {
   uint64_t one = 1;
-  w->work(w->ud);
   pthread_mutex_lock(&w->loop->work_lock);
   w->done = 1;
   pthread_mutex_unlock(&w->loop->work_lock);
   if (write(w->loop->wakefd, &one, sizeof(one)) < 0) {
     /* eventfd write fails only on counter overflow; the loop still polls. */
   }
+}
+
+static void *work_main(void *arg) {
+  work_t *w = arg;
+  w->work(w->ud);
+  work_done(w);
   return NULL;
+}
+
+/* A pool thread: runs queued work until the pool stops. */
+static void *pool_main(void *arg) {
+  mqproc__loop_t *loop = arg;
+  for (;;) {
+    work_t *w;
+    pthread_mutex_lock(&loop->work_lock);
+    while (loop->pool_head == NULL && !loop->pool_stop)
+      pthread_cond_wait(&loop->pool_cond, &loop->work_lock);
+    if (loop->pool_head == NULL) {
+      pthread_mutex_unlock(&loop->work_lock);
+      return NULL;
+    }
+    w = loop->pool_head;
+    loop->pool_head = w->queued;
+    if (loop->pool_head == NULL)
+      loop->pool_tail = &loop->pool_head;
+    pthread_mutex_unlock(&loop->work_lock);
+    w->work(w->ud);
+    work_done(w);
+  }
+}
+
+int mqproc__loop_pool(mqproc__loop_t *loop, int n) {
+  if (loop->pool != NULL)
+    return MQPROC_ESTATE;
+  if ((loop->pool = mqproc__calloc((size_t)n, sizeof(pthread_t))) == NULL)
+    return MQPROC_ENOMEM;
+  for (; loop->pool_n < n; loop->pool_n++)
+    if (pthread_create(&loop->pool[loop->pool_n], NULL, pool_main, loop) != 0)
+      return loop->pool_n > 0 ? MQPROC_OK : MQPROC_ESYS; /* fewer threads still serve */
+  return MQPROC_OK;
+}
+
+static void pool_stop(mqproc__loop_t *loop) {
+  pthread_mutex_lock(&loop->work_lock);
+  loop->pool_stop = 1;
+  pthread_cond_broadcast(&loop->pool_cond);
+  pthread_mutex_unlock(&loop->work_lock);
+  for (int i = 0; i < loop->pool_n; i++)
+    pthread_join(loop->pool[i], NULL);
+  free(loop->pool);
+  loop->pool = NULL;
+  loop->pool_n = 0;
+}
+
+int mqproc__loop_work_pooled(mqproc__loop_t *loop, mqproc__work_cb work,
+                             mqproc__after_work_cb after, void *ud) {
+  work_t *w;
+  if (loop->pool == NULL)
+    return mqproc__loop_work(loop, work, after, ud);
+  if ((w = mqproc__calloc(1, sizeof(*w))) == NULL)
+    return MQPROC_ENOMEM;
+  w->pooled = 1;
+  w->loop = loop;
+  w->work = work;
+  w->after = after;
+  w->ud = ud;
+  w->next = loop->works;
+  loop->works = w;
+  pthread_mutex_lock(&loop->work_lock);
+  *loop->pool_tail = w;
+  loop->pool_tail = &w->queued;
+  pthread_cond_signal(&loop->pool_cond);
+  pthread_mutex_unlock(&loop->work_lock);
+  return MQPROC_OK;
 }
 
 int mqproc__loop_work(mqproc__loop_t *loop, mqproc__work_cb work, mqproc__after_work_cb after,
@@ -335,7 +418,8 @@ static void join_finished_work(mqproc__loop_t *loop, int wait_all) {
       pp = &w->next;
       continue;
     }
-    pthread_join(w->thread, NULL);
+    if (!w->pooled) /* pooled work is done by now: the pool was stopped (drained) first */
+      pthread_join(w->thread, NULL);
     *pp = w->next;
     if (!wait_all)
       w->after(loop, w->ud);

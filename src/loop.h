@@ -9,6 +9,8 @@
  *   mqproc__loop_child()         call cb when a child pid exits (reaped here)
  *   mqproc__loop_on_signal()     SIGTERM/SIGINT/SIGHUP delivered as loop events
  *   mqproc__loop_work()          run work() on a new thread, then after() on the loop
+ *   mqproc__loop_pool()          start a fixed pool of threads for _work_pooled()
+ *   mqproc__loop_work_pooled()   run work() on a pool thread, then after() on the loop
  *   mqproc__loop_set_prepare()   hook run before every poll; returns a max wait (ms)
  *
  * Threading: only mqproc__loop_work()'s work function runs off the loop thread, and it
@@ -63,6 +65,12 @@ void mqproc__loop_on_signal(mqproc__loop_t *loop, mqproc__signal_cb cb, void *ud
  * If this returns an error neither callback is called. */
 int mqproc__loop_work(mqproc__loop_t *loop, mqproc__work_cb work, mqproc__after_work_cb after,
                       void *ud);
+
+/* Starts n threads, created once, that run _work_pooled() work in order. */
+int mqproc__loop_pool(mqproc__loop_t *loop, int n);
+/* Like mqproc__loop_work(), on the pool (a new thread when there is none). */
+int mqproc__loop_work_pooled(mqproc__loop_t *loop, mqproc__work_cb work,
+                             mqproc__after_work_cb after, void *ud);
 
 void mqproc__loop_set_prepare(mqproc__loop_t *loop, mqproc__prepare_cb cb, void *ud);
 

@@ -42,6 +42,8 @@ mqproc__claim_action_t mqproc__policy_after_claim(const mqproc__claim_t *c, int 
     return MQPROC__CLAIM_RUN;
   switch (mqproc__job_state_parse(c->state)) {
   case MQPROC__JOB_SUCCESS:
+    if (c->outbox_pending) /* its holder (or the outbox sweep) sends what is not sent yet */
+      return MQPROC__CLAIM_ACK;
     if ((wants_result && !c->result_published) || (wants_callbacks && !c->callbacks_done))
       return MQPROC__CLAIM_REPLAY;
     return MQPROC__CLAIM_ACK;

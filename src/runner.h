@@ -78,7 +78,7 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
                             const mqproc__proc_opts_t *opts, char *err);
 /* processor: borrowed for the runner's lifetime. */
 int mqproc__runner_thread_new(mqproc__runner_t **out, const mqproc_processor_t *processor,
-                              char *err);
+                              mqproc__loop_t *loop, int threads, char *err);
 /* Starts n_workers worker processes running processor (borrowed) now, watched by loop
  * (which must outlive the runner), with the environment children get (pass_env as
  * --pass-env); fails when one cannot start. */

@@ -1,7 +1,8 @@
 /* Runner for C processors (--isolation=thread, the default): the processing function runs
- * on a worker thread of the server with a mqproc_job_t (job.c) and reports back through
- * the loop's work completion. The cheapest way to run trusted code; a crash takes the
- * server down and a thread cannot be stopped (runner_worker.c isolates both). */
+ * on one of --concurrency worker threads of the server, created once (the loop's pool),
+ * with a mqproc_job_t (job.c) and reports back through the loop's work completion. The cheapest way
+ * to run trusted code; a crash takes the server down and a thread cannot be stopped
+ * (runner_worker.c isolates both). */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -62,7 +63,7 @@ static int thread_start(mqproc__runner_t *base, mqproc__loop_t *loop,
   run->done = done;
   run->ud = ud;
   run->started_ms = mqproc__now_ms();
-  if ((rc = mqproc__loop_work(loop, work, after, run)) != MQPROC_OK) {
+  if ((rc = mqproc__loop_work_pooled(loop, work, after, run)) != MQPROC_OK) {
     mqproc__job_free(run->job);
     free(run);
     return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "cannot start a worker thread");
@@ -91,10 +92,14 @@ static const struct mqproc__runner_class thread_class = {
 };
 
 int mqproc__runner_thread_new(mqproc__runner_t **out, const mqproc_processor_t *processor,
-                              char *err) {
+                              mqproc__loop_t *loop, int threads, char *err) {
   thread_runner_t *r = mqproc__calloc(1, sizeof(*r));
   if (r == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (mqproc__loop_pool(loop, threads) != MQPROC_OK) {
+    free(r);
+    return mqproc__err(err, MQPROC_ESYS, "cannot start %d worker thread(s)", threads);
+  }
   r->base.klass = &thread_class;
   r->proc = processor;
   *out = &r->base;

@@ -314,6 +314,38 @@ int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *
   return MQPROC_OK;
 }
 
+/* ---- run slots (--concurrency) ------------------------------------------------------ */
+
+int mqproc__server_take_slot(mqproc__server_t *srv) {
+  if (srv->running >= srv->cfg->concurrency)
+    return 0;
+  srv->running++;
+  return 1;
+}
+
+/* From a timer: the try that gave the slot back is still in its own step. */
+static void on_slot_free(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  srv->slot_timer = 0;
+  while (srv->running < srv->cfg->concurrency) {
+    mqproc__delivery_t *oldest = NULL;
+    for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+      if (mqproc__delivery_waits_for_slot(d))
+        oldest = d; /* the list is newest first */
+    if (oldest == NULL)
+      return;
+    mqproc__delivery_slot_free(oldest); /* it leaves SLOT_WAIT, with a slot or without */
+  }
+}
+
+void mqproc__server_give_slot(mqproc__server_t *srv) {
+  if (srv->running > 0)
+    srv->running--;
+  if (srv->slot_timer == 0)
+    srv->slot_timer = mqproc__loop_timer(srv->loop, 0, on_slot_free, srv);
+}
+
 int mqproc__server_result_queue_allowed(const mqproc__server_t *srv, const char *queue) {
   return !srv->has_result_queue_re || regexec(&srv->result_queue_re, queue, 0, NULL, 0) == 0;
 }
@@ -484,13 +516,13 @@ static int make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, ch
   char **argv;
   int argc, rc;
   if (proc != NULL && srv->cfg->isolate_process)
-    return mqproc__runner_worker_new(&srv->runner, srv->loop, proc, srv->cfg->prefetch,
+    return mqproc__runner_worker_new(&srv->runner, srv->loop, proc, srv->cfg->concurrency,
                                      srv->cfg->pass_env, err);
   if (proc != NULL) {
     if (srv->cfg->time_limit_s > 0)
       MQPROC__WARN("--time-limit cannot stop a processing function on a thread; it applies with "
                    "--isolation=process");
-    return mqproc__runner_thread_new(&srv->runner, proc, err);
+    return mqproc__runner_thread_new(&srv->runner, proc, srv->loop, srv->cfg->concurrency, err);
   }
   if ((rc = mqproc__argv_split(srv->cfg->exec, &argv, &argc, err)) != MQPROC_OK)
     return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.400s", err);

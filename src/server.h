@@ -57,6 +57,8 @@ typedef struct mqproc__server {
   int sweeping;                   /* a sweep's requests are in flight (sweeper.c) */
   int fatal;                      /* a configuration error the broker reported: exit 1 */
   int abandoned;                  /* deliveries released while their thread still runs */
+  int running;                    /* run slots taken (--concurrency bounds them) */
+  uint64_t slot_timer;            /* wakes the oldest delivery waiting for a slot */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
@@ -71,6 +73,10 @@ int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
                                const mqproc__publish_t *p, char *err);
 /* d stops waiting for the confirm of its publish (a late confirm is then ignored). */
 void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d);
+/* A run slot for a try (1), or none free (0: the delivery waits in SLOT_WAIT until
+ * mqproc__delivery_slot_free); give_slot returns one (the oldest waiter gets it). */
+int mqproc__server_take_slot(mqproc__server_t *srv);
+void mqproc__server_give_slot(mqproc__server_t *srv);
 /* Takes d into the list of deliveries in flight and starts it. */
 void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d);
 /* Declares and binds a result queue once per connection (when configured to). */

@@ -50,6 +50,7 @@ typedef struct mqproc__claim {
   int requeues;
   int result_published;
   int callbacks_done;      /* callback_state is set */
+  int outbox_pending;      /* final, and its holder or the outbox sweep still sends it */
   int lease_live;          /* RUNNING under a lease that has not expired */
   int64_t lease_left_ms;   /* when lease_live */
   char worker_id_now[128]; /* holder, when not claimed */

@@ -108,7 +108,7 @@ static const char CLAIM_SQL[] =
     "     OR (j.state = 'RUNNING' AND " LEASE_END("j.lease_until", "($4::int[])[1]") " < now()))"
     "    AND j.attempt < ($8::int[])[1]"
     " RETURNING j.job_id, true, j.attempt, j.state, j.tries, j.requeues, j.result_published,"
-    "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id),"
+    "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id, false),"
     " try AS (INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
     "   SELECT job_id, tries, attempt, worker_id FROM claim),"
     " seen AS ("
@@ -119,7 +119,7 @@ static const char CLAIM_SQL[] =
     "   s.state = 'RUNNING' AND " LEASE_END("s.lease_until", "($4::int[])[1]") " >= now(),"
     "   greatest(0, extract(epoch FROM " LEASE_END("s.lease_until", "($4::int[])[1]")
     "     - now()) * 1000)::bigint,"
-    "   coalesce(s.worker_id, ''))"
+    "   coalesce(s.worker_id, ''), s.delivery_acked AND s.state IN ('SUCCESS', 'FAILED'))"
     "SELECT v.ord, r.* FROM (SELECT * FROM claim UNION ALL SELECT * FROM seen) r"
     " JOIN v ON v.job_id = r.job_id";
 /* clang-format on */
@@ -141,6 +141,7 @@ static int parse_claim(pg_req_t *r, PGresult *res, const int *rows, int n) {
   c->lease_live = PQgetvalue(res, row, 9)[0] == 't';
   c->lease_left_ms = PQgetisnull(res, row, 10) ? 0 : atoll(PQgetvalue(res, row, 10));
   snprintf(c->worker_id_now, sizeof(c->worker_id_now), "%s", PQgetvalue(res, row, 11));
+  c->outbox_pending = PQgetvalue(res, row, 12)[0] == 't';
   return MQPROC_OK;
 }
 

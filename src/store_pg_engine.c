@@ -57,7 +57,9 @@ struct pg_engine {
   int nitems, next_item, in_round;
   int failed, fail_rc;
   char fail_err[MQPROC_ERR_LEN];
-  pg_req_t *round; /* its requests, in the order they were taken */
+  pg_req_t *round;      /* its requests, in the order they were taken */
+  pg_req_t *completing; /* ended, being called back (complete()) */
+  int completing_now;
   const pg_stmt_t *prepared[MAX_STMTS];
   int nprepared;
 };
@@ -168,15 +170,26 @@ static void set_timer(pg_engine_t *e, int64_t ms) {
   e->timer = ms > 0 ? mqproc__loop_timer(e->loop, ms, on_timeout, e) : 0;
 }
 
-/* Calls back the requests of list (done NULL: forgotten) and frees them. */
-static void complete_all(pg_req_t *list, int rc, const char *err) {
-  while (list != NULL) {
-    pg_req_t *r = list;
-    list = r->next;
+/* Calls back the requests of list (each with its own rc and err; done NULL: forgotten)
+ * and frees them. They wait in e->completing, where forget() still reaches them: a call
+ * back may free the ud of a request further down the list. A call back that ends more
+ * requests (a lost connection) appends them to the list being worked through. */
+static void complete(pg_engine_t *e, pg_req_t *list) {
+  pg_req_t **t = &e->completing;
+  while (*t != NULL)
+    t = &(*t)->next;
+  *t = list;
+  if (e->completing_now)
+    return;
+  e->completing_now = 1;
+  while (e->completing != NULL) {
+    pg_req_t *r = e->completing;
+    e->completing = r->next;
     if (r->done != NULL)
-      r->done(r->ud, rc, err);
+      r->done(r->ud, r->rc, r->rc != MQPROC_OK ? r->err : NULL);
     mqproc__pg_req_free(r);
   }
+  e->completing_now = 0;
 }
 
 static void clear_round(pg_engine_t *e) {
@@ -210,7 +223,11 @@ static void broken(pg_engine_t *e, const char *why) {
   PQfinish(e->conn);
   e->conn = NULL;
   e->connecting = e->setup_done = e->nprepared = 0;
-  complete_all(failed, MQPROC_ESTORE_CONNECT, err);
+  for (pg_req_t *r = failed; r != NULL; r = r->next) {
+    r->rc = MQPROC_ESTORE_CONNECT;
+    snprintf(r->err, sizeof(r->err), "%s", err);
+  }
+  complete(e, failed);
 }
 
 static void on_timeout(mqproc__loop_t *loop, void *ud) {
@@ -502,17 +519,6 @@ static void parse_single(item_t *it) {
   free(rows);
 }
 
-/* Calls back each request of list with its own outcome and frees it. */
-static void complete_each(pg_req_t *list) {
-  while (list != NULL) {
-    pg_req_t *r = list;
-    list = r->next;
-    if (r->done != NULL)
-      r->done(r->ud, r->rc, r->rc != MQPROC_OK ? r->err : NULL);
-    mqproc__pg_req_free(r);
-  }
-}
-
 /* The round's Sync arrived: it committed, or it was rolled back because a statement
  * failed. A failed round's requests run again, each alone, unless one was alone already:
  * then the failure is its own. */
@@ -569,7 +575,7 @@ static void finish_round(pg_engine_t *e) {
     if (*at == NULL)
       e->tail = at;
   }
-  complete_each(done);
+  complete(e, done);
   start_round(e);
 }
 
@@ -654,6 +660,7 @@ static void forget_list(pg_req_t *r, void *ud) {
 void mqproc__pg_engine_forget(pg_engine_t *e, void *ud) {
   forget_list(e->queue, ud);
   forget_list(e->round, ud);
+  forget_list(e->completing, ud);
 }
 
 void mqproc__pg_engine_free(pg_engine_t *e) {

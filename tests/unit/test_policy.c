@@ -36,6 +36,15 @@ Test(policy, a_finished_job_replays_what_was_not_sent) {
   cr_expect_eq(mqproc__policy_after_claim(&c, 1, 0), MQPROC__CLAIM_ACK);
 }
 
+Test(policy, a_success_whose_holder_still_sends_it_is_acked_not_replayed) {
+  mqproc__claim_t c = {.claimed = 0, .state = "SUCCESS", .outbox_pending = 1};
+  /* the holder acked its delivery at the success and sends the result: a copy (the
+   * broker's redelivery after a reconnect) would send it twice */
+  cr_expect_eq(mqproc__policy_after_claim(&c, 1, 1), MQPROC__CLAIM_ACK);
+  c.outbox_pending = 0;
+  cr_expect_eq(mqproc__policy_after_claim(&c, 1, 1), MQPROC__CLAIM_REPLAY);
+}
+
 Test(policy, failed_cancelled_and_running_jobs_are_not_run) {
   mqproc__claim_t f = row(0, "FAILED"), x = row(0, "CANCELLED"), r = row(0, "RUNNING");
   r.lease_live = 1;
