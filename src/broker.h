@@ -98,7 +98,7 @@ struct mqproc__broker_class {
      the connection is down (on_down was called). */
   int (*pump)(mqproc__broker_t *b, char *err);
   /* ack / nack: settle a delivery of the given epoch. */
-  int (*ack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, char *err);
+  int (*ack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, int multiple, char *err);
   int (*nack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, int requeue, char *err);
   /* publish: send with confirms; *seq identifies the on_confirm event. MQPROC_EINVAL: this
      message cannot be encoded (nothing was sent); MQPROC_EBROKER_BLOCKED: not now. */
@@ -139,8 +139,10 @@ static inline int mqproc__broker_pending(mqproc__broker_t *b) {
 static inline int mqproc__broker_pump(mqproc__broker_t *b, char *err) {
   return b->klass->pump(b, err);
 }
-static inline int mqproc__broker_ack(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, char *err) {
-  return b->klass->ack(b, epoch, tag, err);
+/* multiple: every delivery of the epoch up to tag (AMQP's multiple ack). */
+static inline int mqproc__broker_ack(mqproc__broker_t *b, uint64_t epoch, uint64_t tag,
+                                     int multiple, char *err) {
+  return b->klass->ack(b, epoch, tag, multiple, err);
 }
 static inline int mqproc__broker_nack(mqproc__broker_t *b, uint64_t epoch, uint64_t tag,
                                       int requeue, char *err) {

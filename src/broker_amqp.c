@@ -347,13 +347,14 @@ static int sent(amqp_broker_t *b, int rc, const char *what, char *err) {
   return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: %s", what, amqp_error_string2(rc));
 }
 
-static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, char *err) {
+static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multiple,
+                     char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   int rc = usable(b, epoch, err);
   if (rc != MQPROC_OK)
     return rc;
   mqproc__amqp_guard_begin(b);
-  return sent(b, amqp_basic_ack(b->conn, CH_CONSUME, tag, 0), "basic.ack", err);
+  return sent(b, amqp_basic_ack(b->conn, CH_CONSUME, tag, multiple != 0), "basic.ack", err);
 }
 
 static int amqp_nack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int requeue,

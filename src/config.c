@@ -63,10 +63,11 @@ static const opt_t OPTS[] = {
      "declare queues durable (OCR-D core <= 3.12 declares them non-durable)"},
     {"concurrency", "MQPROC_CONCURRENCY", OPT_INT, F(concurrency), NULL, 1, 1024, 0,
      "tries running at once per server: C processors on as many threads (or worker "
-     "processes), commands as as many children (default: --prefetch, or 1)"},
+     "processes), commands as as many children; a job is claimed when its try can start "
+     "(default: --prefetch, or 1)"},
     {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), NULL, 1, 65535, 0,
-     "deliveries in flight per server (basic.qos); the ones beyond --concurrency are claimed "
-     "and wait for a free slot (default: 2 x --concurrency when that is given, else 1)"},
+     "deliveries in flight per server (basic.qos); the ones beyond --concurrency wait, "
+     "unclaimed, for a free slot (default: 2 x --concurrency when that is given, else 1)"},
     {"retries", "MQPROC_RETRIES", OPT_INT, F(retries), "3", 0, 100, 0,
      "extra local tries after a failed try"},
     {"retry-backoff-ms", "MQPROC_RETRY_BACKOFF_MS", OPT_INT, F(retry_backoff_ms), "200", 0, 3600000,

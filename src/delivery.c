@@ -8,7 +8,7 @@
  * States, in the order a successful job passes them (waits marked ~):
  *
  *   DECODE --invalid--------------------------------------------> DEAD_LETTER
- *     | valid
+ *     | valid                           (SLOT_WAIT~ until one of --concurrency slots is free)
  *   CLAIM --done before: ACK | SUCCESS not sent: PUBLISH | FAILED: DEAD_LETTER
  *     | new attempt                                  | RUNNING elsewhere: DEFER~ -> NACK
  *   START_TRY -> RUNNING~ -> END_TRY --failed, tries left--> BACKOFF~ -> START_TRY
@@ -19,13 +19,16 @@
  *   PUBLISH -> PUBLISH_WAIT~ -> PUBLISHED -> CALLBACK -> CALLBACK_WAIT~ -> CALLBACK_RECORD
  *     -> ACK (outbox done) -> DONE
  *
+ * A run slot is taken before the claim (SLOT_WAIT~, resuming CLAIM) and before each retry
+ * (resuming START_TRY); it is given back when the try ends or the claim runs nothing.
+ *
  * Every store call is a request answered later (store.h): the state that makes it waits
  * in STORE_CALL~ and goes on in a continuation (claim_done, succeeded, ...) with the
  * answer; many deliveries' requests share one write. The hot path costs two commits per
  * job: the claim (which starts the first try) and the success (which keeps the row's
  * outbox mark); the delivery is acked right after the success, before the result's
- * confirm, and the row carries the rest (outbox_done, a low-priority write sharing a
- * later commit, or another server's outbox sweep if this one dies first).
+ * confirm, and the row carries the rest (outbox_done, a write that shares the next round
+ * with whatever else is due, or another server's outbox sweep if this one dies first).
  *
  * Side exits: a store that is unavailable parks the delivery in STORE_WAIT~ and resumes
  * the same state later; a write refused by the fencing token goes to FENCED (no
@@ -35,7 +38,8 @@
  * the end, so a job running during a broker outage is still recorded once.
  *
  * This file: the machine, taking a job in, running it, recording its outcome. The states
- * that send an outcome (DEAD_LETTER to ACK) are in delivery_out.c.
+ * that send an outcome (DEAD_LETTER to ACK) are in delivery_out.c, the helpers the steps
+ * share (store calls, timed waits, the broker away) in delivery_wait.c.
  *
  * To add a state: add it to DELIVERY_STATES (delivery_int.h), write its step function
  * here (or in delivery_out.c), and add the case in step(). Waiting states return 0 from
@@ -56,153 +60,8 @@
 #include "policy.h"
 #include "util.h"
 
-static const char *const DSTATE_NAMES[] = {
-#define DSTATE_NAME(name) #name,
-    DELIVERY_STATES(DSTATE_NAME)
-#undef DSTATE_NAME
-};
-
-/* ---- helpers ------------------------------------------------------------------------ */
-
 static uint32_t rnd(void) {
   return (uint32_t)random();
-}
-
-const char *mqproc__dl_state_name(dstate_t s) {
-  return DSTATE_NAMES[s];
-}
-
-int mqproc__dl_has_callbacks(const mqproc__msg_t *m) {
-  return m->callback_url != NULL || m->internal_callback_url != NULL;
-}
-#define has_callbacks(m) mqproc__dl_has_callbacks(m)
-
-/* The broker connection this delivery came on is gone (its tag is void). */
-int mqproc__dl_stale(const mqproc__delivery_t *d) {
-  return d->epoch != mqproc__broker_epoch(d->srv->broker);
-}
-#define stale(d) mqproc__dl_stale(d)
-
-static void on_timer(mqproc__loop_t *loop, void *ud);
-
-int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
-  d->state = state;
-  d->timer = mqproc__loop_timer(d->srv->loop, ms, on_timer, d);
-  return 0;
-}
-#define wait_timer(d, s, ms) mqproc__dl_wait_timer(d, s, ms)
-#define to_dead_letter mqproc__dl_to_dead_letter
-
-/* ---- store requests ----------------------------------------------------------------- */
-
-void mqproc__dl_on_store(void *ud, int rc, const char *err) {
-  mqproc__delivery_t *d = ud;
-  d->store_rc = rc;
-  snprintf(d->store_err, sizeof(d->store_err), "%s", err != NULL ? err : "");
-  d->state = S_STORE_DONE;
-  mqproc__delivery_advance(d);
-}
-
-int mqproc__dl_store_call(mqproc__delivery_t *d, int submitted, int (*then)(mqproc__delivery_t *)) {
-  if (submitted != MQPROC_OK) { /* not even queued: try again later, like an outage */
-    d->store_rc = MQPROC_ESTORE_QUERY;
-    snprintf(d->store_err, sizeof(d->store_err), "cannot queue a store request: %s",
-             mqproc_strerror(submitted));
-    return mqproc__dl_store_failed(d);
-  }
-  d->issued = d->state;
-  d->then = then;
-  d->state = S_STORE_CALL;
-  return 0;
-}
-#define store_call(d, submitted, then) mqproc__dl_store_call(d, submitted, then)
-
-/* A store call failed: fenced writes end the attempt's ownership; a claim the store
- * refuses for its data (a value out of range, a constraint) dead-letters the message, as
- * no retry can change that; anything else parks the delivery until the store answers
- * again (nothing is acked meanwhile). */
-int mqproc__dl_store_failed(mqproc__delivery_t *d) {
-  int rc = d->store_rc;
-  const char *err = d->store_err;
-  if (rc == MQPROC_ESTORE_FENCED) {
-    MQPROC__WARN("job %s: %s", jid(d), err);
-    d->state = S_FENCED;
-    return 1;
-  }
-  if (rc == MQPROC_ESTORE_DATA && d->state == S_CLAIM) {
-    to_dead_letter(d, S_ACK, "the job store refused this job: %s", err);
-    return 1;
-  }
-  if (rc == MQPROC_ESTORE_DATA)
-    MQPROC__ERROR("job %s: the job store refused a write in %s: %s", jid(d), DSTATE_NAMES[d->state],
-                  err);
-  MQPROC__WARN("job %s: job store unavailable in %s (%s); retrying in %d ms", jid(d),
-               DSTATE_NAMES[d->state], err, d->store_backoff_ms);
-  if (rc == MQPROC_ESTORE_CONNECT)
-    mqproc__server_store_down(d->srv);
-  d->resume = d->state;
-  wait_timer(d, S_STORE_WAIT, d->store_backoff_ms);
-  d->store_backoff_ms = d->store_backoff_ms * 2 > STORE_BACKOFF_MAX_MS ? STORE_BACKOFF_MAX_MS
-                                                                       : d->store_backoff_ms * 2;
-  return 0;
-}
-
-#define store_failed(d) mqproc__dl_store_failed(d)
-
-int mqproc__dl_store_ok(mqproc__delivery_t *d, dstate_t next) {
-  d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  d->state = next;
-  return 1;
-}
-#define store_ok(d, next) mqproc__dl_store_ok(d, next)
-
-/* The broker is away while this delivery must publish (a result, a dead letter). A
- * delivery still unacked leaves it to its redelivered copy (the claim replays what was
- * not confirmed); an early-acked one has no copy coming, so it waits for the broker and
- * publishes itself (d->state is the step to retry). */
-int mqproc__dl_broker_down(mqproc__delivery_t *d, const char *why) {
-  if (d->acked && !d->stop_requested) {
-    MQPROC__WARN("job %s: broker away (%s); publishing once it is back", jid(d), why);
-    d->resume = d->state;
-    return wait_timer(d, S_BROKER_WAIT, 1000);
-  }
-  MQPROC__WARN("job %s: not published (%s); %s", jid(d), why,
-               d->acked ? "stopping: another server's outbox sweep will send it"
-                        : "its redelivery will send it");
-  d->unsent = d->acked; /* settle keeps the row's outbox marks for that sweep */
-  if (d->state != S_DEAD_LETTER)
-    d->state = S_CALLBACK;
-  else /* nothing claimed (an invalid message): its redelivery brings it back */
-    d->state = d->after_dead == S_ACK ? S_DONE : d->after_dead;
-  return 1;
-}
-
-/* The broker blocks publishing (a memory or disk alarm; the connection stays): wait on the
- * loop, which goes on, until it unblocks (mqproc__delivery_broker_changed). When stopping,
- * an unacked delivery goes back to the queue, whose redelivery sends what was not sent;
- * an early-acked one is left to the outbox sweep as when the broker is away. */
-int mqproc__dl_broker_blocked(mqproc__delivery_t *d) {
-  if (d->stop_requested && !d->acked) {
-    MQPROC__WARN("job %s: stopping while the broker blocks publishing; requeued", jid(d));
-    d->state = S_NACK;
-    return 1;
-  }
-  if (d->stop_requested)
-    return mqproc__dl_broker_down(d, "the broker blocks publishing");
-  MQPROC__INFO("job %s: waiting for the broker to unblock publishing (%s)", jid(d),
-               DSTATE_NAMES[d->state]);
-  d->resume = d->state;
-  d->state = S_BROKER_WAIT;
-  return 0;
-}
-
-void mqproc__dl_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(d->reason, sizeof(d->reason), fmt, ap);
-  va_end(ap);
-  d->after_dead = then;
-  d->state = S_DEAD_LETTER;
 }
 
 /* ---- decode and claim --------------------------------------------------------------- */
@@ -300,12 +159,34 @@ static void job_log_path(mqproc__delivery_t *d) {
            d->log_name);
 }
 
+/* Waits in SLOT_WAIT~ for one of the --concurrency run slots, then resumes `then`. */
+static int take_slot(mqproc__delivery_t *d, dstate_t then) {
+  if (d->has_slot || (d->has_slot = mqproc__server_take_slot(d->srv)))
+    return 1;
+  d->resume = then;
+  d->state = S_SLOT_WAIT; /* the server wakes the oldest waiter when a slot frees */
+  return 0;
+}
+
+static void give_slot(mqproc__delivery_t *d) {
+  if (d->has_slot) {
+    d->has_slot = 0;
+    mqproc__server_give_slot(d->srv);
+  }
+}
+
 static int claim_done(mqproc__delivery_t *d) {
   mqproc__claim_t *c = &d->claim;
-  if (d->store_rc != MQPROC_OK)
+  mqproc__claim_action_t next;
+  if (d->store_rc != MQPROC_OK) {
+    give_slot(d);
     return store_failed(d);
+  }
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  switch (mqproc__policy_after_claim(c, d->msg->result_queue_name != NULL, has_callbacks(d->msg))) {
+  next = mqproc__policy_after_claim(c, d->msg->result_queue_name != NULL, has_callbacks(d->msg));
+  if (next != MQPROC__CLAIM_RUN) /* it runs nothing now: the slot goes to the next job */
+    give_slot(d);
+  switch (next) {
   case MQPROC__CLAIM_RUN:
     d->try_no = c->try_no; /* the claim started the first try */
     d->first_try_open = 1;
@@ -341,7 +222,12 @@ static int claim_done(mqproc__delivery_t *d) {
                     mqproc__policy_defer_ms(c->lease_left_ms, cfg(d)->lease_s * 1000, rnd()));
 }
 
+/* A job is claimed when it can start: with a run slot, so that a delivery waiting for one
+ * is still only a message (if this server dies the broker gives it to another at once),
+ * and the claim opens the first try. */
 static int step_claim(mqproc__delivery_t *d) {
+  if (!take_slot(d, S_CLAIM))
+    return 0;
   job_log_path(d);
   d->claim = (mqproc__claim_t){.job_id = d->job_id,
                                .processor = d->srv->processor,
@@ -425,10 +311,8 @@ static int step_start_try(mqproc__delivery_t *d) {
     d->state = S_RELEASE;
     return 1;
   }
-  if (!d->has_slot && !(d->has_slot = mqproc__server_take_slot(d->srv))) {
-    d->state = S_SLOT_WAIT; /* --concurrency tries run: the server wakes us for the next */
+  if (!take_slot(d, S_START_TRY))
     return 0;
-  }
   if (d->first_try_open) { /* recorded by the claim */
     d->first_try_open = 0;
     return run_try(d);
@@ -475,10 +359,7 @@ static int try_ended(mqproc__delivery_t *d) {
 /* A successful try is recorded with the job's SUCCESS in one write (step_succeed). */
 static int step_end_try(mqproc__delivery_t *d) {
   mqproc__try_end_t e = try_end(d);
-  if (d->has_slot) { /* the try is over: its slot goes to the next waiting job */
-    d->has_slot = 0;
-    mqproc__server_give_slot(d->srv);
-  }
+  give_slot(d); /* the try is over: its slot goes to the next waiting job */
   if (d->fenced) {
     d->state = S_FENCED;
     return 1;
@@ -513,7 +394,7 @@ static int succeeded(mqproc__delivery_t *d) {
   if (!d->acked) {
     /* The row records the outcome and, when there is one to send, carries it (outbox):
      * the delivery is acked now, before the result's confirm. */
-    if (mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err) != MQPROC_OK)
+    if (mqproc__server_ack(d->srv, d, err) != MQPROC_OK)
       MQPROC__WARN("job %s: cannot ack (%s); its redelivery will find it SUCCESS", jid(d), err);
     d->acked = 1;
     if (!outcome_to_send(d)) { /* nothing to send, no outbox marks to clear */
@@ -675,21 +556,10 @@ static int step(mqproc__delivery_t *d) {
 void mqproc__delivery_advance(mqproc__delivery_t *d) {
   while (step(d))
     ;
-  if (d->state == S_DONE)
+  if (d->state == S_DONE) {
+    give_slot(d);
     mqproc__server_delivery_done(d->srv, d);
-}
-
-static void on_timer(mqproc__loop_t *loop, void *ud) {
-  mqproc__delivery_t *d = ud;
-  (void)loop;
-  d->timer = 0;
-  if (d->state == S_BACKOFF)
-    d->state = S_START_TRY;
-  else if (d->state == S_STORE_WAIT || d->state == S_BROKER_WAIT)
-    d->state = d->resume;
-  else if (d->state == S_DEFER)
-    d->state = S_NACK;
-  mqproc__delivery_advance(d);
+  }
 }
 
 void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {

@@ -31,6 +31,11 @@ int mqproc__delivery_acked(const mqproc__delivery_t *d);
 /* Whether d occupies a slot that consumer (of connection epoch) does not count as unacked:
  * acked early, from a lost connection, or pushed to an older consumer. */
 int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uint64_t consumer);
+/* d's delivery (epoch, tag); 1 when its tag is settled (acked, nacked, or waiting for the
+ * server's ack flush) or it has none (an outbox delivery). */
+int mqproc__delivery_tag(const mqproc__delivery_t *d, uint64_t *epoch, uint64_t *tag);
+/* The server took d's tag to ack. */
+void mqproc__delivery_settled(mqproc__delivery_t *d);
 /* Whether d waits for a --concurrency run slot, and: a slot is free for it. */
 int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d);
 void mqproc__delivery_slot_free(mqproc__delivery_t *d);

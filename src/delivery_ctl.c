@@ -36,7 +36,7 @@ static void early_ack_recorded(void *ud, int rc, const char *err) {
     /* this job keeps its slot after the ack: first make the broker push no more than the
      * free slots allow, then ack */
     mqproc__server_update_consuming(d->srv, 1);
-    rc = mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, why);
+    rc = mqproc__server_ack(d->srv, d, why);
     err = why;
   }
   d->acked = rc == MQPROC_OK;
@@ -176,7 +176,8 @@ static void renewed(void *ud, int rc, const char *err) {
 
 void mqproc__delivery_tick(mqproc__delivery_t *d) {
   int64_t now = mqproc__now_ms();
-  int holds = d->state == S_RUNNING || d->state == S_BACKOFF || d->state == S_SLOT_WAIT ||
+  int holds = d->state == S_RUNNING || d->state == S_BACKOFF ||
+              (d->state == S_SLOT_WAIT && d->resume == S_START_TRY) ||
               (d->acked && d->outcome != NULL);
   if (!holds || d->fenced || d->renewing || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
     return;
@@ -205,8 +206,8 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
     d->state = S_RELEASE;
     mqproc__delivery_advance(d);
     break;
-  case S_SLOT_WAIT: /* claimed, never started */
-    d->state = S_RELEASE;
+  case S_SLOT_WAIT: /* not claimed yet: back to the queue; claimed: released */
+    d->state = d->resume == S_CLAIM ? S_NACK : S_RELEASE;
     mqproc__delivery_advance(d);
     break;
   case S_DEAD_WAIT:
@@ -275,7 +276,8 @@ int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int 
   return d->job_id != NULL && d->attempt == attempt && d->outcome == NULL && !d->fenced &&
          strcmp(d->job_id, job_id) == 0 &&
          (d->state == S_START_TRY || d->state == S_RUNNING || d->state == S_END_TRY ||
-          d->state == S_BACKOFF || d->state == S_STORE_WAIT || d->state == S_SLOT_WAIT);
+          d->state == S_BACKOFF || d->state == S_STORE_WAIT ||
+          (d->state == S_SLOT_WAIT && d->resume == S_START_TRY));
 }
 
 int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
@@ -292,6 +294,16 @@ int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uin
   return d->acked || d->epoch != epoch || d->consumer != consumer;
 }
 
+int mqproc__delivery_tag(const mqproc__delivery_t *d, uint64_t *epoch, uint64_t *tag) {
+  *epoch = d->epoch;
+  *tag = d->tag;
+  return d->settled || d->tag == 0;
+}
+
+void mqproc__delivery_settled(mqproc__delivery_t *d) {
+  d->settled = 1;
+}
+
 int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d) {
   return d->state == S_SLOT_WAIT;
 }
@@ -299,11 +311,16 @@ int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d) {
 void mqproc__delivery_slot_free(mqproc__delivery_t *d) {
   if (d->state != S_SLOT_WAIT)
     return;
-  d->state = S_START_TRY;
+  d->state = d->resume; /* CLAIM or START_TRY (a retry) */
   mqproc__delivery_advance(d);
 }
 
 void mqproc__delivery_broker_changed(mqproc__delivery_t *d) {
+  if (d->state == S_SLOT_WAIT && d->resume == S_CLAIM && stale(d)) {
+    d->state = S_DONE; /* not claimed, and its tag is void: the broker redelivers it */
+    mqproc__delivery_advance(d);
+    return;
+  }
   if (d->state != S_BROKER_WAIT)
     return;
   mqproc__loop_timer_cancel(d->srv->loop, d->timer);
@@ -325,5 +342,6 @@ void mqproc__delivery_store_back(mqproc__delivery_t *d) {
 
 int mqproc__delivery_before_claim(const mqproc__delivery_t *d) {
   return d->state == S_DECODE || d->state == S_CLAIM ||
-         (d->state == S_STORE_WAIT && (d->resume == S_CLAIM || d->resume == S_DECODE));
+         ((d->state == S_STORE_WAIT || d->state == S_SLOT_WAIT) &&
+          (d->resume == S_CLAIM || d->resume == S_DECODE));
 }

@@ -72,6 +72,7 @@ struct mqproc__delivery {
   int64_t renew_sent_ms;
   int acking;          /* the early ack's write is in flight: the machine's writes wait */
   int has_slot;        /* one of the server's --concurrency run slots */
+  int settled;         /* its tag is acked or nacked (or waits for the server's ack flush) */
   dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
   /* the delivery */
   uint64_t epoch;
@@ -117,8 +118,9 @@ struct mqproc__delivery {
  * back to the server (delivery.c). */
 void mqproc__delivery_advance(mqproc__delivery_t *d);
 
-/* The machine's shared steps and helpers (delivery.c), used by delivery_out.c, which
- * holds the states that send an outcome (dead letter, result, callbacks, settle). */
+/* The machine's shared helpers (delivery_wait.c), used by its steps in delivery.c and
+ * delivery_out.c (the states that send an outcome: dead letter, result, callbacks,
+ * settle). Each sets d->state and returns what a step returns (1 go on, 0 wait). */
 const char *mqproc__dl_state_name(dstate_t s);
 int mqproc__dl_has_callbacks(const mqproc__msg_t *m);
 int mqproc__dl_stale(const mqproc__delivery_t *d);
@@ -136,6 +138,16 @@ int mqproc__dl_broker_down(mqproc__delivery_t *d, const char *why);
 int mqproc__dl_broker_blocked(mqproc__delivery_t *d);
 void mqproc__dl_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The steps' short names for them. */
+#define has_callbacks(m) mqproc__dl_has_callbacks(m)
+#define stale(d) mqproc__dl_stale(d)
+#define wait_timer(d, s, ms) mqproc__dl_wait_timer(d, s, ms)
+#define to_dead_letter mqproc__dl_to_dead_letter
+#define store_call(d, submitted, then) mqproc__dl_store_call(d, submitted, then)
+#define store_failed(d) mqproc__dl_store_failed(d)
+#define store_ok(d, next) mqproc__dl_store_ok(d, next)
+#define broker_down(d, why) mqproc__dl_broker_down(d, why)
+#define broker_blocked(d) mqproc__dl_broker_blocked(d)
 /* delivery_out.c's steps */
 int mqproc__dl_step_dead_letter(mqproc__delivery_t *d);
 int mqproc__dl_step_publish(mqproc__delivery_t *d);

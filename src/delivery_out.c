@@ -14,15 +14,6 @@
 #include "log.h"
 #include "util.h"
 
-#define has_callbacks(m) mqproc__dl_has_callbacks(m)
-#define stale(d) mqproc__dl_stale(d)
-#define wait_timer(d, s, ms) mqproc__dl_wait_timer(d, s, ms)
-#define store_call(d, submitted, then) mqproc__dl_store_call(d, submitted, then)
-#define store_failed(d) mqproc__dl_store_failed(d)
-#define store_ok(d, next) mqproc__dl_store_ok(d, next)
-#define broker_down(d, why) mqproc__dl_broker_down(d, why)
-#define broker_blocked(d) mqproc__dl_broker_blocked(d)
-
 /* ---- dead letters ------------------------------------------------------------------- */
 
 static int publish_dead_letter(mqproc__delivery_t *d) {
@@ -252,8 +243,9 @@ int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack) {
   d->state = S_DONE;
   if (d->acked) /* acked early; a requeued job gets a new message from the sweeper */
     return 1;
-  rc = ack ? mqproc__broker_ack(d->srv->broker, d->epoch, d->tag, err)
+  rc = ack ? mqproc__server_ack(d->srv, d, err)
            : mqproc__broker_nack(d->srv->broker, d->epoch, d->tag, 1, err);
+  d->settled = 1;
   if (rc != MQPROC_OK)
     MQPROC__WARN("job %s: cannot %s (%s); the broker will redeliver it", jid(d),
                  ack ? "ack" : "requeue", err);

@@ -157,6 +157,7 @@ static int prepare(mqproc__loop_t *loop, void *ud) {
   (void)loop;
   if (srv->broker_up && mqproc__broker_pending(srv->broker))
     mqproc__broker_pump(srv->broker, NULL);
+  mqproc__server_flush_acks(srv);
   return srv->broker_up && mqproc__broker_pending(srv->broker) ? 0 : -1;
 }
 
@@ -314,38 +315,6 @@ int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *
   return MQPROC_OK;
 }
 
-/* ---- run slots (--concurrency) ------------------------------------------------------ */
-
-int mqproc__server_take_slot(mqproc__server_t *srv) {
-  if (srv->running >= srv->cfg->concurrency)
-    return 0;
-  srv->running++;
-  return 1;
-}
-
-/* From a timer: the try that gave the slot back is still in its own step. */
-static void on_slot_free(mqproc__loop_t *loop, void *ud) {
-  mqproc__server_t *srv = ud;
-  (void)loop;
-  srv->slot_timer = 0;
-  while (srv->running < srv->cfg->concurrency) {
-    mqproc__delivery_t *oldest = NULL;
-    for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-      if (mqproc__delivery_waits_for_slot(d))
-        oldest = d; /* the list is newest first */
-    if (oldest == NULL)
-      return;
-    mqproc__delivery_slot_free(oldest); /* it leaves SLOT_WAIT, with a slot or without */
-  }
-}
-
-void mqproc__server_give_slot(mqproc__server_t *srv) {
-  if (srv->running > 0)
-    srv->running--;
-  if (srv->slot_timer == 0)
-    srv->slot_timer = mqproc__loop_timer(srv->loop, 0, on_slot_free, srv);
-}
-
 int mqproc__server_result_queue_allowed(const mqproc__server_t *srv, const char *queue) {
   return !srv->has_result_queue_re || regexec(&srv->result_queue_re, queue, 0, NULL, 0) == 0;
 }
@@ -379,57 +348,6 @@ mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *j
     if (mqproc__delivery_holds(d, job_id, attempt))
       return d;
   return NULL;
-}
-
-/* ---- store outages: stop taking deliveries until the store answers ------------------ */
-
-static void on_store_ping(mqproc__loop_t *loop, void *ud);
-
-static void store_pinged(void *ud, int rc, const char *err) {
-  mqproc__server_t *srv = ud;
-  (void)err;
-  if (rc != MQPROC_OK) {
-    srv->ping_timer = mqproc__loop_timer(srv->loop, 1000, on_store_ping, srv);
-    return;
-  }
-  srv->store_paused = 0;
-  srv->store_back_ms = mqproc__now_ms();
-  MQPROC__INFO("job store reachable again; renewing leases, recording what waited, consuming "
-               "again");
-  for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
-    next = *mqproc__delivery_next(d);
-    mqproc__delivery_store_back(d);
-  }
-  mqproc__server_update_consuming(srv, 0);
-}
-
-static void on_store_ping(mqproc__loop_t *loop, void *ud) {
-  mqproc__server_t *srv = ud;
-  srv->ping_timer = 0;
-  if (mqproc__store_ping(srv->store, store_pinged, srv) != MQPROC_OK)
-    srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
-}
-
-/* Runs from a timer, not from the failing delivery's own step (which it may requeue). */
-static void on_store_pause(mqproc__loop_t *loop, void *ud) {
-  mqproc__server_t *srv = ud;
-  mqproc__delivery_t *d, *next;
-  MQPROC__WARN("job store unreachable: not consuming; deliveries not yet claimed go back to "
-               "the queue; running jobs keep running and are recorded when it returns");
-  mqproc__server_update_consuming(srv, 0);
-  for (d = srv->deliveries; d != NULL; d = next) {
-    next = *mqproc__delivery_next(d);
-    if (mqproc__delivery_before_claim(d))
-      mqproc__delivery_stop(d, 0);
-  }
-  srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
-}
-
-void mqproc__server_store_down(mqproc__server_t *srv) {
-  if (srv->store_paused)
-    return;
-  srv->store_paused = 1;
-  mqproc__loop_timer(srv->loop, 0, on_store_pause, srv);
 }
 
 /* ---- periodic work and signals ------------------------------------------------------ */
@@ -614,6 +532,7 @@ static void teardown(mqproc__server_t *srv) {
   mqproc__runner_destroy(srv->runner);
   mqproc__loop_free(srv->loop);
   clear_declared(srv);
+  free(srv->acks);
   free(srv->dead_queue);
   mqproc__cidr_list_free(&srv->callback_allow);
   mqproc__cidr_list_free(&srv->callback_deny);
@@ -642,6 +561,7 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   srv.tick_timer = mqproc__loop_timer(srv.loop, 1000, on_tick, &srv);
   schedule_connect(&srv);
   rc = mqproc__loop_run(srv.loop);
+  mqproc__server_flush_acks(&srv);
   if (srv.broker_up)
     mqproc__broker_disconnect(srv.broker);
   if (srv.abandoned > 0) {

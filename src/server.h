@@ -58,6 +58,8 @@ typedef struct mqproc__server {
   int fatal;                      /* a configuration error the broker reported: exit 1 */
   int abandoned;                  /* deliveries released while their thread still runs */
   int running;                    /* run slots taken (--concurrency bounds them) */
+  uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */
+  size_t n_acks, cap_acks;
   uint64_t slot_timer;            /* wakes the oldest delivery waiting for a slot */
 } mqproc__server_t;
 
@@ -73,6 +75,12 @@ int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
                                const mqproc__publish_t *p, char *err);
 /* d stops waiting for the confirm of its publish (a late confirm is then ignored). */
 void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d);
+/* Acks d's delivery at the next flush, before the loop sleeps: the acks of deliveries
+ * that ended together go as one multiple ack where their tags allow. MQPROC_EBROKER_CLOSED
+ * when d's connection is gone (its copy comes again). */
+int mqproc__server_ack(mqproc__server_t *srv, mqproc__delivery_t *d, char *err);
+/* Sends the acks waiting for a flush. */
+void mqproc__server_flush_acks(mqproc__server_t *srv);
 /* A run slot for a try (1), or none free (0: the delivery waits in SLOT_WAIT until
  * mqproc__delivery_slot_free); give_slot returns one (the oldest waiter gets it). */
 int mqproc__server_take_slot(mqproc__server_t *srv);

@@ -151,8 +151,9 @@ struct mqproc__store_class {
                mqproc__store_done_cb done, void *ud);
   /* outbox_done: the early-acked holder of attempt sent everything of a final job:
      published says whether the result went out (NULL error) or why not; callbacks_error
-     likewise for the callbacks (has_callbacks 0: none were due). Low priority: a backend may
-     hold it back to share a later write. */
+     likewise for the callbacks (callbacks_sent 0: none were due). A backend may batch it
+     with other writes, but should not hold it back: until it is stored, a dead holder's
+     result is sent again. */
   int (*outbox_done)(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
                      const char *publish_error, int callbacks_sent, const char *callback_error,
                      mqproc__store_done_cb done, void *ud);

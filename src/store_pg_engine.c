@@ -29,8 +29,10 @@
 #define BATCH_MAX 256           /* requests per batched execution */
 #define CONNECT_TIMEOUT_MS 5000 /* libpq's connect_timeout does not apply to PQconnectPoll */
 #define ROUND_TIMEOUT_MS 35000  /* statement_timeout (30 s) and some */
-#define LINGER_MS 100           /* how long a low-priority request may wait for company */
-#define MAX_STMTS 48            /* distinct statements one connection prepares */
+#define LINGER_MS                                                                                  \
+  5                  /* a low-priority request waits this long for company: short, since a         \
+                      * result confirmed but not yet recorded is sent again if we die */
+#define MAX_STMTS 48 /* distinct statements one connection prepares */
 
 /* One execution in a round: a prepare, the session setup, or a statement with its
  * requests (several for a batched one). */
@@ -68,68 +70,6 @@ static void start_round(pg_engine_t *e);
 static void on_io(mqproc__loop_t *loop, int fd, void *ud);
 
 /* ---- requests ----------------------------------------------------------------------- */
-
-pg_req_t *mqproc__pg_req(const pg_stmt_t *stmt, void *out, mqproc__store_done_cb done, void *ud) {
-  pg_req_t *r = mqproc__calloc(1, sizeof(*r));
-  if (r == NULL)
-    return NULL;
-  r->stmt = stmt;
-  r->n = stmt->nparams;
-  r->out = out;
-  r->done = done;
-  r->ud = ud;
-  return r;
-}
-
-void mqproc__pg_req_free(pg_req_t *r) {
-  if (r == NULL)
-    return;
-  for (int i = 0; i < r->n; i++)
-    free(r->vals[i]);
-  free(r);
-}
-
-int mqproc__pg_param(pg_req_t *r, int i, const char *s) {
-  char *copy = NULL;
-  const char *clean;
-  if (s == NULL)
-    return MQPROC_OK;
-  if ((clean = mqproc__pg_text(s, &copy)) == NULL)
-    return MQPROC_ENOMEM;
-  r->vals[i] = copy != NULL ? copy : mqproc__strdup(s);
-  return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
-}
-
-int mqproc__pg_param_int(pg_req_t *r, int i, long long v) {
-  r->vals[i] = mqproc__asprintf("%lld", v);
-  return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
-}
-
-int mqproc__pg_param_bytes(pg_req_t *r, int i, const void *p, size_t len) {
-  static const char hex[] = "0123456789abcdef";
-  const unsigned char *b = p;
-  if (p == NULL)
-    return MQPROC_OK;
-  if (!r->stmt->batched) { /* binary */
-    if ((r->vals[i] = mqproc__malloc(len)) == NULL)
-      return MQPROC_ENOMEM;
-    memcpy(r->vals[i], p, len);
-    r->lens[i] = (int)len;
-    r->fmts[i] = 1;
-    return MQPROC_OK;
-  }
-  /* an array element: bytea's text form */
-  if ((r->vals[i] = mqproc__malloc(2 + 2 * len + 1)) == NULL)
-    return MQPROC_ENOMEM;
-  r->vals[i][0] = '\\';
-  r->vals[i][1] = 'x';
-  for (size_t k = 0; k < len; k++) {
-    r->vals[i][2 + 2 * k] = hex[b[k] >> 4];
-    r->vals[i][3 + 2 * k] = hex[b[k] & 15];
-  }
-  r->vals[i][2 + 2 * len] = '\0';
-  return MQPROC_OK;
-}
 
 int mqproc__pg_submit(pg_store_t *s, pg_req_t *r) {
   pg_engine_t *e = s->engine;

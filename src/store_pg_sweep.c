@@ -124,9 +124,10 @@ int mqproc__pg_republished(mqproc__store_t *s, const char *job_id, mqproc__store
   return mqproc__pg_request(s, &REPUBLISHED, NULL, NULL, done, ud, "s", job_id);
 }
 
-/* The holders of many final jobs sent everything: one statement for all, sent with other
- * work (low priority). It records what the result and callbacks came to and lets the row
- * go (no lease, no outbox marks). */
+/* The holders of many final jobs sent everything: one statement for all, in the next
+ * round (not held back as low priority: until it commits, a dead holder's result is sent
+ * again by the outbox sweep, so that window stays one round long). It records what the
+ * result and callbacks came to and lets the row go (no lease, no outbox marks). */
 static const pg_stmt_t OUTBOX_DONE = {
     "mqproc_outbox_done",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::bool[], $4::text[],"

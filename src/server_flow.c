@@ -1,0 +1,148 @@
+/* The server's flow control, apart from the loop's wiring (server.c): acks batched into
+ * one multiple ack per loop turn, the --concurrency run slots, and pausing consumption
+ * while the job store is unreachable.
+ */
+#include <stdlib.h>
+
+#include "delivery.h"
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+/* ---- acks ----------------------------------------------------------------------------- */
+
+int mqproc__server_ack(mqproc__server_t *srv, mqproc__delivery_t *d, char *err) {
+  uint64_t epoch = 0, tag = 0;
+  mqproc__delivery_tag(d, &epoch, &tag);
+  if (!srv->broker_up || epoch != mqproc__broker_epoch(srv->broker))
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED,
+                       "delivery belongs to a closed connection (epoch %llu)",
+                       (unsigned long long)epoch);
+  if (srv->n_acks == srv->cap_acks) {
+    size_t cap = srv->cap_acks > 0 ? 2 * srv->cap_acks : 64;
+    uint64_t *grown = mqproc__realloc(srv->acks, cap * sizeof(*grown));
+    if (grown == NULL) /* no room to wait: ack it alone, now */
+      return mqproc__broker_ack(srv->broker, epoch, tag, 0, err);
+    srv->acks = grown;
+    srv->cap_acks = cap;
+  }
+  srv->acks[srv->n_acks++] = tag;
+  mqproc__delivery_settled(d);
+  return MQPROC_OK;
+}
+
+static int cmp_tag(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One multiple ack up to the highest waiting tag below every tag still being worked on
+ * (the broker acks all of ours up to it: each is either waiting here or settled before),
+ * single acks for the others. */
+void mqproc__server_flush_acks(mqproc__server_t *srv) {
+  uint64_t epoch, low = UINT64_MAX;
+  size_t i = 0, below = 0;
+  if (srv->n_acks == 0)
+    return;
+  if (!srv->broker_up) {
+    srv->n_acks = 0; /* the connection is gone: the broker redelivers, the claim acks */
+    return;
+  }
+  epoch = mqproc__broker_epoch(srv->broker);
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d)) {
+    uint64_t e = 0, tag = 0;
+    if (!mqproc__delivery_tag(d, &e, &tag) && e == epoch && tag < low)
+      low = tag; /* unsettled */
+  }
+  qsort(srv->acks, srv->n_acks, sizeof(uint64_t), cmp_tag);
+  while (below < srv->n_acks && srv->acks[below] < low)
+    below++;
+  if (below > 0)
+    mqproc__broker_ack(srv->broker, epoch, srv->acks[below - 1], below > 1, NULL);
+  for (i = below; i < srv->n_acks; i++)
+    mqproc__broker_ack(srv->broker, epoch, srv->acks[i], 0, NULL);
+  srv->n_acks = 0;
+}
+
+/* ---- run slots (--concurrency) ------------------------------------------------------ */
+
+int mqproc__server_take_slot(mqproc__server_t *srv) {
+  if (srv->running >= srv->cfg->concurrency)
+    return 0;
+  srv->running++;
+  return 1;
+}
+
+/* From a timer: the try that gave the slot back is still in its own step. */
+static void on_slot_free(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  srv->slot_timer = 0;
+  while (srv->running < srv->cfg->concurrency) {
+    mqproc__delivery_t *oldest = NULL;
+    for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+      if (mqproc__delivery_waits_for_slot(d))
+        oldest = d; /* the list is newest first */
+    if (oldest == NULL)
+      return;
+    mqproc__delivery_slot_free(oldest); /* it leaves SLOT_WAIT, with a slot or without */
+  }
+}
+
+void mqproc__server_give_slot(mqproc__server_t *srv) {
+  if (srv->running > 0)
+    srv->running--;
+  if (srv->slot_timer == 0)
+    srv->slot_timer = mqproc__loop_timer(srv->loop, 0, on_slot_free, srv);
+}
+
+/* ---- store outages: stop taking deliveries until the store answers ------------------ */
+
+static void on_store_ping(mqproc__loop_t *loop, void *ud);
+
+static void store_pinged(void *ud, int rc, const char *err) {
+  mqproc__server_t *srv = ud;
+  (void)err;
+  if (rc != MQPROC_OK) {
+    srv->ping_timer = mqproc__loop_timer(srv->loop, 1000, on_store_ping, srv);
+    return;
+  }
+  srv->store_paused = 0;
+  srv->store_back_ms = mqproc__now_ms();
+  MQPROC__INFO("job store reachable again; renewing leases, recording what waited, consuming "
+               "again");
+  for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_store_back(d);
+  }
+  mqproc__server_update_consuming(srv, 0);
+}
+
+static void on_store_ping(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  srv->ping_timer = 0;
+  if (mqproc__store_ping(srv->store, store_pinged, srv) != MQPROC_OK)
+    srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
+}
+
+/* Runs from a timer, not from the failing delivery's own step (which it may requeue). */
+static void on_store_pause(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d, *next;
+  MQPROC__WARN("job store unreachable: not consuming; deliveries not yet claimed go back to "
+               "the queue; running jobs keep running and are recorded when it returns");
+  mqproc__server_update_consuming(srv, 0);
+  for (d = srv->deliveries; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    if (mqproc__delivery_before_claim(d))
+      mqproc__delivery_stop(d, 0);
+  }
+  srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
+}
+
+void mqproc__server_store_down(mqproc__server_t *srv) {
+  if (srv->store_paused)
+    return;
+  srv->store_paused = 1;
+  mqproc__loop_timer(srv->loop, 0, on_store_pause, srv);
+}
