@@ -41,11 +41,10 @@ static void check_rpc(amqp_connection_state_t c, const char *what) {
   amqp_rpc_reply_t r = amqp_get_rpc_reply(c);
   if (r.reply_type == AMQP_RESPONSE_NORMAL)
     return;
-  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
-      r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
     amqp_channel_close_t *m = r.reply.decoded;
-    die("%s: channel closed by the broker: %d %.*s", what, m->reply_code,
-        (int)m->reply_text.len, (char *)m->reply_text.bytes);
+    die("%s: channel closed by the broker: %d %.*s", what, m->reply_code, (int)m->reply_text.len,
+        (char *)m->reply_text.bytes);
   }
   if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
     die("%s: %s", what, amqp_error_string2(r.library_error));
@@ -61,8 +60,8 @@ static amqp_connection_state_t connect_url(const char *url_in) {
     die("bad AMQP URL");
   if (s == NULL || amqp_socket_open(s, ci.host, ci.port) != AMQP_STATUS_OK)
     die("cannot connect to %s:%d", ci.host, ci.port);
-  amqp_rpc_reply_t r = amqp_login(c, ci.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, ci.user,
-                                  ci.password);
+  amqp_rpc_reply_t r =
+      amqp_login(c, ci.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, ci.user, ci.password);
   if (r.reply_type != AMQP_RESPONSE_NORMAL)
     die("login failed");
   amqp_channel_open(c, CH);
@@ -145,11 +144,11 @@ static int cmd_publish(const char *url, const char *proc, const char *resq, cons
     line[strcspn(line, "\r\n")] = '\0';
     if (line[0] == '\0')
       continue;
-    json_t *o = json_pack("{s:s, s:s, s:I, s:[s], s:[s], s:s, s:{}, s:s}", "job_id", line,
-                          "processor_name", proc, "created_time", (json_int_t)time(NULL),
-                          "input_file_grps", "OCR-D-IMG", "output_file_grps", "OCR-D-CHAOS",
-                          "path_to_mets", "/data/chaos/mets.xml", "parameters",
-                          "result_queue_name", resq);
+    json_t *o =
+        json_pack("{s:s, s:s, s:I, s:[s], s:[s], s:s, s:{}, s:s}", "job_id", line, "processor_name",
+                  proc, "created_time", (json_int_t)time(NULL), "input_file_grps", "OCR-D-IMG",
+                  "output_file_grps", "OCR-D-CHAOS", "path_to_mets", "/data/chaos/mets.xml",
+                  "parameters", "result_queue_name", resq);
     char *body = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (body == NULL)
@@ -168,8 +167,8 @@ static int cmd_publish(const char *url, const char *proc, const char *resq, cons
   amqp_channel_close(c, CH, AMQP_REPLY_SUCCESS);
   amqp_connection_close(c, AMQP_REPLY_SUCCESS);
   amqp_destroy_connection(c);
-  printf("published %llu, confirmed %llu, nacked %llu, unroutable %llu\n",
-         (unsigned long long)seq, (unsigned long long)g_confirmed, (unsigned long long)g_nacked,
+  printf("published %llu, confirmed %llu, nacked %llu, unroutable %llu\n", (unsigned long long)seq,
+         (unsigned long long)g_confirmed, (unsigned long long)g_nacked,
          (unsigned long long)g_returned);
   return g_nacked == 0 && g_returned == 0 ? 0 : 1;
 }
@@ -226,8 +225,9 @@ int main(int argc, char **argv) {
     return cmd_publish(argv[2], argv[3], argv[4], argv[5]);
   if (argc == 6 && strcmp(argv[1], "drain") == 0)
     return cmd_drain(argv[2], argv[3], argv[4], atoi(argv[5]));
-  fprintf(stderr, "usage: %s publish URL PROCESSOR RESULT_QUEUE JOBS_FILE\n"
-                  "       %s drain URL RESULT_QUEUE OUT_FILE IDLE_MS\n",
+  fprintf(stderr,
+          "usage: %s publish URL PROCESSOR RESULT_QUEUE JOBS_FILE\n"
+          "       %s drain URL RESULT_QUEUE OUT_FILE IDLE_MS\n",
           argv[0], argv[0]);
   return 2;
 }

@@ -60,7 +60,7 @@ typedef struct mqproc__server {
   int running;                    /* run slots taken (--concurrency bounds them) */
   uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */
   size_t n_acks, cap_acks;
-  uint64_t slot_timer;            /* wakes the oldest delivery waiting for a slot */
+  uint64_t slot_timer; /* wakes the oldest delivery waiting for a slot */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
