@@ -299,6 +299,20 @@ static int setup(post_t *p, const char *body) {
   return rc == CURLE_OK ? MQPROC_OK : MQPROC_ECALLBACK; /* e.g. a libcurl older than 7.85 */
 }
 
+static int curl_ready;
+
+int mqproc__callback_init(void) {
+  if (!curl_ready)
+    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+  return curl_ready ? MQPROC_OK : MQPROC_ENOMEM;
+}
+
+void mqproc__callback_shutdown(void) {
+  if (curl_ready)
+    curl_global_cleanup();
+  curl_ready = 0;
+}
+
 static int post_init(post_t *p, const char *url, const char *body,
                      const mqproc__callback_opts_t *opts) {
   static const char *const builtin[] = {MQPROC__CALLBACK_DENY_DEFAULT, NULL};

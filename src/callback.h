@@ -80,8 +80,15 @@ typedef struct mqproc__callback_opts {
  * (--callback-deny / built-in link-local and metadata ranges)"; nothing was sent. A
  * password in url is shown as "***" in err. *tries_out (may be NULL) gets the number of
  * tries made. Thread-safe (one curl easy handle per call; the lists are only read);
- * curl_global_init() must have been called by the program. */
+ * mqproc__callback_init() must have been called, from one thread, before. */
 int mqproc__callback_post(const char *url, const char *body, const mqproc__callback_opts_t *opts,
                           int *tries_out, char *err);
+
+/* libcurl's global set-up, made on first need (not at start: it costs an idle server about
+ * 2 MB of resident memory, TLS libraries included). Not thread-safe: call it from the
+ * loop's thread before handing posts to other threads; repeated calls do nothing. */
+int mqproc__callback_init(void);
+/* Undoes mqproc__callback_init() at exit, if it was made. */
+void mqproc__callback_shutdown(void);
 
 #endif

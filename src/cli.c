@@ -4,10 +4,10 @@
  * (runner_worker.c). */
 #include "cli.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "callback.h"
 #include "config.h"
 #include "log.h"
 #include "server.h"
@@ -109,9 +109,8 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     mqproc__config_free(&cfg);
     return 2;
   }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  rc = mqproc__server_run(&cfg, proc);
-  curl_global_cleanup();
+  rc = mqproc__server_run(&cfg, proc); /* libcurl is set up when a callback is due */
+  mqproc__callback_shutdown();
   mqproc__config_free(&cfg);
   return rc;
 }

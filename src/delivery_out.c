@@ -120,6 +120,7 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
   }
   if (rc != MQPROC_OK)
     return broker_down(d, err);
+  d->publish_ms = mqproc__now_ms();
   d->state = S_PUBLISH_WAIT;
   return 0;
 }
@@ -189,7 +190,8 @@ int mqproc__dl_step_callback(mqproc__delivery_t *d) {
     d->state = S_ACK;
     return 1;
   }
-  if (mqproc__loop_work(d->srv->loop, callback_work, callback_after, d) != MQPROC_OK) {
+  if (mqproc__callback_init() != MQPROC_OK ||
+      mqproc__loop_work(d->srv->loop, callback_work, callback_after, d) != MQPROC_OK) {
     snprintf(d->callback_error, sizeof(d->callback_error), "cannot start the callback thread");
     d->state = S_CALLBACK_RECORD;
     return 1;
@@ -222,6 +224,8 @@ int mqproc__dl_step_callback_record(mqproc__delivery_t *d) {
 static int outbox_ended(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
+  MQPROC__DEBUG("job %s: outbox done %lld ms after the result's publish", jid(d),
+                (long long)(mqproc__now_ms() - d->publish_ms));
   d->state = S_DONE;
   return 1;
 }
@@ -288,6 +292,9 @@ void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
                mqproc_strerror(status));
     if (status != MQPROC_OK)
       MQPROC__ERROR("job %s: %s", jid(d), d->publish_error);
+    else
+      MQPROC__DEBUG("job %s: result confirmed in %lld ms", jid(d),
+                    (long long)(mqproc__now_ms() - d->publish_ms));
     d->state = S_PUBLISHED;
   } else {
     return;
