@@ -302,12 +302,14 @@ static void on_signalfd(mqproc__loop_t *loop) {
 
 /* ---- work threads ------------------------------------------------------------------- */
 
+/* Once done is set, the loop's thread may free w at any moment: nothing of w after that. */
 static void work_done(work_t *w) {
   uint64_t one = 1;
-  pthread_mutex_lock(&w->loop->work_lock);
+  mqproc__loop_t *loop = w->loop;
+  pthread_mutex_lock(&loop->work_lock);
   w->done = 1;
-  pthread_mutex_unlock(&w->loop->work_lock);
-  if (write(w->loop->wakefd, &one, sizeof(one)) < 0) {
+  pthread_mutex_unlock(&loop->work_lock);
+  if (write(loop->wakefd, &one, sizeof(one)) < 0) {
     /* eventfd write fails only on counter overflow; the loop still polls. */
   }
 }
