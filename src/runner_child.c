@@ -2,7 +2,8 @@
  * the processor. Between fork and execve only async-signal-safe calls (the server has
  * threads); everything is prepared by runner_proc.c before fork.
  *
- * The supervisor:
+ * The supervisor (forked by the server, which does not wait for it: runner_proc.c reads its
+ * report pipe once it has ended):
  *   - leads a new process group, so a time limit or the end of the try reaches all the
  *     processor started;
  *   - keeps no fd of the server's but the three it was given (the job, the log, the
@@ -206,7 +207,10 @@ void mqproc__child_main(void *plan) {
     mqproc__child_fail(p->report_fd, MQPROC__STAGE_PIPE);
   if ((sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
     mqproc__child_fail(p->report_fd, MQPROC__STAGE_SIGNALFD);
-  if ((pid = fork()) < 0)
+  /* vfork: the supervisor is single-threaded and processor_main only makes system calls
+   * on its own stack frame until execve or _exit, so no copy of the server's page tables
+   * is made a second time per try */
+  if ((pid = vfork()) < 0)
     mqproc__child_fail(p->report_fd, MQPROC__STAGE_FORK);
   if (pid == 0)
     processor_main(p, out[1]);

@@ -16,7 +16,10 @@
  * supervise. The server is multi-threaded (curl workers), so between fork and execve the
  * child makes only async-signal-safe calls: the program path, argv and envp are all
  * prepared before fork, and a failure is reported through a CLOEXEC pipe (the
- * pieces the runners share are in runner_common.c).
+ * pieces the runners share are in runner_common.c). The loop does not wait for that
+ * report: the try counts as started at fork, and a report found in the pipe once the
+ * supervisor has ended turns its end into "cannot start ..." (the supervisor starts the
+ * processor with vfork, so a try copies the server's page tables once).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +50,10 @@ typedef struct proc_runner {
 } proc_runner_t;
 
 struct mqproc__run {
-  pid_t pid; /* also the process group id */
+  pid_t pid;        /* also the process group id */
+  int report_r;     /* the supervisor's report pipe: a step before execve failed */
+  int log_fd;       /* the job's log, for that failure's text */
+  const char *prog; /* the runner's argv[0], for that text */
   int64_t started_ms;
   int64_t time_limit_ms;
   uint64_t timer; /* the time limit; 0 when none is pending */
@@ -142,10 +148,11 @@ static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report
   return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
 }
 
-/* Forks and waits for the child's report: exec succeeded (EOF) or which step failed with
- * which errno. Everything the child uses is prepared here, before fork. */
+/* Forks the supervisor and returns at once (the loop never waits for an execve); whether
+ * a step before the processor's execve failed is read from *report_r when the supervisor
+ * has ended (on_exit_). Everything the child uses is prepared here, before fork. */
 static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *argv, int in_fd,
-                 int log_fd, pid_t *pid, char *err) {
+                 int log_fd, pid_t *pid, int *report_r, char *err) {
   mqproc__child_plan_t plan = {.argv = argv,
                                .in_fd = in_fd,
                                .log_fd = log_fd,
@@ -164,7 +171,8 @@ static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *
   plan.envp = env;
   if (getrlimit(RLIMIT_CORE, &plan.core) < 0)
     plan.core = (struct rlimit){0, 0};
-  failed = mqproc__runner_fork_exec(mqproc__child_main, &plan, &plan.report_fd, pid, &rep) < 0;
+  failed = mqproc__runner_fork_exec_async(mqproc__child_main, &plan, &plan.report_fd, pid, report_r,
+                                          &rep) < 0;
   free(path);
   free_env(env);
   return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
@@ -172,21 +180,31 @@ static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *
 
 /* ---- the try ------------------------------------------------------------------------ */
 
+static void run_free(mqproc__run_t *run) {
+  close(run->report_r);
+  close(run->log_fd);
+  free(run);
+}
+
 static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
   mqproc__run_t *run = ud;
   mqproc__run_result_t res;
+  mqproc__child_report_t rep;
   memset(&res, 0, sizeof(res));
   kill(-pid, SIGKILL); /* whatever the command left behind in its group */
   if (run->timer != 0)
     mqproc__loop_timer_cancel(loop, run->timer);
   res.duration_ms = mqproc__loop_now(loop) - run->started_ms;
-  /* a process that exited on its own just as the limit fired keeps its own status */
-  if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+  if (mqproc__runner_report_read(run->report_r, &rep)) { /* it never ran */
+    res.status = spawn_failed(run->prog, run->log_fd, &rep, res.error);
+    res.exit_code = -1;
+  } else if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+    /* a process that exited on its own just as the limit fired keeps its own status */
     mqproc__runner_describe_timeout(run->time_limit_ms, &res);
   else
     mqproc__runner_describe(wstatus, &res);
   run->done(run->ud, &res);
-  free(run);
+  run_free(run);
 }
 
 /* The time limit: kill the group now; on_exit_ reports the timeout once the loop has
@@ -243,18 +261,22 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
                                 err)) != MQPROC_OK)
       goto out_close;
   }
-  rc = spawn(r, spec, job_argv != NULL ? job_argv : r->argv, in_fd, log_fd, &run->pid, err);
+  rc = spawn(r, spec, job_argv != NULL ? job_argv : r->argv, in_fd, log_fd, &run->pid,
+             &run->report_r, err);
   mqproc__argv_free(job_argv);
   if (rc != MQPROC_OK)
     goto out_close;
+  close(in_fd);
   run->started_ms = mqproc__now_ms();
   run->time_limit_ms = spec->time_limit_ms;
   run->done = done;
   run->ud = ud;
-  if ((rc = watch_run(run, loop, err)) != MQPROC_OK)
-    goto out_close;
-  close(in_fd);
-  close(log_fd);
+  run->log_fd = log_fd;
+  run->prog = r->argv[0];
+  if ((rc = watch_run(run, loop, err)) != MQPROC_OK) {
+    run_free(run);
+    return rc;
+  }
   *out = run;
   return MQPROC_OK;
 out_close:
