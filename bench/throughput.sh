@@ -8,8 +8,8 @@
 #
 #   --quick        about a tenth of the jobs per row (about a minute once built)
 #   --rows=LIST    only these rows (names below) or groups: raw, tools, mqproc
-#                  raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_db_1
-#                  raw_db_64 raw_fork naive celery mqproc_c_p1 mqproc_c_p64
+#                  raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_relay
+#                  raw_db_1 raw_db_64 raw_fork naive celery mqproc_c_p1 mqproc_c_p64
 #                  mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency
 #
 # Prints the table on stdout (also written to build/throughput/last.txt), then one line
@@ -33,7 +33,7 @@ for arg in "$@"; do
   esac
 done
 
-ALL_ROWS=(raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_db_1 raw_db_64 raw_fork
+ALL_ROWS=(raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_relay raw_db_1 raw_db_64 raw_fork
   naive celery mqproc_c_p1 mqproc_c_p64 mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency)
 declare -A WANT=()
 for r in ${ROWS_ARG//,/ }; do
@@ -53,7 +53,7 @@ selected() { [ -n "${WANT[$1]:-}" ]; }
 # other rows); --quick takes a tenth. Latency: seconds at the offered rate, then seconds to
 # wait for stragglers.
 declare -A N=([raw_consume_p1]=50000 [raw_consume_p100]=100000 [raw_publish]=60000
-  [raw_publish_w1]=8000 [raw_db_1]=10000 [raw_db_64]=60000 [raw_fork]=4000 [naive]=4000
+  [raw_publish_w1]=8000 [raw_relay]=60000 [raw_db_1]=10000 [raw_db_64]=60000 [raw_fork]=4000 [naive]=4000
   [celery]=5000 [mqproc_c_p1]=2000 [mqproc_c_p64]=4000 [mqproc_c_batched]=4000
   [mqproc_exec_p1]=800 [mqproc_exec_c2]=800)
 LAT_RATE=500 LAT_SECS=10 LAT_DRAIN=5 MAX_S=240 # MAX_S: longest wait for one row's results
@@ -212,6 +212,22 @@ raw_consume() { # ROW PREFETCH ACK_EVERY
   R_RATE[$1]=$(kvof "$LOGS/$1.out" rate) R_NOTE[$1]="N=${N[$1]}, queue filled first"
   "$TP" delete "$AMQP" "$q" >/dev/null 2>&1
 }
+# The broker's share of the full protocol (consume, ack, publish a result with confirms),
+# with the collector running as for the mqproc rows: the broker's limit for a server.
+raw_relay() {
+  local q=tp-raw_relay rq=tp-raw_relay-results n=${N[raw_relay]} cpid
+  "$TP" delete "$AMQP" "$q" "$rq" >/dev/null 2>&1
+  try fill 300 "$LOGS/raw_relay.fill" "$TP" publish "$AMQP" "$q" "$n" 1000 "$rq" || return 1
+  timeout $((MAX_S + 30)) "$TP" collect "$AMQP" "$rq" "$n" 20 "$MAX_S" >"$LOGS/raw_relay.out" 2>&1 &
+  cpid=$!
+  track "$cpid"
+  try relay 300 "$LOGS/raw_relay.relay" "$TP" relay "$AMQP" "$q" "$rq" "$n" 100 50 || return 1
+  reap "$cpid"
+  [ "$(kvof "$LOGS/raw_relay.out" success)" = "$n" ] || { FAIL_REASON="collector: $(tail -n 1 "$LOGS/raw_relay.out")"; return 1; }
+  R_RATE[raw_relay]=$(kvof "$LOGS/raw_relay.out" rate)
+  R_NOTE[raw_relay]="N=$n queued first; prefetch 100, ack/50, results confirmed (window 100)"
+  "$TP" delete "$AMQP" "$q" "$rq" >/dev/null 2>&1
+}
 raw_db() { # ROW BATCH
   local c0 c1
   if ! fresh_schema "$1" || ! sql "$(pg_url "$1")" "$JOBS_TABLE" >/dev/null; then FAIL_REASON="cannot create the table"; return 1; fi
@@ -331,7 +347,7 @@ mqproc_drop() { # ROW
 # timestamp), RSS and threads after start, CPU ticks and commits of a start and stop.
 declare -A IDLE_CPU=() IDLE_COMMITS=()
 idle_probe() { # KIND
-  local kind=$1 row=idle_$1 c0 ts pre=mqproc_ start rss threads
+  local kind=$1 row=idle_$1 c0 ts pre=mqproc_ start rss anon threads
   [ -z "${IDLE_CPU[$kind]:-}" ] || return 0
   [ "$kind" = c ] || pre=mqproc_exec_
   mqproc_schema "$row" || return 1
@@ -341,13 +357,15 @@ idle_probe() { # KIND
   ts=$(grep -m 1 'consuming from queue' "$LOGS/$row.server" | cut -d' ' -f1)
   sleep 0.5
   start=$(($(date -d "$ts" +%s%3N) - ST0)) rss=$(status_kb "$SPID" VmRSS) threads=$(status_kb "$SPID" Threads)
+  anon=$(status_kb "$SPID" RssAnon)
   IDLE_CPU[$kind]=$(cpu_ticks "$SPID")
   stop "$SPID"
   IDLE_COMMITS[$kind]=$(($(commits) - c0))
   kv "${pre}start_ms" "$start"
   kv "${pre}rss_kb" "$rss"
+  kv "${pre}rss_anon_kb" "$anon"
   kv "${pre}threads" "$threads"
-  R_RATE[$row]=- R_NOTE[$row]="RSS $(calc "$rss / 1024") MB, $threads threads, exec -> consuming $start ms, start+stop ${IDLE_COMMITS[$kind]} commits"
+  R_RATE[$row]=- R_NOTE[$row]="RSS $(calc "$rss / 1024") MB ($(calc "$anon / 1024") MB private, the rest shared library pages), $threads threads, exec -> consuming $start ms, start+stop ${IDLE_COMMITS[$kind]} commits"
   mqproc_drop "$row"
 }
 # mqproc_row ROW KIND SERVER_ARGS...: N jobs (each with a result_queue_name) queued first,
@@ -448,6 +466,7 @@ R_LABEL=([raw_consume_p1]="raw broker consume+ack, prefetch 1"
   [raw_consume_p100]="raw broker consume, prefetch 100, ack/50"
   [raw_publish]="raw broker publish, confirm window 100"
   [raw_publish_w1]="raw broker publish, confirm each (w 1)"
+  [raw_relay]="raw broker relay: consume+ack+result"
   [raw_db_1]="raw db claim+complete, 1 job/commit"
   [raw_db_64]="raw db claim+complete, 64 jobs/commit"
   [raw_fork]="raw fork+execve+waitpid /bin/true"
@@ -457,7 +476,7 @@ R_LABEL=([raw_consume_p1]="raw broker consume+ack, prefetch 1"
   [idle_exec]="mqproc --exec server, idle"
   [mqproc_c_p1]="mqproc C example, prefetch 1"
   [mqproc_c_p64]="mqproc C example, prefetch 64"
-  [mqproc_c_batched]="mqproc C example, prefetch 64 + conc. 2"
+  [mqproc_c_batched]="mqproc C example, conc. 64, prefetch 256"
   [mqproc_exec_p1]="mqproc --exec /bin/true, prefetch 1"
   [mqproc_exec_c2]="mqproc --exec /bin/true, concurrency 2")
 na_concurrency() { R_RATE[$1]="n/a" R_NOTE[$1]="(no --concurrency)"; }
@@ -466,6 +485,7 @@ selected raw_consume_p1 && run_row raw_consume_p1 raw_consume raw_consume_p1 1 1
 selected raw_consume_p100 && run_row raw_consume_p100 raw_consume raw_consume_p100 100 50
 selected raw_publish && run_row raw_publish raw_publish raw_publish 100
 selected raw_publish_w1 && run_row raw_publish_w1 raw_publish raw_publish_w1 0
+selected raw_relay && run_row raw_relay raw_relay
 selected raw_db_1 && run_row raw_db_1 raw_db raw_db_1 1
 selected raw_db_64 && run_row raw_db_64 raw_db raw_db_64 64
 selected raw_fork && run_row raw_fork raw_fork
@@ -481,7 +501,7 @@ selected mqproc_c_p1 && run_row mqproc_c_p1 mqproc_row mqproc_c_p1 c --prefetch=
 selected mqproc_c_p64 && run_row mqproc_c_p64 mqproc_row mqproc_c_p64 c --prefetch=64
 if selected mqproc_c_batched; then
   if [ $HAS_CONCURRENCY = 1 ]; then
-    run_row mqproc_c_batched mqproc_row mqproc_c_batched c --prefetch=64 --concurrency=2
+    run_row mqproc_c_batched mqproc_row mqproc_c_batched c --prefetch=256 --concurrency=64
   else ORDER+=(mqproc_c_batched) && na_concurrency mqproc_c_batched; fi
 fi
 selected mqproc_exec_p1 && run_row mqproc_exec_p1 mqproc_row mqproc_exec_p1 exec --prefetch=1
@@ -495,11 +515,16 @@ selected latency && latency
 # ---- ratios, table, RESULT ---------------------------------------------------------------
 num() { [[ ${1:-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 ratio() { num "$1" && num "$2" && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
-declare -A RAW_OF=([mqproc_c_p1]=raw_db_1 [mqproc_c_p64]=raw_db_64 [mqproc_c_batched]=raw_db_64
-  [mqproc_exec_p1]=raw_fork [mqproc_exec_c2]=raw_fork)
+# A row's raw limit: the lower of the database's and the broker's for its mode (the C rows;
+# at prefetch 1 the database's is the lower by far), fork+exec for the --exec rows.
+lower() { if num "$1" && num "$2"; then awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'; elif num "$1"; then echo "$1"; else echo "${2:-}"; fi; }
+declare -A RAW_RATE=([mqproc_c_p1]=$(lower "${R_RATE[raw_db_1]:-}" "${R_RATE[raw_consume_p1]:-}")
+  [mqproc_c_p64]=$(lower "${R_RATE[raw_db_64]:-}" "${R_RATE[raw_relay]:-}")
+  [mqproc_c_batched]=$(lower "${R_RATE[raw_db_64]:-}" "${R_RATE[raw_relay]:-}")
+  [mqproc_exec_p1]=${R_RATE[raw_fork]:-} [mqproc_exec_c2]=${R_RATE[raw_fork]:-})
 for row in "${ORDER[@]}"; do
   case $row in
-  mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${R_RATE[${RAW_OF[$row]}]:-}") ;;
+  mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${RAW_RATE[$row]:-}") ;;
   esac
   case $row in
   mqproc_* | naive) R_CEL[$row]=$(ratio "${R_RATE[$row]:-}" "${R_RATE[celery]:-}") ;;
@@ -522,7 +547,7 @@ kv wall_s "$WALL"
   printf '# mqproc throughput, %s, %s, %d cores, load %s -> %s, %s s%s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" \
     "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)" "$(nproc)" "$LOAD_START" "$LOAD_END" "$WALL" \
     "$([ $QUICK = 1 ] && echo ', --quick')"
-  printf '# PostgreSQL fsync=on synchronous_commit=on; jobs/s of a tool = first -> last result; vs raw: C rows / raw_db (1 or 64 per commit), --exec rows / raw_fork\n'
+  printf '# PostgreSQL fsync=on synchronous_commit=on; jobs/s of a tool = first -> last result; vs raw: C rows / the lower of raw_db (1 or 64 per commit) and the broker (consume p1, relay), --exec rows / raw_fork\n'
   printf '%-42s %9s %12s %8s %9s  %s\n' row jobs/s commits/job "vs raw" "vs celery" notes
   for row in "${ORDER[@]}"; do
     rate=${R_RATE[$row]:-}

@@ -1,6 +1,7 @@
 /* AMQP side of bench/throughput.sh, on rabbitmq-c alone (no mqproc code): the raw broker
  * limits, the job messages for the servers under test, and their results.
  *
+ * clang-format off
  *   tp_amqp publish URL QUEUE N WINDOW [RESULT_QUEUE]
  *       Declares exchange ocrd-network-default (direct, non-durable, as mqproc and OCR-D
  *       do), QUEUE (and RESULT_QUEUE) durable and bound by their names, then publishes N
@@ -11,15 +12,22 @@
  *       basic.qos PREFETCH, consumes N messages with manual acks: one basic.ack per
  *       message (ACK_EVERY 1) or one multiple=true ack per ACK_EVERY messages.
  *       Measures: first delivery -> last ack sent.
+ *   tp_amqp relay URL QUEUE RESULT_QUEUE N PREFETCH ACK_EVERY
+ *       The broker's share of the full protocol: consume QUEUE as above and publish one
+ *       SUCCESS result per job to RESULT_QUEUE (persistent, confirms, window 100), with
+ *       no database and no processor. Measures: first delivery -> last confirm.
  *   tp_amqp collect URL RESULT_QUEUE N IDLE_S MAX_S
  *       Consumes result messages until N arrived, none came for IDLE_S seconds, or MAX_S
- *       seconds passed; counts the SUCCESS ones. Measures: first result -> last result (wall clock,
- * so the script can relate first_ms to a server's start). tp_amqp latency URL QUEUE RESULT_QUEUE
- * RATE SECONDS DRAIN_S A publisher thread sends RATE jobs/s for SECONDS, paced by an absolute
- * timer, each job_id carrying its send time (lat-SEQ-MONOTONIC_US); the main thread consumes
- * RESULT_QUEUE and takes receive time - send time, until every result came or DRAIN_S after the
- * last send. Prints p50/p99/max over the results received. tp_amqp delete URL QUEUE... queue.delete
- * (missing queues are fine)
+ *       seconds passed; counts the SUCCESS ones. Measures: first result -> last result
+ *       (wall clock, so the script can relate first_ms to a server's start).
+ *   tp_amqp latency URL QUEUE RESULT_QUEUE RATE SECONDS DRAIN_S
+ *       A publisher thread sends RATE jobs/s for SECONDS, paced by an absolute timer, each
+ *       job_id carrying its send time (lat-SEQ-MONOTONIC_US); the main thread consumes
+ *       RESULT_QUEUE and takes receive time - send time, until every result came or DRAIN_S
+ *       after the last send. Prints p50/p99/max over the results received.
+ *   tp_amqp delete URL QUEUE...
+ *       queue.delete (missing queues are fine)
+ * clang-format on
  *
  * Prints one line of key=value pairs; exit 1 on any error or timeout.
  * Build: cc -O2 -pthread tp_amqp.c $(pkg-config --cflags --libs librabbitmq jansson)
@@ -316,6 +324,62 @@ static int cmd_latency(const char *url, const char *queue, const char *resq, dou
   return got == p.total ? 0 : 1;
 }
 
+/* ---- relay --------------------------------------------------------------------------- */
+
+/* The broker's share of the full protocol, without a database or a processor: consume
+ * QUEUE (basic.qos PREFETCH, one multiple ack per ACK_EVERY deliveries) and for each job
+ * publish a SUCCESS result to RESULT_QUEUE on a second connection (persistent, mandatory,
+ * confirms, at most 100 unconfirmed), as a server does. Measures: first delivery -> last
+ * confirm (the bench's collector times the results as for the mqproc rows). */
+static int cmd_relay(const char *url, const char *queue, const char *resq, long n, int prefetch,
+                     long ack_every) {
+  amqp_connection_state_t in = connect_url(url), out = connect_url(url);
+  amqp_basic_properties_t p = {
+      ._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG,
+      .content_type = amqp_cstring_bytes("application/json"),
+      .delivery_mode = AMQP_DELIVERY_PERSISTENT,
+  };
+  amqp_envelope_t env;
+  uint64_t confirmed = 0;
+  double t0 = 0;
+  char body[512];
+  declare(out, resq);
+  amqp_confirm_select(out, CH);
+  check_rpc(out, "confirm.select");
+  start_consumer(in, queue, prefetch);
+  for (long i = 1; i <= n; i++) {
+    const char *job_id;
+    int ok, len;
+    json_t *job;
+    if (!next_delivery(in, &env, 10))
+      die("no message for 10 s after %ld of %ld", i - 1, n);
+    if (i == 1)
+      t0 = now_s(CLOCK_MONOTONIC);
+    job = decode_result(&env, &job_id, &ok); /* the job's id, as the result's */
+    len = snprintf(body, sizeof(body), "{\"job_id\":\"%.200s\",\"state\":\"SUCCESS\"}",
+                   job_id != NULL ? job_id : "?");
+    json_decref(job);
+    p.message_id = amqp_cstring_bytes(job_id != NULL ? job_id : "?");
+    p._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+    if (amqp_basic_publish(out, CH, amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes(resq), 1, 0,
+                           &p, (amqp_bytes_t){(size_t)len, body}) != AMQP_STATUS_OK)
+      die("publish failed");
+    if (ack_every <= 1 || i % ack_every == 0 || i == n)
+      if (amqp_basic_ack(in, CH, env.delivery_tag, ack_every > 1) != AMQP_STATUS_OK)
+        die("ack failed");
+    amqp_destroy_envelope(&env);
+    wait_confirms(out, (uint64_t)i, &confirmed, 100);
+  }
+  wait_confirms(out, (uint64_t)n, &confirmed, 0);
+  double secs = now_s(CLOCK_MONOTONIC) - t0;
+  printf("n=%ld secs=%.3f rate=%.1f\n", n, secs, (n - 1) / secs);
+  amqp_connection_close(in, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(out, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(in);
+  amqp_destroy_connection(out);
+  return 0;
+}
+
 static int cmd_delete(const char *url, char **queues, int n) {
   amqp_connection_state_t c = connect_url(url);
   for (int i = 0; i < n; i++) {
@@ -337,6 +401,8 @@ int main(int argc, char **argv) {
     return cmd_collect(argv[2], argv[3], atol(argv[4]), atof(argv[5]), atof(argv[6]));
   if (strcmp(cmd, "latency") == 0 && argc == 8)
     return cmd_latency(argv[2], argv[3], argv[4], atof(argv[5]), atof(argv[6]), atof(argv[7]));
+  if (strcmp(cmd, "relay") == 0 && argc == 8)
+    return cmd_relay(argv[2], argv[3], argv[4], atol(argv[5]), atoi(argv[6]), atol(argv[7]));
   if (strcmp(cmd, "delete") == 0 && argc >= 4)
     return cmd_delete(argv[2], argv + 3, argc - 3);
   fprintf(stderr, "usage: see the comment at the top of bench/tp_amqp.c\n");
