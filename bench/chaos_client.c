@@ -9,7 +9,8 @@
  *
  *   chaos_client drain URL RESULT_QUEUE OUT_FILE IDLE_MS
  *       Consumes RESULT_QUEUE (manual acks) until no message arrived for IDLE_MS and
- *       writes one line per result message: "job_id state redelivered". Prints the count.
+ *       writes one line per result message: "job_id state redelivered message_id attempt". Prints
+ * the count.
  *
  * Build: cc -O2 bench/chaos_client.c $(pkg-config --cflags --libs librabbitmq jansson)
  */
@@ -202,9 +203,21 @@ static int cmd_drain(const char *url, const char *resq, const char *out_path, in
     const char *st = o ? json_string_value(json_object_get(o, "state")) : NULL;
     if (jid == NULL || st == NULL) {
       bad++;
-      fprintf(out, "(undecodable) ? %d\n", env.redelivered);
+      fprintf(out, "(undecodable) ? %d - -\n", env.redelivered);
     } else {
-      fprintf(out, "%s %s %d\n", jid, st, env.redelivered);
+      amqp_basic_properties_t *p = &env.message.properties;
+      int has_id = (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len > 0;
+      amqp_bytes_t att = amqp_cstring_bytes("-");
+      if (p->_flags & AMQP_BASIC_HEADERS_FLAG)
+        for (int i = 0; i < p->headers.num_entries; i++) {
+          amqp_table_entry_t *e = &p->headers.entries[i];
+          if (e->key.len == 16 && memcmp(e->key.bytes, "x-mqproc-attempt", 16) == 0 &&
+              e->value.kind == AMQP_FIELD_KIND_UTF8 && e->value.value.bytes.len > 0)
+            att = e->value.value.bytes;
+        }
+      fprintf(out, "%s %s %d %.*s %.*s\n", jid, st, env.redelivered,
+              has_id ? (int)p->message_id.len : 1, has_id ? (const char *)p->message_id.bytes : "-",
+              (int)att.len, (const char *)att.bytes);
     }
     json_decref(o);
     if (amqp_basic_ack(c, CH, env.delivery_tag, 0) != AMQP_STATUS_OK)

@@ -195,6 +195,7 @@ static int claim_done(mqproc__delivery_t *d) {
     MQPROC__INFO("job %s: already SUCCESS; sending what was not sent, not running it again%s",
                  jid(d), d->redelivered ? " (redelivered)" : "");
     d->outcome = "SUCCESS";
+    d->attempt = c->attempt; /* the one that recorded it: the result says so */
     d->send_result = !c->result_published;
     d->send_callbacks = !c->callbacks_done;
     d->state = S_PUBLISH;

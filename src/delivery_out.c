@@ -73,8 +73,11 @@ int mqproc__dl_step_dead_letter(mqproc__delivery_t *d) {
 /* ---- results -------------------------------------------------------------------------- */
 
 int mqproc__dl_step_publish(mqproc__delivery_t *d) {
-  char err[MQPROC_ERR_LEN];
+  char err[MQPROC_ERR_LEN], attempt[16];
   const char *q = d->msg->result_queue_name;
+  /* the attempt that recorded the outcome: a re-send of this result (outbox sweep, broker
+   * reconnect) carries the same one, a second outcome of the job could not */
+  mqproc__broker_header_t hdr = {"x-mqproc-attempt", attempt};
   mqproc__format_t fmt = cfg(d)->result_fmt == MQPROC__RESULT_AUTO   ? d->msg->format
                          : cfg(d)->result_fmt == MQPROC__RESULT_JSON ? MQPROC__FMT_JSON
                                                                      : MQPROC__FMT_YAML;
@@ -84,7 +87,9 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
                              fmt == MQPROC__FMT_JSON ? "application/json" : "application/yaml",
                          .message_id = d->job_id,
                          .persistent = cfg(d)->queue_durable,
-                         .mandatory = 1};
+                         .mandatory = 1,
+                         .headers = &hdr,
+                         .n_headers = 1};
   char *body = NULL;
   size_t len;
   int rc;
@@ -105,6 +110,7 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
     d->state = S_CALLBACK;
     return 1;
   }
+  snprintf(attempt, sizeof(attempt), "%d", d->attempt);
   p.body = body;
   p.len = len;
   rc = mqproc__server_publish(d->srv, d, &p, err);

@@ -224,7 +224,7 @@ Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) 
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   /* as if the holder died right after recording SUCCESS, its delivery acked early */
   it_sql("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
-         " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 1, true,"
+         " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 3, true,"
          " now() - interval '1 second', $2::jsonb)",
          2, proc,
          it_job_json(
@@ -232,6 +232,9 @@ Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) 
              it_fmt("{\"result_queue_name\": \"%s\", \"callback_url\": \"%s\"}", results, cb_url)));
   cr_assert(it_get(results, WAIT_MS, &m), "the sweeper did not send the result");
   cr_expect(strstr(m.body, "outbox-1") != NULL && strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  /* the same message as its holder's: the id consumers deduplicate by, the attempt that won */
+  cr_expect_str_eq(m.message_id, "outbox-1");
+  cr_expect_str_eq(m.attempt, "3");
   it_msg_free(&m);
   cr_assert_eq(test_http_wait(cb, 1, WAIT_MS), 1, "the callback was not sent");
   body = test_http_body(cb, 0);

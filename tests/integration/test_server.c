@@ -213,6 +213,8 @@ Test(server, an_unpublished_result_is_sent_on_redelivery_without_running_again) 
   body = it_job_json(proc, "replay-1", extra);
   it_publish(proc, body);
   cr_assert(it_get(results, WAIT_MS, &m));
+  cr_expect_str_eq(m.message_id, "replay-1");
+  cr_expect_str_eq(m.attempt, "1");
   it_msg_free(&m);
   it_server_stop(srv); /* the row's outbox mark is cleared once everything went out */
   /* as if the result had not gone out, and a copy of the job came again */
@@ -221,6 +223,8 @@ Test(server, an_unpublished_result_is_sent_on_redelivery_without_running_again) 
   it_publish(proc, body);
   cr_assert(it_get(results, WAIT_MS, &m), "the result was not sent again");
   cr_expect(strstr(m.body, "replay-1") != NULL && strstr(m.body, "SUCCESS") != NULL);
+  cr_expect_str_eq(m.message_id, "replay-1", "a re-send is the same message");
+  cr_expect_str_eq(m.attempt, "1", "the attempt that recorded the outcome, not a new one");
   it_msg_free(&m);
   expect_still_serving(proc, results); /* replay-1 was settled before the sentinel ran */
   cr_expect_eq(it_file_lines(marker), 2, "the processor ran once for replay-1, then the sentinel");

@@ -279,15 +279,20 @@ static void copy_msg(const amqp_envelope_t *env, it_msg_t *out) {
       (p->_flags & AMQP_BASIC_CONTENT_TYPE_FLAG) ? dup_bytes(p->content_type) : strdup("");
   out->message_id =
       (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? dup_bytes(p->message_id) : strdup("");
-  out->reason = NULL;
+  out->reason = out->attempt = NULL;
   for (int i = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && i < p->headers.num_entries; i++) {
     const amqp_table_entry_t *e = &p->headers.entries[i];
-    if (e->key.len == 15 && memcmp(e->key.bytes, "x-mqproc-reason", 15) == 0 &&
-        e->value.kind == AMQP_FIELD_KIND_UTF8)
+    if (e->value.kind != AMQP_FIELD_KIND_UTF8)
+      continue;
+    if (e->key.len == 15 && memcmp(e->key.bytes, "x-mqproc-reason", 15) == 0)
       out->reason = dup_bytes(e->value.value.bytes);
+    else if (e->key.len == 16 && memcmp(e->key.bytes, "x-mqproc-attempt", 16) == 0)
+      out->attempt = dup_bytes(e->value.value.bytes);
   }
   if (out->reason == NULL)
     out->reason = strdup("");
+  if (out->attempt == NULL)
+    out->attempt = strdup("");
 }
 
 /* Consumes one message of queue (prefetch 1) and settles it: ack, or nack + requeue. */
@@ -339,6 +344,7 @@ void it_msg_free(it_msg_t *m) {
   free(m->body);
   free(m->content_type);
   free(m->message_id);
+  free(m->attempt);
   free(m->reason);
   memset(m, 0, sizeof(*m));
 }

@@ -37,7 +37,8 @@ typedef struct it_msg {
   size_t len;
   char *content_type; /* "" when absent */
   char *message_id;
-  char *reason; /* x-mqproc-reason header, "" when absent */
+  char *reason;  /* x-mqproc-reason header, "" when absent */
+  char *attempt; /* x-mqproc-attempt header, "" when absent */
   int redelivered;
 } it_msg_t;
 
