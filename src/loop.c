@@ -265,6 +265,16 @@ int mqproc__loop_child(mqproc__loop_t *loop, pid_t pid, mqproc__child_cb cb, voi
   return MQPROC_OK;
 }
 
+void mqproc__loop_child_forget(mqproc__loop_t *loop, pid_t pid) {
+  for (child_watch_t **pp = &loop->children; *pp != NULL; pp = &(*pp)->next)
+    if ((*pp)->pid == pid) {
+      child_watch_t *c = *pp;
+      *pp = c->next;
+      free(c);
+      return;
+    }
+}
+
 void mqproc__loop_on_signal(mqproc__loop_t *loop, mqproc__signal_cb cb, void *ud) {
   loop->sig_cb = cb;
   loop->sig_ud = ud;

@@ -58,6 +58,8 @@ void mqproc__loop_timer_cancel(mqproc__loop_t *loop, uint64_t id);
 
 /* Calls cb once when pid exits (the loop reaps it). */
 int mqproc__loop_child(mqproc__loop_t *loop, pid_t pid, mqproc__child_cb cb, void *ud);
+/* Drops the watch of pid (its cb is not called): the caller reaps pid itself. */
+void mqproc__loop_child_forget(mqproc__loop_t *loop, pid_t pid);
 
 void mqproc__loop_on_signal(mqproc__loop_t *loop, mqproc__signal_cb cb, void *ud);
 

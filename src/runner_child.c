@@ -1,16 +1,17 @@
 /* The child side of the command runner: the supervisor of one try and, forked from it,
- * the processor. Between fork and execve only async-signal-safe calls (the server has
- * threads); everything is prepared by runner_proc.c before fork.
+ * the processor. Between fork and execve only async-signal-safe calls; everything is
+ * prepared by runner_proc.c and handed over by the spawn helper (runner_spawner.c).
  *
- * The supervisor (forked by the server, which does not wait for it: runner_proc.c reads its
- * report pipe once it has ended):
+ * The supervisor (forked by the spawn helper, which reaps it and reports its end to the
+ * server; runner_proc.c reads its report pipe once it has ended):
  *   - leads a new process group, so a time limit or the end of the try reaches all the
  *     processor started;
  *   - keeps no fd of the server's but the three it was given (the job, the log, the
  *     report pipe): a broker socket it held would keep a dead connection open for the
  *     broker and in the server's epoll set;
- *   - dies with the server: PR_SET_PDEATHSIG sends SIGUSR2, and only when its parent is
- *     really gone (getppid() changed) does it kill the group; every other signal a
+ *   - dies with its parent, the helper (which dies with the server): PR_SET_PDEATHSIG
+ *     sends SIGUSR2, and only when its parent is really gone (getppid() changed) does it
+ *     kill the group; every other signal a
  *     processor may send to its group (`kill 0`) is ignored here, so such a processor's
  *     try is not mistaken for a dead server's;
  *   - writes no core file (it holds a copy of the server's memory: URLs, passwords);

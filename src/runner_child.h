@@ -16,7 +16,7 @@ typedef struct mqproc__child_plan {
   int in_fd;          /* the job as JSON: the processor's stdin */
   int log_fd;         /* the job's log: its stdout and stderr go there, copied */
   int report_fd;      /* write end of the CLOEXEC pipe: EOF in the parent = exec succeeded */
-  pid_t server;       /* the server's pid, to tell its death from a signal */
+  pid_t server;       /* its parent's pid (the spawn helper), to tell its death from a signal */
   long max_log_bytes; /* output of one try beyond this kills it (0 = no limit) */
   struct rlimit core; /* the server's core limit: the processor gets it back */
 } mqproc__child_plan_t;

@@ -207,36 +207,6 @@ int mqproc__runner_report_read(int report_r, mqproc__child_report_t *rep) {
   return read_report(report_r, rep);
 }
 
-int mqproc__runner_fork_exec_async(mqproc__child_main_fn child_main, void *plan, int *report_fd,
-                                   pid_t *pid, int *report_r, mqproc__child_report_t *rep) {
-  int pfd[2];
-  *rep = (mqproc__child_report_t){MQPROC__STAGE_EXEC, 0};
-  if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0) {
-    *rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
-    return -1;
-  }
-  /* the child's end blocks as usual (one small write) */
-  if ((pfd[1] = mqproc__runner_lift_fd(pfd[1], MQPROC__CHILD_MIN_FD, NULL)) < 0 ||
-      fcntl(pfd[1], F_SETFL, 0) < 0) {
-    *rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
-    close(pfd[0]);
-    if (pfd[1] >= 0)
-      close(pfd[1]);
-    return -1;
-  }
-  *report_fd = pfd[1];
-  if ((*pid = fork()) == 0)
-    child_main(plan);
-  close(pfd[1]);
-  if (*pid < 0) {
-    *rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, errno};
-    close(pfd[0]);
-    return -1;
-  }
-  *report_r = pfd[0];
-  return 0;
-}
-
 int mqproc__runner_fork_exec(mqproc__child_main_fn child_main, void *plan, int *report_fd,
                              pid_t *pid, mqproc__child_report_t *rep) {
   int pfd[2], failed;

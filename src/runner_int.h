@@ -79,12 +79,8 @@ typedef void (*mqproc__child_main_fn)(void *plan);
  * succeeded; -1 with *rep saying which step failed (the child is reaped then). */
 int mqproc__runner_fork_exec(mqproc__child_main_fn child_main, void *plan, int *report_fd,
                              pid_t *pid, mqproc__child_report_t *rep);
-/* The same without waiting: returns 0 with *pid and *report_r, the report pipe's read end
- * (non-blocking, CLOEXEC), at once; once the child has ended, mqproc__runner_report_read
- * tells whether a step before its execve failed. -1 (with *rep) when even fork failed. */
-int mqproc__runner_fork_exec_async(mqproc__child_main_fn child_main, void *plan, int *report_fd,
-                                   pid_t *pid, int *report_r, mqproc__child_report_t *rep);
-/* 1 with *rep when the report pipe holds a child's failure report, else 0. */
+/* 1 with *rep when the report pipe holds a child's failure report (the command runner
+ * reads its report pipe once the child has ended), else 0. */
 int mqproc__runner_report_read(int report_r, mqproc__child_report_t *rep);
 
 /* In the child, between fork and execve (async-signal-safe): */

@@ -1,7 +1,8 @@
 /* Runner for external commands: fork + execve (no shell) of an argv array per try.
  *
- * Each try forks a supervisor (runner_child.c) that leads its own process group and runs
- * the processor as its only child. The processor gets: stdin = a memfd holding the job
+ * Each try has the server's spawn helper (runner_spawner.c, forked once) fork a
+ * supervisor (runner_child.c) that leads its own process group and runs the processor as
+ * its only child. The processor gets: stdin = a memfd holding the job
  * as JSON (so a command that never reads it cannot block us), stdout+stderr copied by
  * the supervisor into the job's log file (at most --max-log-size bytes per try: a runaway
  * writer is killed, and the server never reads its output), default signal dispositions
@@ -18,8 +19,9 @@
  * prepared before fork, and a failure is reported through a CLOEXEC pipe (the
  * pieces the runners share are in runner_common.c). The loop does not wait for that
  * report: the try counts as started at fork, and a report found in the pipe once the
- * supervisor has ended turns its end into "cannot start ..." (the supervisor starts the
- * processor with vfork, so a try copies the server's page tables once).
+ * supervisor has ended turns its end into "cannot start ..." (the helper is small and
+ * single-threaded, and the supervisor starts the processor with vfork: a try copies no
+ * page of the server's).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +41,7 @@
 #include "ocrd_cli.h"
 #include "runner_child.h"
 #include "runner_int.h"
+#include "runner_spawner.h"
 #include "util.h"
 
 typedef struct proc_runner {
@@ -46,7 +49,8 @@ typedef struct proc_runner {
   char **argv;                /* the --exec words */
   int ocrd_cli;               /* append OCR-D's processor arguments per job */
   char *ocrd_log_level;
-  char **pass_env; /* --pass-env: NAME or PREFIX* */
+  char **pass_env;            /* --pass-env: NAME or PREFIX* */
+  mqproc__spawner_t *spawner; /* started with the first try */
 } proc_runner_t;
 
 struct mqproc__run {
@@ -59,6 +63,7 @@ struct mqproc__run {
   uint64_t timer; /* the time limit; 0 when none is pending */
   int timed_out;  /* the time limit fired and the group was killed */
   mqproc__loop_t *loop;
+  proc_runner_t *runner;
   mqproc__run_done_cb done;
   void *ud;
 };
@@ -148,19 +153,21 @@ static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report
   return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
 }
 
-/* Forks the supervisor and returns at once (the loop never waits for an execve); whether
- * a step before the processor's execve failed is read from *report_r when the supervisor
- * has ended (on_exit_). Everything the child uses is prepared here, before fork. */
-static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *argv, int in_fd,
-                 int log_fd, pid_t *pid, int *report_r, char *err) {
-  mqproc__child_plan_t plan = {.argv = argv,
-                               .in_fd = in_fd,
-                               .log_fd = log_fd,
-                               .server = getpid(),
-                               .max_log_bytes = spec->max_log_bytes};
+static void on_exit_(void *ud, pid_t pid, int wstatus);
+
+/* Has the spawn helper fork the supervisor and returns at once (the loop never waits for
+ * an execve); whether a step before the processor's execve failed is read from
+ * run->report_r when the supervisor has ended (on_exit_). Everything the child uses is
+ * prepared here. */
+static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t *spec,
+                 char *const *argv, int in_fd, int log_fd, char *err) {
+  mqproc__child_plan_t plan = {
+      .argv = argv, .in_fd = in_fd, .log_fd = log_fd, .max_log_bytes = spec->max_log_bytes};
   mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
   char *path, **env;
-  int failed;
+  int pfd[2] = {-1, -1}, failed = 1;
+  if (r->spawner == NULL && mqproc__spawner_new(&r->spawner, run->loop, err) != MQPROC_OK)
+    return MQPROC_ERUNNER_SPAWN;
   if ((path = resolve_program(r->argv[0], &rep.err)) == NULL)
     return spawn_failed(r->argv[0], log_fd, &rep, err);
   if ((env = build_env(spec, r->pass_env)) == NULL) {
@@ -171,8 +178,19 @@ static int spawn(proc_runner_t *r, const mqproc__run_spec_t *spec, char *const *
   plan.envp = env;
   if (getrlimit(RLIMIT_CORE, &plan.core) < 0)
     plan.core = (struct rlimit){0, 0};
-  failed = mqproc__runner_fork_exec_async(mqproc__child_main, &plan, &plan.report_fd, pid, report_r,
-                                          &rep) < 0;
+  /* the report pipe: its write end (blocking: one small write) goes to the child */
+  if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(pfd[1], F_SETFL, 0) < 0)
+    rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
+  else {
+    plan.report_fd = pfd[1];
+    failed = mqproc__spawner_spawn(r->spawner, &plan, on_exit_, run, &run->pid, &rep) < 0;
+  }
+  if (pfd[1] >= 0)
+    close(pfd[1]);
+  if (failed && pfd[0] >= 0)
+    close(pfd[0]);
+  else
+    run->report_r = pfd[0];
   free(path);
   free_env(env);
   return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
@@ -186,15 +204,16 @@ static void run_free(mqproc__run_t *run) {
   free(run);
 }
 
-static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
+/* The supervisor ended (the helper killed what its group left behind). */
+static void on_exit_(void *ud, pid_t pid, int wstatus) {
   mqproc__run_t *run = ud;
   mqproc__run_result_t res;
   mqproc__child_report_t rep;
+  (void)pid;
   memset(&res, 0, sizeof(res));
-  kill(-pid, SIGKILL); /* whatever the command left behind in its group */
   if (run->timer != 0)
-    mqproc__loop_timer_cancel(loop, run->timer);
-  res.duration_ms = mqproc__loop_now(loop) - run->started_ms;
+    mqproc__loop_timer_cancel(run->loop, run->timer);
+  res.duration_ms = mqproc__loop_now(run->loop) - run->started_ms;
   if (mqproc__runner_report_read(run->report_r, &rep)) { /* it never ran */
     res.status = spawn_failed(run->prog, run->log_fd, &rep, res.error);
     res.exit_code = -1;
@@ -207,8 +226,8 @@ static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
   run_free(run);
 }
 
-/* The time limit: kill the group now; on_exit_ reports the timeout once the loop has
- * reaped the main process. */
+/* The time limit: kill the group now; on_exit_ reports the timeout once the helper has
+ * reaped the supervisor. */
 static void on_time_limit(mqproc__loop_t *loop, void *ud) {
   mqproc__run_t *run = ud;
   (void)loop;
@@ -216,25 +235,7 @@ static void on_time_limit(mqproc__loop_t *loop, void *ud) {
   run->timed_out = 1;
   MQPROC__WARN("processor pid %d exceeded its time limit of %lld ms: killing its process group",
                (int)run->pid, (long long)run->time_limit_ms);
-  kill(-run->pid, SIGKILL);
-  kill(run->pid, SIGKILL); /* had it left its group: not reaped yet, so the pid is still it */
-}
-
-/* Hands the started child to the loop: time limit first, because a child watch cannot be
- * taken back. On failure the child is killed and reaped here. */
-static int watch_run(mqproc__run_t *run, mqproc__loop_t *loop, char *err) {
-  int rc = MQPROC_ENOMEM;
-  if (run->time_limit_ms > 0 &&
-      (run->timer = mqproc__loop_timer(loop, run->time_limit_ms, on_time_limit, run)) == 0)
-    goto fail;
-  if ((rc = mqproc__loop_child(loop, run->pid, on_exit_, run)) == MQPROC_OK)
-    return MQPROC_OK;
-  if (run->timer != 0)
-    mqproc__loop_timer_cancel(loop, run->timer);
-fail:
-  kill(-run->pid, SIGKILL);
-  waitpid(run->pid, NULL, 0);
-  return mqproc__err(err, rc, "out of memory");
+  mqproc__spawner_kill(run->runner->spawner, run->pid, SIGKILL);
 }
 
 static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
@@ -245,6 +246,13 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN;
   if (run == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  run->loop = loop;
+  run->runner = r;
+  run->report_r = -1;
+  run->time_limit_ms = spec->time_limit_ms;
+  run->done = done;
+  run->ud = ud;
+  run->prog = r->argv[0];
   if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 ||
       (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_free;
@@ -261,22 +269,23 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
                                 err)) != MQPROC_OK)
       goto out_close;
   }
-  rc = spawn(r, spec, job_argv != NULL ? job_argv : r->argv, in_fd, log_fd, &run->pid,
-             &run->report_r, err);
-  mqproc__argv_free(job_argv);
-  if (rc != MQPROC_OK)
+  /* the time limit's timer first: once the supervisor runs, nothing may fail */
+  if (run->time_limit_ms > 0 &&
+      (run->timer = mqproc__loop_timer(loop, run->time_limit_ms, on_time_limit, run)) == 0) {
+    mqproc__argv_free(job_argv);
+    rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
     goto out_close;
+  }
+  rc = spawn(r, run, spec, job_argv != NULL ? job_argv : r->argv, in_fd, log_fd, err);
+  mqproc__argv_free(job_argv);
+  if (rc != MQPROC_OK) {
+    if (run->timer != 0)
+      mqproc__loop_timer_cancel(loop, run->timer);
+    goto out_close;
+  }
   close(in_fd);
   run->started_ms = mqproc__now_ms();
-  run->time_limit_ms = spec->time_limit_ms;
-  run->done = done;
-  run->ud = ud;
   run->log_fd = log_fd;
-  run->prog = r->argv[0];
-  if ((rc = watch_run(run, loop, err)) != MQPROC_OK) {
-    run_free(run);
-    return rc;
-  }
   *out = run;
   return MQPROC_OK;
 out_close:
@@ -290,12 +299,13 @@ out_free:
 }
 
 static void proc_kill(mqproc__runner_t *base, mqproc__run_t *run, int sig) {
-  (void)base;
-  kill(-run->pid, sig);
+  proc_runner_t *r = (proc_runner_t *)base;
+  mqproc__spawner_kill(r->spawner, run->pid, sig);
 }
 
 static void proc_destroy(mqproc__runner_t *base) {
   proc_runner_t *r = (proc_runner_t *)base;
+  mqproc__spawner_free(r->spawner);
   mqproc__argv_free(r->argv);
   mqproc__argv_free(r->pass_env);
   free(r->ocrd_log_level);

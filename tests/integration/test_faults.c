@@ -341,9 +341,11 @@ Test(faults, a_broker_restart_while_a_command_runs_leaves_the_loop_idle) {
   srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(envp, marker, "0", gate));
   it_publish(proc, it_job_json(proc, "spin-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job spin-1: attempt 1 try 1 started", WAIT_MS));
-  sup = it_child_of(it_server_pid(srv));
+  sup = it_supervisor_of(it_server_pid(srv));
   cr_assert_gt(sup, 0);
   cr_expect_eq(it_count_sockets(sup), 0, "the try's supervisor holds the server's sockets");
+  cr_expect_eq(it_count_sockets(it_child_of(it_server_pid(srv))), 2,
+               "the spawn helper holds more than its two links to the server");
   it_services("rabbitmq-stop");
   cr_assert(it_server_wait_log(srv, "broker connection lost", WAIT_MS));
   it_services("rabbitmq-start");

@@ -300,18 +300,23 @@ Test(hostile, a_processor_signalling_its_own_group_is_not_a_dead_server) {
   char *gate = it_fmt("%s/gate", it_tmpdir()), *limits;
   const char *envp[] = {"PROC_KILL_GROUP=1", it_fmt("PROC_GATE=%s", gate), NULL};
   it_server_t *srv;
-  pid_t sup = 0;
+  pid_t sup = 0, helper;
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), NULL, envp);
   it_publish(proc, it_job_json(proc, "kill0-1", result_extra(results)));
   cr_assert(it_server_wait_log(srv, "job kill0-1: attempt 1 try 1 started", WAIT_MS));
-  sup = it_child_of(it_server_pid(srv));
+  helper = it_child_of(it_server_pid(srv));
+  sup = it_supervisor_of(it_server_pid(srv));
   cr_assert_gt(sup, 0, "no supervisor process");
-  /* the supervisor holds a copy of the server's memory: no core file; and none of the
-   * server's fds (its broker socket, database connection, epoll set) */
+  /* the spawn helper and the supervisor hold a copy of the server's memory: no core file;
+   * and none of the server's fds (its broker socket, database connection, epoll set): the
+   * helper has its two links to the server, the supervisor none */
   limits = it_read_file(it_fmt("/proc/%d/limits", (int)sup));
   cr_expect(limits != NULL && strstr(limits, "Max core file size        0") != NULL, "%s", limits);
+  limits = it_read_file(it_fmt("/proc/%d/limits", (int)helper));
+  cr_expect(limits != NULL && strstr(limits, "Max core file size        0") != NULL, "%s", limits);
   cr_expect_eq(it_count_sockets(sup), 0, "the supervisor holds the server's sockets");
+  cr_expect_eq(it_count_sockets(helper), 2, "the spawn helper holds the server's sockets");
   it_open_gate(gate);
   {
     it_msg_t m;

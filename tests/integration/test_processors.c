@@ -281,6 +281,45 @@ Test(processors, a_server_killed_with_sigkill_takes_its_processor_along) {
   it_server_stop(srv); /* already reaped: only frees */
 }
 
+/* The spawn helper (runner_spawner.c) killed while a try runs: the try ends as killed,
+ * its processor and the processor's child go with it, and the next try runs under a new
+ * helper. */
+Test(processors, a_killed_spawn_helper_ends_its_try_and_a_new_helper_runs_the_next) {
+  char *proc = it_name("helper"), *results = it_name("helper-result"), *pids = pidfile();
+  const char *envp[] = {it_fmt("PROC_PIDFILE=%s", pids), "PROC_SLEEP=2", NULL};
+  it_server_t *srv;
+  pid_watch_t child;
+  pid_t helper;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, misbehave(), NULL, envp);
+  it_publish(proc, it_job_json(proc, "hang-helper", result_extra(results)));
+  cr_assert(wait_file(pids, WAIT_MS), "the processor did not start");
+  child = watch_pid(read_pid(pids)); /* set while it surely runs: no pid reuse */
+  unlink(pids);
+  helper = it_child_of(it_server_pid(srv));
+  cr_assert_gt(helper, 0);
+  cr_assert_eq(kill(helper, SIGKILL), 0);
+  cr_expect(wait_gone(&child, GONE_MS), "the processor's child %d outlived the helper",
+            (int)child.pid);
+  unwatch(&child);
+  cr_assert(it_server_wait_log(
+      srv, it_fmt("spawn helper (pid %d) was killed by signal 9", (int)helper), WAIT_MS));
+  cr_assert(it_get(results, WAIT_MS, &m), "no result");
+  cr_expect(strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'hang-helper'"
+                           " AND try = 1 AND NOT ok AND term_signal = 9",
+                           0),
+               1, "the first try ended as killed");
+  cr_expect_str_eq(it_sql("SELECT ok::text FROM mqproc_job_tries WHERE job_id = 'hang-helper'"
+                          " AND try = 2",
+                          0),
+                   "true");
+  cr_expect_neq(it_child_of(it_server_pid(srv)), helper, "the dead helper is still there");
+  it_server_stop(srv);
+}
+
 /* Every try of a job fails to start; after 1 + --retries tries the job is FAILED, and the
  * server goes on to the next job (which fails the same way). */
 static void expect_cannot_start(const char *suffix, const char *exec) {

@@ -542,6 +542,11 @@ pid_t it_child_of(pid_t pid) {
   return (pid_t)child;
 }
 
+pid_t it_supervisor_of(pid_t server) {
+  pid_t helper = it_child_of(server);
+  return helper > 0 ? it_child_of(helper) : 0;
+}
+
 void it_rabbitmqctl(const char *args) {
   char line[2048];
   int rc;

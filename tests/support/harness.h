@@ -89,6 +89,9 @@ int it_server_connections(it_server_t *s);
 double it_cpu_seconds(pid_t pid);
 /* The (first) child process of pid, 0 when it has none. */
 pid_t it_child_of(pid_t pid);
+/* The supervisor of a command server's running try: the child of its spawn helper
+ * (runner_spawner.c), which is the server's only child; 0 when there is none. */
+pid_t it_supervisor_of(pid_t server);
 /* Runs rabbitmqctl ARGS on this run's broker (e.g. "set_disk_free_limit 1000GB"). */
 void it_rabbitmqctl(const char *args);
 /* Waits until a log line containing text has appeared (counting from the start);
