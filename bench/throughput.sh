@@ -163,7 +163,15 @@ commits() { sql "$ADMIN" "select xact_commit from pg_stat_database where datname
 # cpu_ticks PID...: utime + stime (clock ticks); child_ticks PID: cutime + cstime (children
 # it waited for, and theirs)
 cpu_ticks() { local p s=0; for p in "$@"; do s=$((s + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }'))); done; echo "$s"; }
-child_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $14 + $15 }'; }
+child_ticks() {
+  # the server's reaped children, and its live ones (the spawn helper of --exec) with theirs
+  local c s
+  s=$(sed 's/.*) //' "/proc/$1/stat" | awk '{ print $14 + $15 }')
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    s=$((s + $(sed 's/.*) //' "/proc/$c/stat" 2>/dev/null | awk '{ print $12 + $13 + $14 + $15 }')))
+  done
+  echo "$s"
+}
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; } # status_kb PID VmRSS
 FAIL_REASON=
 # try WHAT SECONDS OUT CMD...: run CMD under a timeout, stdout+stderr to OUT; on failure
