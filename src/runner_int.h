@@ -68,6 +68,16 @@ int mqproc__runner_lift_fd(int fd, int min, char *err);
 /* A CLOEXEC memfd holding len bytes of data, positioned at 0 (a reader can never block
  * the writer); -1 with err set. */
 int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err);
+/* Sends len bytes of buf as one message with nfds (<= 4) fds as SCM_RIGHTS: 0, or -1 with
+ * errno (EMSGSIZE: sent short). */
+int mqproc__send_with_fds(int sock, const void *buf, size_t len, const int *fds, int nfds);
+/* Receives one message of exactly len bytes into buf and up to max_fds fds (CLOEXEC; more
+ * are closed) into fds, their count into *nfds: 1, 0 at EOF, -1 with errno (EPROTO: not
+ * such a message; its fds are closed). */
+int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds, int *nfds);
+/* The whole content of the file fd (a memfd handed over with a request), NUL-terminated
+ * (*len without the NUL). */
+int mqproc__runner_read_fd(int fd, char **out, size_t *len, char *err);
 /* The highest fd number a child might hold, for closing fds without close_range. */
 int mqproc__runner_max_fd(void);
 

@@ -1,9 +1,9 @@
 /* The spawn helper (see runner_spawner.h).
  *
- * Two socket pairs link the server and the helper: requests (stream; the server writes
- * SPAWN with the plan's three fds as SCM_RIGHTS, or KILL, and reads one reply per SPAWN:
- * the helper answers right after its fork) and events (seqpacket; the helper writes one
- * EXIT per supervisor it reaped, which the loop reads). The helper is forked from a
+ * Two SEQPACKET socket pairs link the server and the helper: requests (SPAWN with four
+ * fds: the plan's three and a memfd holding the path, argv and envp; or KILL) with one
+ * reply per SPAWN, which the helper sends right after its fork; and events (one EXIT per
+ * supervisor the helper reaped, which the loop reads). The helper is forked from a
  * multi-threaded server: it uses no lock but malloc's (glibc makes malloc safe after
  * fork) and no stdio; it writes no log.
  */
@@ -27,15 +27,15 @@
 #include "util.h"
 
 #define REPLY_TIMEOUT_MS 10000 /* a helper that does not answer a fork by then is hung */
-#define MAX_PAYLOAD (64L << 20)
+#define SPAWN_FDS 4            /* in, log, report, the memfd with path, argv and envp */
 
 enum { REQ_SPAWN = 1, REQ_KILL = 2 };
 
 typedef struct req {
   uint32_t kind;
   int32_t pid, sig;      /* KILL */
-  uint32_t argc, envc;   /* SPAWN: path, argc args, envc entries, NUL-terminated */
-  uint64_t len;          /* payload bytes after this header */
+  uint32_t argc, envc;   /* SPAWN: the memfd holds path, argc args, envc entries, each
+                            NUL-terminated */
   int64_t max_log_bytes; /* the plan's */
   uint64_t core_cur, core_max;
 } req_t;
@@ -101,60 +101,6 @@ static int live_add(live_t *l, pid_t pid) {
   return 0;
 }
 
-/* Reads exactly n bytes (blocking); 0 on EOF or an error. */
-static int read_full(int fd, void *buf, size_t n) {
-  char *p = buf;
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return 0;
-    p += r;
-    n -= (size_t)r;
-  }
-  return 1;
-}
-
-static int write_full(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return 0;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 1;
-}
-
-/* The header of a request and the fds sent with it (-1 for none); 0 on EOF. */
-static int recv_req(int fd, req_t *q, int fds[3]) {
-  union {
-    char buf[CMSG_SPACE(3 * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct iovec iov = {q, sizeof(*q)};
-  struct msghdr m = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-  ssize_t r;
-  fds[0] = fds[1] = fds[2] = -1;
-  do
-    r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-  while (r < 0 && errno == EINTR);
-  if (r <= 0)
-    return 0;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      memcpy(fds, CMSG_DATA(c), (k < 3 ? k : 3) * sizeof(int));
-    }
-  /* the rest of the header (a stream may split it; the fds came with its first byte) */
-  return (size_t)r == sizeof(*q) || read_full(fd, (char *)q + r, sizeof(*q) - (size_t)r);
-}
-
 /* Splits n NUL-terminated strings off *p into v (NULL-terminated); 0 when they overrun. */
 static int split(char **p, const char *end, char **v, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
@@ -168,41 +114,34 @@ static int split(char **p, const char *end, char **v, uint32_t n) {
   return 1;
 }
 
-/* Forks the supervisor of one try; 0 with *pid, or an errno. */
-static int helper_spawn(const req_t *q, int fds[3], const sigset_t *mask, int keep_fds[3],
-                        pid_t *pid) {
+/* Forks the supervisor of one try (fds: in, log, report, the memfd); 0 with *pid, or an
+ * errno. */
+static int helper_spawn(const req_t *q, int fds[SPAWN_FDS], const sigset_t *mask,
+                        const int keep_fds[3], pid_t *pid) {
   char *payload = NULL, **argv = NULL, **envp = NULL, *p;
   mqproc__child_plan_t plan;
-  size_t n;
+  size_t len, n;
   int e = ENOMEM;
-  /* the payload is read whatever comes next, or the stream would lose its framing; a
-   * helper that cannot read it exits, and the server starts another */
-  if (q->len > MAX_PAYLOAD || (payload = malloc(q->len + 1)) == NULL ||
-      !read_full(keep_fds[0], payload, q->len))
-    _exit(1);
-  payload[q->len] = '\0';
+  if (mqproc__runner_read_fd(fds[3], &payload, &len, NULL) != MQPROC_OK)
+    return EIO;
   if ((argv = calloc(q->argc + 1, sizeof(*argv))) == NULL ||
       (envp = calloc(q->envc + 1, sizeof(*envp))) == NULL)
     goto out;
   p = payload;
   e = EINVAL;
-  if (q->argc < 1 || fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || (n = strlen(p)) >= q->len)
+  if (q->argc < 1 || (n = strlen(p)) >= len)
     goto out;
-  for (int i = 0; i < 3; i++) /* the child's dup2s onto 0-3 must not clobber a source */
-    if (fds[i] < MQPROC__CHILD_MIN_FD) {
-      int hi = fcntl(fds[i], F_DUPFD_CLOEXEC, MQPROC__CHILD_MIN_FD);
-      if (hi < 0) {
-        e = errno;
-        goto out;
-      }
-      close(fds[i]);
-      fds[i] = hi;
-    }
   memset(&plan, 0, sizeof(plan));
   plan.path = p;
   p += n + 1;
-  if (!split(&p, payload + q->len, argv, q->argc) || !split(&p, payload + q->len, envp, q->envc))
+  if (!split(&p, payload + len, argv, q->argc) || !split(&p, payload + len, envp, q->envc))
     goto out;
+  /* the child's dup2s onto 0-3 must not clobber a source */
+  for (int i = 0; i < 3; i++)
+    if ((fds[i] = mqproc__runner_lift_fd(fds[i], MQPROC__CHILD_MIN_FD, NULL)) < 0) {
+      e = errno;
+      goto out;
+    }
   plan.argv = argv;
   plan.envp = envp;
   plan.in_fd = fds[0];
@@ -212,9 +151,9 @@ static int helper_spawn(const req_t *q, int fds[3], const sigset_t *mask, int ke
   plan.max_log_bytes = (long)q->max_log_bytes;
   plan.core = (struct rlimit){(rlim_t)q->core_cur, (rlim_t)q->core_max};
   if ((*pid = fork()) == 0) {
-    close(keep_fds[0]);
-    close(keep_fds[1]);
-    close(keep_fds[2]);
+    for (int i = 0; i < 3; i++)
+      close(keep_fds[i]);
+    close(fds[3]);
     sigprocmask(SIG_SETMASK, mask, NULL);
     mqproc__child_main(&plan);
   }
@@ -275,7 +214,7 @@ __attribute__((noreturn)) static void helper_main(pid_t server, int req_fd, int 
     struct pollfd pf[2] = {{.fd = req_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
     struct signalfd_siginfo si;
     req_t q;
-    int fds[3];
+    int fds[SPAWN_FDS], nfds, rc;
     if (poll(pf, 2, -1) < 0)
       continue;
     while (read(sfd, &si, sizeof(si)) > 0)
@@ -283,12 +222,13 @@ __attribute__((noreturn)) static void helper_main(pid_t server, int req_fd, int 
     helper_reap(&live, ev_fd);
     if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
       continue;
-    if (!recv_req(req_fd, &q, fds))
-      _exit(0); /* the server closed its end */
+    if ((rc = mqproc__recv_with_fds(req_fd, &q, sizeof(q), fds, SPAWN_FDS, &nfds)) <= 0)
+      _exit(rc == 0 ? 0 : 1); /* the server closed its end, or sent garbage: it starts another */
     if (q.kind == REQ_SPAWN) {
-      reply_t rep = {-1, 0};
+      reply_t rep = {-1, EINVAL};
       pid_t pid = -1;
-      rep.err = helper_spawn(&q, fds, &none, keep, &pid);
+      if (nfds == SPAWN_FDS)
+        rep.err = helper_spawn(&q, fds, &none, keep, &pid);
       if (rep.err == 0 && live_add(&live, pid) == 0)
         rep.pid = pid;
       else if (rep.err == 0) { /* cannot track it: it must not run untracked */
@@ -296,16 +236,13 @@ __attribute__((noreturn)) static void helper_main(pid_t server, int req_fd, int 
         kill(pid, SIGKILL);
         rep.err = ENOMEM;
       }
-      for (int i = 0; i < 3; i++)
-        if (fds[i] >= 0)
-          close(fds[i]);
-      if (!write_full(req_fd, &rep, sizeof(rep)))
+      if (send(req_fd, &rep, sizeof(rep), MSG_NOSIGNAL) != (ssize_t)sizeof(rep))
         _exit(0);
     } else if (q.kind == REQ_KILL && live_has(&live, q.pid)) {
       kill(-q.pid, q.sig);
       kill(q.pid, q.sig); /* had it left its group (not reaped: the pid is still it) */
     }
-    for (int i = 0; q.kind != REQ_SPAWN && i < 3; i++)
+    for (int i = 0; i < nfds; i++)
       if (fds[i] >= 0)
         close(fds[i]);
   }
@@ -328,23 +265,33 @@ static void end_orphans(mqproc__loop_t *loop, void *ud) {
   }
 }
 
-/* Every pending try ends as killed (its supervisor died with the helper), on the next
- * loop turn: this may run inside a spawn. */
-static void helper_gone(mqproc__spawner_t *s, const char *why) {
-  pending_t *runs = s->runs;
+/* Kills the helper unless the loop reaped it already (its supervisors kill their groups)
+ * and drops its sockets. */
+static void helper_stop(mqproc__spawner_t *s) {
   if (s->pid > 0) {
-    MQPROC__ERROR("spawn helper (pid %d) %s; %s", (int)s->pid, why,
-                  runs != NULL ? "its running tries were killed"
-                               : "a new one starts on the next try");
     kill(s->pid, SIGKILL);
     mqproc__loop_child_forget(s->loop, s->pid);
     waitpid(s->pid, NULL, 0);
     s->pid = 0;
   }
-  mqproc__loop_io(s->loop, s->ev_fd, NULL, NULL);
-  close(s->req_fd);
-  close(s->ev_fd);
+  if (s->ev_fd >= 0) {
+    mqproc__loop_io(s->loop, s->ev_fd, NULL, NULL);
+    close(s->ev_fd);
+  }
+  if (s->req_fd >= 0)
+    close(s->req_fd);
   s->req_fd = s->ev_fd = -1;
+}
+
+/* Every pending try ends as killed (its supervisor died with the helper), on the next
+ * loop turn: this may run inside a spawn. */
+static void helper_gone(mqproc__spawner_t *s, const char *why) {
+  pending_t *runs = s->runs;
+  if (s->pid > 0)
+    MQPROC__ERROR("spawn helper (pid %d) %s; %s", (int)s->pid, why,
+                  runs != NULL ? "its running tries were killed"
+                               : "a new one starts on the next try");
+  helper_stop(s);
   s->runs = NULL;
   while (runs != NULL) {
     pending_t *r = runs;
@@ -359,7 +306,7 @@ static void helper_gone(mqproc__spawner_t *s, const char *why) {
 static int helper_start(mqproc__spawner_t *s, char *err) {
   int req[2], ev[2];
   pid_t server = getpid(), pid;
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, req) < 0)
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, req) < 0)
     return mqproc__err(err, MQPROC_ESYS, "spawn helper: socketpair: %s", strerror(errno));
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ev) < 0) {
     close(req[0]);
@@ -389,7 +336,7 @@ static int helper_start(mqproc__spawner_t *s, char *err) {
   s->ev_fd = ev[0];
   fcntl(s->ev_fd, F_SETFL, O_NONBLOCK);
   if (mqproc__loop_io(s->loop, s->ev_fd, on_event, s) != MQPROC_OK) {
-    helper_gone(s, "cannot be watched");
+    helper_stop(s);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   MQPROC__DEBUG("spawn helper started (pid %d)", (int)pid);
@@ -445,35 +392,6 @@ static void on_helper_exit(mqproc__loop_t *loop, pid_t pid, int wstatus, void *u
   helper_gone(s, why);
 }
 
-/* Writes msg (a request header and its payload, n bytes) with fds (3, or NULL). */
-static int send_req(mqproc__spawner_t *s, const char *msg, size_t n, const int *fds) {
-  union {
-    char buf[CMSG_SPACE(3 * sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct iovec iov = {(void *)msg, n};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-  ssize_t w;
-  if (fds != NULL) {
-    struct cmsghdr *c;
-    memset(&u, 0, sizeof(u));
-    m.msg_control = u.buf;
-    m.msg_controllen = sizeof(u.buf);
-    c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
-  }
-  do
-    w = sendmsg(s->req_fd, &m, MSG_NOSIGNAL);
-  while (w < 0 && errno == EINTR);
-  if (w < 0)
-    return -1;
-  /* the rest of a long payload, the helper reading it meanwhile */
-  return write_full(s->req_fd, msg + w, n - (size_t)w) ? 0 : -1;
-}
-
 static size_t vec_len(char *const *v, uint32_t *n) {
   size_t len = 0;
   *n = 0;
@@ -494,35 +412,38 @@ static char *vec_put(char *p, char *const *v, uint32_t n) {
 int mqproc__spawner_spawn(mqproc__spawner_t *s, const mqproc__child_plan_t *plan,
                           mqproc__spawner_exit_cb cb, void *ud, pid_t *pid,
                           mqproc__child_report_t *rep) {
-  char err[MQPROC_ERR_LEN], *msg, *p;
-  int fds[3] = {plan->in_fd, plan->log_fd, plan->report_fd};
+  char err[MQPROC_ERR_LEN], *payload = NULL, *p;
+  int fds[SPAWN_FDS] = {plan->in_fd, plan->log_fd, plan->report_fd, -1};
   pending_t *r = mqproc__calloc(1, sizeof(*r));
   struct pollfd pf;
   reply_t reply;
+  size_t len;
   req_t q;
   memset(&q, 0, sizeof(q));
   q.kind = REQ_SPAWN;
-  q.len = strlen(plan->path) + 1 + vec_len(plan->argv, &q.argc) + vec_len(plan->envp, &q.envc);
+  len = strlen(plan->path) + 1 + vec_len(plan->argv, &q.argc) + vec_len(plan->envp, &q.envc);
   q.max_log_bytes = plan->max_log_bytes;
   q.core_cur = plan->core.rlim_cur;
   q.core_max = plan->core.rlim_max;
   *rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, ENOMEM};
-  if (r == NULL || (msg = malloc(sizeof(q) + q.len)) == NULL) {
-    free(r);
-    return -1;
-  }
-  memcpy(msg, &q, sizeof(q));
-  p = vec_put(msg + sizeof(q), (char *const[]){(char *)plan->path}, 1);
+  if (r == NULL || (payload = malloc(len)) == NULL)
+    goto fail;
+  p = vec_put(payload, (char *const[]){(char *)plan->path}, 1);
   p = vec_put(p, plan->argv, q.argc);
   vec_put(p, plan->envp, q.envc);
+  if ((fds[3] = mqproc__runner_memfd("mqproc-spawn", payload, len, NULL)) < 0) {
+    *rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
+    goto fail;
+  }
   if (s->pid == 0 && helper_start(s, err) != MQPROC_OK) {
     MQPROC__ERROR("%s", err);
     *rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, EAGAIN};
     goto fail;
   }
   pf = (struct pollfd){.fd = s->req_fd, .events = POLLIN};
-  if (send_req(s, msg, sizeof(q) + q.len, fds) < 0 || poll(&pf, 1, REPLY_TIMEOUT_MS) != 1 ||
-      !read_full(s->req_fd, &reply, sizeof(reply))) {
+  if (mqproc__send_with_fds(s->req_fd, &q, sizeof(q), fds, SPAWN_FDS) < 0 ||
+      poll(&pf, 1, REPLY_TIMEOUT_MS) != 1 ||
+      recv(s->req_fd, &reply, sizeof(reply), 0) != (ssize_t)sizeof(reply)) {
     helper_gone(s, "does not answer");
     *rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, EAGAIN};
     goto fail;
@@ -531,7 +452,8 @@ int mqproc__spawner_spawn(mqproc__spawner_t *s, const mqproc__child_plan_t *plan
     *rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, reply.err};
     goto fail;
   }
-  free(msg);
+  close(fds[3]);
+  free(payload);
   r->pid = *pid = reply.pid;
   r->cb = cb;
   r->ud = ud;
@@ -539,7 +461,9 @@ int mqproc__spawner_spawn(mqproc__spawner_t *s, const mqproc__child_plan_t *plan
   s->runs = r;
   return 0;
 fail:
-  free(msg);
+  if (fds[3] >= 0)
+    close(fds[3]);
+  free(payload);
   free(r);
   return -1;
 }
@@ -552,32 +476,25 @@ void mqproc__spawner_kill(mqproc__spawner_t *s, pid_t pid, int sig) {
   q.kind = REQ_KILL;
   q.pid = pid;
   q.sig = sig;
-  if (send_req(s, (const char *)&q, sizeof(q), NULL) < 0)
+  if (mqproc__send_with_fds(s->req_fd, &q, sizeof(q), NULL, 0) < 0)
     helper_gone(s, "does not answer");
+}
+
+static void free_list(pending_t *r) {
+  while (r != NULL) {
+    pending_t *next = r->next;
+    free(r);
+    r = next;
+  }
 }
 
 void mqproc__spawner_free(mqproc__spawner_t *s) {
   if (s == NULL)
     return;
-  if (s->pid > 0) {
-    kill(s->pid, SIGKILL); /* its supervisors kill their groups */
-    mqproc__loop_child_forget(s->loop, s->pid);
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
-  }
-  if (s->ev_fd >= 0) {
-    mqproc__loop_io(s->loop, s->ev_fd, NULL, NULL);
-    close(s->ev_fd);
-  }
-  if (s->req_fd >= 0)
-    close(s->req_fd);
+  helper_stop(s);
   if (s->orphan_timer != 0)
     mqproc__loop_timer_cancel(s->loop, s->orphan_timer);
-  for (pending_t *lists[2] = {s->runs, s->orphans}, **l = lists; l < lists + 2; l++)
-    while (*l != NULL) {
-      pending_t *r = *l;
-      *l = r->next;
-      free(r);
-    }
+  free_list(s->runs);
+  free_list(s->orphans);
   free(s);
 }

@@ -21,33 +21,9 @@
 #include "codec.h"
 #include "job.h"
 #include "log.h"
+#include "runner_int.h"
 #include "runner_worker_int.h"
 #include "util.h"
-
-/* The payload memfd, read whole (never more than the server's message limit allows). */
-static int read_payload(int fd, char **out, size_t *len, char *err) {
-  struct stat st;
-  size_t off = 0;
-  char *buf;
-  if (fstat(fd, &st) < 0 || st.st_size < 0 || st.st_size > (1L << 31))
-    return mqproc__err(err, MQPROC_ESYS, "cannot size the job: %s", strerror(errno));
-  if ((buf = mqproc__malloc((size_t)st.st_size + 1)) == NULL)
-    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  while (off < (size_t)st.st_size) {
-    ssize_t n = pread(fd, buf + off, (size_t)st.st_size - off, (off_t)off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      free(buf);
-      return mqproc__err(err, MQPROC_ESYS, "cannot read the job: %s",
-                         n < 0 ? strerror(errno) : "short read");
-    }
-    off += (size_t)n;
-  }
-  *out = buf;
-  *len = off;
-  return MQPROC_OK;
-}
 
 /* The message of the payload, validated as the server did (the processor name aside: the
  * server already checked it against its queue). */
@@ -76,7 +52,7 @@ static void run_try(const mqproc_processor_t *proc, const mqproc__worker_req_t *
   int64_t t0;
   int rc;
   memset(rep, 0, sizeof(*rep));
-  rc = read_payload(memfd, &payload, &len, err);
+  rc = mqproc__runner_read_fd(memfd, &payload, &len, err);
   if (rc == MQPROC_OK)
     rc = decode(req, payload, len, &wj, &msg, err);
   if (rc == MQPROC_OK) {

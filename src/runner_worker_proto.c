@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "runner_int.h"
 #include "runner_worker_int.h"
 #include "util.h"
 
@@ -65,88 +66,22 @@ int mqproc__worker_unpack(const mqproc__worker_req_t *req, const char *payload, 
   return MQPROC_OK;
 }
 
-/* Room for the two fds of a request, aligned for a cmsghdr. */
-typedef union fd_control {
-  struct cmsghdr align;
-  char buf[CMSG_SPACE(2 * sizeof(int))];
-} fd_control_t;
-
 int mqproc__worker_send_req(int sock, const mqproc__worker_req_t *req, int memfd, int log_fd) {
   int fds[2] = {memfd, log_fd};
-  struct iovec iov = {(void *)req, sizeof(*req)};
-  struct msghdr mh;
-  struct cmsghdr *c;
-  fd_control_t ctl;
-  ssize_t n;
-  memset(&mh, 0, sizeof(mh));
-  memset(&ctl, 0, sizeof(ctl));
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = ctl.buf;
-  mh.msg_controllen = sizeof(ctl.buf);
-  c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(fds));
-  memcpy(CMSG_DATA(c), fds, sizeof(fds));
-  do
-    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  if (n >= 0 && n != (ssize_t)sizeof(*req)) {
-    errno = EMSGSIZE;
-    n = -1;
-  }
-  return n < 0 ? -1 : 0;
-}
-
-/* Collects the fds of every SCM_RIGHTS part of mh into fds[0..2); closes any beyond two.
- * Returns how many there were. */
-static int collect_fds(struct msghdr *mh, int fds[2]) {
-  int got = 0;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
-    size_t n;
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-      continue;
-    n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < n; i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (got < 2)
-        fds[got] = fd;
-      else
-        close(fd);
-      got++;
-    }
-  }
-  return got;
+  return mqproc__send_with_fds(sock, req, sizeof(*req), fds, 2);
 }
 
 int mqproc__worker_recv_req(int sock, mqproc__worker_req_t *req, int fds[2]) {
-  struct iovec iov = {req, sizeof(*req)};
-  struct msghdr mh;
-  fd_control_t ctl;
-  ssize_t n;
-  int got;
-  memset(&mh, 0, sizeof(mh));
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = ctl.buf;
-  mh.msg_controllen = sizeof(ctl.buf);
-  fds[0] = fds[1] = -1;
-  do
-    n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0)
-    return n == 0 ? 0 : -1;
-  got = collect_fds(&mh, fds);
-  if (n == (ssize_t)sizeof(*req) && got == 2 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
-    return 1;
-  for (int i = 0; i < 2; i++)
-    if (fds[i] >= 0)
-      close(fds[i]);
-  fds[0] = fds[1] = -1;
-  errno = EPROTO;
-  return -1;
+  int got, rc = mqproc__recv_with_fds(sock, req, sizeof(*req), fds, 2, &got);
+  if (rc == 1 && got != 2) {
+    while (got > 0)
+      close(fds[--got]);
+    errno = EPROTO;
+    rc = -1;
+  }
+  if (rc != 1)
+    fds[0] = fds[1] = -1;
+  return rc;
 }
 
 int mqproc__worker_recv_reply(int sock, mqproc__worker_reply_t *rep) {
