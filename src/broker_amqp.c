@@ -327,7 +327,7 @@ static int amqp_pump_(mqproc__broker_t *base, char *err) {
 
 /* ---- outgoing ----------------------------------------------------------------------- */
 
-static int usable(amqp_broker_t *b, uint64_t epoch, char *err) {
+int mqproc__amqp_usable(amqp_broker_t *b, uint64_t epoch, char *err) {
   if (!b->connected || b->broken)
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
   if (epoch != 0 && epoch != b->epoch)
@@ -350,7 +350,7 @@ static int sent(amqp_broker_t *b, int rc, const char *what, char *err) {
 static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multiple,
                      char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
-  int rc = usable(b, epoch, err);
+  int rc = mqproc__amqp_usable(b, epoch, err);
   if (rc != MQPROC_OK)
     return rc;
   mqproc__amqp_guard_begin(b);
@@ -360,7 +360,7 @@ static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int m
 static int amqp_nack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int requeue,
                       char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
-  int rc = usable(b, epoch, err);
+  int rc = mqproc__amqp_usable(b, epoch, err);
   if (rc != MQPROC_OK)
     return rc;
   mqproc__amqp_guard_begin(b);
@@ -369,7 +369,7 @@ static int amqp_nack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int 
 
 static int amqp_declare_queue_(mqproc__broker_t *base, const char *queue, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
-  int rc = usable(b, 0, err);
+  int rc = mqproc__amqp_usable(b, 0, err);
   if (rc == MQPROC_OK) {
     mqproc__amqp_guard_begin(b);
     rc = mqproc__amqp_declare_bound_queue(b, queue, err);
@@ -385,7 +385,7 @@ static int amqp_declare_queue_(mqproc__broker_t *base, const char *queue, char *
 
 static int amqp_cancel_(mqproc__broker_t *base, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
-  int rc = usable(b, 0, err);
+  int rc = mqproc__amqp_usable(b, 0, err);
   if (rc != MQPROC_OK || !b->consuming)
     return rc;
   b->consuming = 0; /* deliveries pushed before the cancel still arrive and are reported */
@@ -401,7 +401,7 @@ static int amqp_cancel_(mqproc__broker_t *base, char *err) {
 
 static int amqp_consume_(mqproc__broker_t *base, int prefetch, uint64_t *consumer, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
-  int rc = usable(b, 0, err);
+  int rc = mqproc__amqp_usable(b, 0, err);
   if (rc != MQPROC_OK || b->consuming)
     return rc;
   rc = start_consuming(b, prefetch, err);

@@ -43,6 +43,9 @@ typedef struct amqp_broker {
 
 /* The connection is unusable from now on; pump() reports it down with this reason. */
 void mqproc__amqp_mark_broken(amqp_broker_t *b, const char *reason);
+/* MQPROC_OK when the connection is up (and is connection epoch, unless 0), else
+ * MQPROC_EBROKER_CLOSED with err set. */
+int mqproc__amqp_usable(amqp_broker_t *b, uint64_t epoch, char *err);
 /* Around a rabbitmq-c call that may block on the socket (it writes, or waits for an RPC
  * reply): the deadline is --broker-timeout. end() returns 1, with the connection marked
  * broken, when the deadline cut the call short. Never around calls into the server. */

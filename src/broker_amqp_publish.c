@@ -76,8 +76,8 @@ int mqproc__amqp_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uin
   pending_pub_t *pend;
   size_t n = 0;
   int rc;
-  if (!b->connected || b->broken)
-    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  if ((rc = mqproc__amqp_usable(b, 0, err)) != MQPROC_OK)
+    return rc;
   if ((rc = encodable(b, p, err)) != MQPROC_OK)
     return rc;
   if (b->blocked)

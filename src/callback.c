@@ -197,13 +197,15 @@ typedef struct post {
   long timeout_ms;
   const mqproc__cidr_list_t *allow; /* NULL = empty */
   const mqproc__cidr_list_t *deny;  /* NULL = empty */
-  mqproc__cidr_list_t builtin;      /* MQPROC__CALLBACK_DENY_DEFAULT */
   size_t received;                  /* response bytes of the current try */
   int opened;                       /* sockets opened in the current try */
   enum verdict refused;             /* the current try's first refusal; ADDR_OK = none */
   char refused_addr[INET6_ADDRSTRLEN];
   char curl_err[CURL_ERROR_SIZE];
 } post_t;
+
+/* MQPROC__CALLBACK_DENY_DEFAULT, parsed once by mqproc__callback_init(). */
+static mqproc__cidr_list_t builtin_deny;
 
 /* How one try ended. */
 enum outcome { TRY_OK, TRY_RETRY, TRY_GIVE_UP };
@@ -219,7 +221,7 @@ static size_t discard_body(char *data, size_t size, size_t nmemb, void *userdata
 static enum verdict judge(const post_t *p, const struct sockaddr *sa) {
   if (mqproc__cidr_list_match(p->allow, sa))
     return ADDR_OK;
-  if (mqproc__cidr_list_match(&p->builtin, sa) || mqproc__cidr_list_match(p->deny, sa))
+  if (mqproc__cidr_list_match(&builtin_deny, sa) || mqproc__cidr_list_match(p->deny, sa))
     return ADDR_DENIED;
   if (p->allow != NULL && p->allow->len > 0)
     return ADDR_NOT_ALLOWED;
@@ -302,31 +304,37 @@ static int setup(post_t *p, const char *body) {
 static int curl_ready;
 
 int mqproc__callback_init(void) {
-  if (!curl_ready)
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-  return curl_ready ? MQPROC_OK : MQPROC_ENOMEM;
+  static const char *const builtin[] = {MQPROC__CALLBACK_DENY_DEFAULT, NULL};
+  if (curl_ready)
+    return MQPROC_OK;
+  /* the text is a constant: only ENOMEM can fail it */
+  if (mqproc__cidr_list_parse(builtin, &builtin_deny, NULL) != MQPROC_OK)
+    return MQPROC_ENOMEM;
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    mqproc__cidr_list_free(&builtin_deny);
+    return MQPROC_ENOMEM;
+  }
+  curl_ready = 1;
+  return MQPROC_OK;
 }
 
 void mqproc__callback_shutdown(void) {
-  if (curl_ready)
+  if (curl_ready) {
     curl_global_cleanup();
+    mqproc__cidr_list_free(&builtin_deny);
+  }
   curl_ready = 0;
 }
 
 static int post_init(post_t *p, const char *url, const char *body,
                      const mqproc__callback_opts_t *opts) {
-  static const char *const builtin[] = {MQPROC__CALLBACK_DENY_DEFAULT, NULL};
   struct curl_slist *h;
-  int rc;
   memset(p, 0, sizeof(*p));
   p->url = url;
   mqproc__mask_secret(url, p->shown_url, sizeof(p->shown_url));
   p->timeout_ms = opts->timeout_ms;
   p->allow = opts->allow;
   p->deny = opts->deny;
-  rc = mqproc__cidr_list_parse(builtin, &p->builtin, NULL);
-  if (rc != MQPROC_OK)
-    return rc; /* only ENOMEM: the text is a constant */
   p->curl = curl_easy_init();
   if (p->curl == NULL)
     return MQPROC_ENOMEM;
@@ -344,7 +352,6 @@ static int post_init(post_t *p, const char *url, const char *body,
 static void post_cleanup(post_t *p) {
   curl_easy_cleanup(p->curl);
   curl_slist_free_all(p->headers);
-  mqproc__cidr_list_free(&p->builtin);
 }
 
 /* Errors that another try cannot fix (besides an address the policy refused). */

@@ -229,7 +229,8 @@ static int claim_done(mqproc__delivery_t *d) {
 static int step_claim(mqproc__delivery_t *d) {
   if (!take_slot(d, S_CLAIM))
     return 0;
-  job_log_path(d);
+  if (d->log_name[0] == '\0') /* one log per job, every try appends */
+    job_log_path(d);
   d->claim = (mqproc__claim_t){.job_id = d->job_id,
                                .processor = d->srv->processor,
                                .worker_id = d->srv->worker_id,
@@ -318,7 +319,6 @@ static int step_start_try(mqproc__delivery_t *d) {
     d->first_try_open = 0;
     return run_try(d);
   }
-  job_log_path(d);
   return store_call(d,
                     mqproc__store_start_try(d->srv->store, d->job_id, d->attempt, d->srv->worker_id,
                                             d->log_path, &d->try_no, mqproc__dl_on_store, d),

@@ -26,8 +26,6 @@ void mqproc__delivery_free(mqproc__delivery_t *d);
 int mqproc__delivery_holds(const mqproc__delivery_t *d, const char *job_id, int attempt);
 /* Whether d was released at shutdown while its try still runs on a thread. */
 int mqproc__delivery_abandoned(const mqproc__delivery_t *d);
-/* Whether d's delivery was acked early (its job still occupies a slot). */
-int mqproc__delivery_acked(const mqproc__delivery_t *d);
 /* Whether d occupies a slot that consumer (of connection epoch) does not count as unacked:
  * acked early, from a lost connection, or pushed to an older consumer. */
 int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uint64_t consumer);

@@ -284,10 +284,6 @@ int mqproc__delivery_abandoned(const mqproc__delivery_t *d) {
   return d->abandoned;
 }
 
-int mqproc__delivery_acked(const mqproc__delivery_t *d) {
-  return d->acked;
-}
-
 int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uint64_t consumer) {
   if (d->outcome != NULL) /* the job ended: only its outcome is being sent */
     return 0;

@@ -122,7 +122,6 @@ void mqproc__delivery_advance(mqproc__delivery_t *d);
 /* The machine's shared helpers (delivery_wait.c), used by its steps in delivery.c and
  * delivery_out.c (the states that send an outcome: dead letter, result, callbacks,
  * settle). Each sets d->state and returns what a step returns (1 go on, 0 wait). */
-const char *mqproc__dl_state_name(dstate_t s);
 int mqproc__dl_has_callbacks(const mqproc__msg_t *m);
 int mqproc__dl_stale(const mqproc__delivery_t *d);
 int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms);

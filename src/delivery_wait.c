@@ -20,10 +20,6 @@ static const char *const DSTATE_NAMES[] = {
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-const char *mqproc__dl_state_name(dstate_t s) {
-  return DSTATE_NAMES[s];
-}
-
 int mqproc__dl_has_callbacks(const mqproc__msg_t *m) {
   return m->callback_url != NULL || m->internal_callback_url != NULL;
 }

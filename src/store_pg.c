@@ -18,7 +18,8 @@
 
 /* ---- requests ----------------------------------------------------------------------- */
 
-pg_req_t *mqproc__pg_req(const pg_stmt_t *stmt, void *out, mqproc__store_done_cb done, void *ud) {
+static pg_req_t *mqproc__pg_req(const pg_stmt_t *stmt, void *out, mqproc__store_done_cb done,
+                                void *ud) {
   pg_req_t *r = mqproc__calloc(1, sizeof(*r));
   if (r == NULL)
     return NULL;
@@ -38,23 +39,25 @@ void mqproc__pg_req_free(pg_req_t *r) {
   free(r);
 }
 
-int mqproc__pg_param(pg_req_t *r, int i, const char *s) {
+static int mqproc__pg_param(pg_req_t *r, int i, const char *s) {
   char *copy = NULL;
   const char *clean;
   if (s == NULL)
     return MQPROC_OK;
-  if ((clean = mqproc__pg_text(s, &copy)) == NULL)
+  /* the server refuses malformed UTF-8 with a data error: error texts from processors and
+   * excerpts cut mid-character are cleaned */
+  if ((clean = mqproc__utf8_clean(s, &copy)) == NULL)
     return MQPROC_ENOMEM;
   r->vals[i] = copy != NULL ? copy : mqproc__strdup(s);
   return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
 }
 
-int mqproc__pg_param_int(pg_req_t *r, int i, long long v) {
+static int mqproc__pg_param_int(pg_req_t *r, int i, long long v) {
   r->vals[i] = mqproc__asprintf("%lld", v);
   return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
 }
 
-int mqproc__pg_param_bytes(pg_req_t *r, int i, const void *p, size_t len) {
+static int mqproc__pg_param_bytes(pg_req_t *r, int i, const void *p, size_t len) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *b = p;
   if (p == NULL)
@@ -134,15 +137,12 @@ int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n) 
 
 /* ---- claim -------------------------------------------------------------------------- */
 
-/* When a holder's lease counts as over, for the claim and both sweeps: at lease_until, but
- * never within two leases (ms: the SQL parameter given) of the database's start. Holders
- * could not renew while it was down, and a server that never noticed the outage (started
- * during it, or idle) would otherwise take a live job over; a copy redelivered meanwhile
- * is held, not run, until the holders had the time to renew. */
+/* LEASE_END (store_pg_int.h), when a holder's lease counts as over, for the claim and both
+ * sweeps: at lease_until, but never within two leases (ms: the SQL parameter given) of the
+ * database's start. Holders could not renew while it was down, and a server that never noticed the
+ * outage (started during it, or idle) would otherwise take a live job over; a copy redelivered
+ * meanwhile is held, not run, until the holders had the time to renew. */
 /* clang-format off */
-#define LEASE_END(col, ms) \
-  "greatest(" col ", pg_postmaster_start_time() + 2 * " ms " * interval '1 millisecond')"
-
 /* The claims of many deliveries in one statement: take each job when it is new, QUEUED,
  * or RUNNING under an expired lease (attempt + 1) and start its first try; otherwise
  * count the delivery and report the row as it is. The server's lease and attempt limit

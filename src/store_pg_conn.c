@@ -44,12 +44,6 @@ int mqproc__pg_result_error(const PGresult *res, char *err) {
   return rc;
 }
 
-const char *mqproc__pg_text(const char *s, char **copy) {
-  /* the server refuses malformed UTF-8 with a data error: error texts from processors
-   * and excerpts cut mid-character are cleaned */
-  return mqproc__utf8_clean(s, copy);
-}
-
 /* ---- connecting --------------------------------------------------------------------- */
 
 const char *const mqproc__pg_conn_keys[] = {"connect_timeout",

@@ -53,9 +53,10 @@ struct pg_engine {
   int setup_done;  /* statement_timeout set on this connection */
   uint64_t timer;  /* the deadline of the connect or the round */
   uint64_t linger; /* low-priority requests waiting for company */
+  int linger_due;  /* that wait is over: the next round goes at once */
   pg_req_t *queue, **tail;
   /* the round in flight */
-  item_t *items;
+  item_t items[2 * ROUND_MAX + 1]; /* each request, a prepare for each, the setup */
   int nitems, next_item, in_round;
   int failed, fail_rc;
   char fail_err[MQPROC_ERR_LEN];
@@ -137,8 +138,7 @@ static void clear_round(pg_engine_t *e) {
     PQclear(e->items[i].res);
     free(e->items[i].reqs);
   }
-  free(e->items);
-  e->items = NULL;
+  memset(e->items, 0, (size_t)e->nitems * sizeof(e->items[0]));
   e->nitems = e->next_item = e->in_round = e->failed = 0;
 }
 
@@ -263,9 +263,6 @@ static item_t *item_for(pg_engine_t *e, const pg_req_t *r) {
 static int take(pg_engine_t *e) {
   pg_req_t **pp = &e->queue, **round_tail = &e->round;
   int taken = 0;
-  e->items = mqproc__calloc(2 * ROUND_MAX + 1, sizeof(item_t));
-  if (e->items == NULL)
-    return 0;
   if (!e->setup_done)
     add_item(e, NULL, 0);
   while (*pp != NULL && taken < ROUND_MAX) {
@@ -283,6 +280,8 @@ static int take(pg_engine_t *e) {
     it->reqs = grown;
     it->reqs[it->nreqs++] = r;
     *pp = r->next; /* off the queue, onto the round's list */
+    if (*pp == NULL)
+      e->tail = pp;
     r->next = NULL;
     *round_tail = r;
     round_tail = &r->next;
@@ -290,43 +289,7 @@ static int take(pg_engine_t *e) {
     if (r->solo)
       break;
   }
-  e->tail = &e->queue;
-  while (*e->tail != NULL)
-    e->tail = &(*e->tail)->next;
   return taken;
-}
-
-/* An array literal of parameter i over the requests of it: {"a","b",NULL}. */
-static char *array_param(const item_t *it, int i) {
-  size_t len = 3;
-  char *out, *p;
-  for (int k = 0; k < it->nreqs; k++) {
-    const char *v = it->reqs[k]->vals[i];
-    len += v == NULL ? 5 : 2 * strlen(v) + 3;
-  }
-  if ((out = p = mqproc__malloc(len)) == NULL)
-    return NULL;
-  *p++ = '{';
-  for (int k = 0; k < it->nreqs; k++) {
-    const char *v = it->reqs[k]->vals[i];
-    if (k > 0)
-      *p++ = ',';
-    if (v == NULL) {
-      memcpy(p, "NULL", 4);
-      p += 4;
-      continue;
-    }
-    *p++ = '"';
-    for (; *v != '\0'; v++) {
-      if (*v == '"' || *v == '\\')
-        *p++ = '\\';
-      *p++ = *v;
-    }
-    *p++ = '"';
-  }
-  *p++ = '}';
-  *p = '\0';
-  return out;
 }
 
 static int send_item(pg_engine_t *e, const item_t *it) {
@@ -344,7 +307,7 @@ static int send_item(pg_engine_t *e, const item_t *it) {
     return PQsendQueryPrepared(e->conn, it->stmt->name, n, (const char *const *)r->vals, r->lens,
                                r->fmts, 0);
   for (int i = 0; i < n && ok; i++)
-    ok = (arrays[i] = array_param(it, i)) != NULL;
+    ok = (arrays[i] = mqproc__pg_array_param(it->reqs, it->nreqs, i)) != NULL;
   if (ok)
     ok =
         PQsendQueryPrepared(e->conn, it->stmt->name, n, (const char *const *)arrays, NULL, NULL, 0);
@@ -353,33 +316,24 @@ static int send_item(pg_engine_t *e, const item_t *it) {
   return ok;
 }
 
-static int taken_count(const pg_engine_t *e) {
-  int n = 0;
-  for (const pg_req_t *r = e->round; r != NULL; r = r->next)
-    n++;
-  return n;
-}
-
-/* Whether a round should start now: work is waiting, or low-priority work waited long. */
-static int worth_a_round(pg_engine_t *e) {
-  for (pg_req_t *r = e->queue; r != NULL; r = r->next)
+/* Whether only low-priority requests wait (nothing would wait for their round). */
+static int only_low_priority(const pg_engine_t *e) {
+  for (const pg_req_t *r = e->queue; r != NULL; r = r->next)
     if (!r->stmt->low_priority)
-      return 1;
-  return e->linger == 0 && e->queue != NULL ? -1 : 0;
+      return 0;
+  return 1;
 }
 
 static void on_linger(mqproc__loop_t *loop, void *ud) {
   pg_engine_t *e = ud;
   (void)loop;
   e->linger = 0;
-  if (e->queue == NULL || e->in_round)
-    return;
-  e->linger = (uint64_t)-1; /* its time is up: a round goes now */
+  e->linger_due = 1;
   start_round(e);
 }
 
 static void start_round(pg_engine_t *e) {
-  int worth;
+  int taken;
   if (e->in_round || e->queue == NULL)
     return;
   if (e->conn == NULL) {
@@ -388,16 +342,17 @@ static void start_round(pg_engine_t *e) {
   }
   if (e->connecting)
     return;
-  worth = worth_a_round(e);
-  if (worth == -1) { /* only low-priority requests: wait a little for company */
-    e->linger = mqproc__loop_timer(e->loop, LINGER_MS, on_linger, e);
+  if (!e->linger_due && only_low_priority(e)) { /* wait a little for company */
+    if (e->linger == 0)
+      e->linger = mqproc__loop_timer(e->loop, LINGER_MS, on_linger, e);
     return;
   }
-  if (worth == 0 && e->linger != (uint64_t)-1)
-    return;
-  mqproc__loop_timer_cancel(e->loop, e->linger);
-  e->linger = 0;
-  if (take(e) == 0 && e->round == NULL) {
+  e->linger_due = 0;
+  if (e->linger != 0) {
+    mqproc__loop_timer_cancel(e->loop, e->linger);
+    e->linger = 0;
+  }
+  if ((taken = take(e)) == 0) {
     clear_round(e);
     return;
   }
@@ -413,7 +368,7 @@ static void start_round(pg_engine_t *e) {
     return;
   }
   set_timer(e, ROUND_TIMEOUT_MS);
-  MQPROC__DEBUG("store: round of %d request(s) in %d execution(s) sent", taken_count(e), e->nitems);
+  MQPROC__DEBUG("store: round of %d request(s) in %d execution(s) sent", taken, e->nitems);
   switch (PQflush(e->conn)) {
   case 0:
     watch(e, 0);
@@ -427,37 +382,6 @@ static void start_round(pg_engine_t *e) {
 }
 
 /* ---- rounds: results ---------------------------------------------------------------- */
-
-/* The rows of each request of a batched item, by the ordinality in column 0. */
-static void parse_batched(item_t *it) {
-  int nt = PQntuples(it->res), *rows = mqproc__calloc((size_t)nt + 1, sizeof(int));
-  for (int k = 0; k < it->nreqs; k++) {
-    pg_req_t *r = it->reqs[k];
-    int n = 0;
-    if (rows == NULL) {
-      r->rc = mqproc__err(r->err, MQPROC_ENOMEM, "out of memory");
-      continue;
-    }
-    for (int row = 0; row < nt; row++)
-      if (atoi(PQgetvalue(it->res, row, 0)) == k + 1)
-        rows[n++] = row;
-    r->rc = r->stmt->parse != NULL ? r->stmt->parse(r, it->res, rows, n) : MQPROC_OK;
-  }
-  free(rows);
-}
-
-static void parse_single(item_t *it) {
-  pg_req_t *r = it->reqs[0];
-  int nt = PQntuples(it->res), *rows = mqproc__calloc((size_t)nt + 1, sizeof(int));
-  if (rows == NULL) {
-    r->rc = mqproc__err(r->err, MQPROC_ENOMEM, "out of memory");
-    return;
-  }
-  for (int row = 0; row < nt; row++)
-    rows[row] = row;
-  r->rc = r->stmt->parse != NULL ? r->stmt->parse(r, it->res, rows, nt) : MQPROC_OK;
-  free(rows);
-}
 
 /* The round's Sync arrived: it committed, or it was rolled back because a statement
  * failed. A failed round's requests run again, each alone, unless one was alone already:
@@ -478,9 +402,9 @@ static void finish_round(pg_engine_t *e) {
         for (int k = 0; k < it->nreqs; k++)
           it->reqs[k]->rc = mqproc__err(it->reqs[k]->err, MQPROC_ESTORE_QUERY, "no result");
       else if (it->stmt->batched)
-        parse_batched(it);
+        mqproc__pg_parse_batched(it->reqs, it->nreqs, it->res);
       else
-        parse_single(it);
+        mqproc__pg_parse_single(it->reqs[0], it->res);
     }
   }
   clear_round(e);

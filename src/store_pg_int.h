@@ -42,6 +42,14 @@ typedef struct pg_stmt {
 
 #define MQPROC__PG_RETRY 1
 
+/* When a holder's lease ends, one rule for the claim and the sweeps (store_pg.c says
+ * why): at lease_until, never within two leases (ms, an SQL expression) of the database's
+ * start. */
+/* clang-format off */
+#define LEASE_END(col, ms) \
+  "greatest(" col ", pg_postmaster_start_time() + 2 * " ms " * interval '1 millisecond')"
+/* clang-format on */
+
 struct pg_req {
   const pg_stmt_t *stmt;
   int n;
@@ -59,12 +67,6 @@ struct pg_req {
   pg_req_t *next;
 };
 
-/* A new request of stmt (parameters set by the caller with mqproc__pg_param*). */
-pg_req_t *mqproc__pg_req(const pg_stmt_t *stmt, void *out, mqproc__store_done_cb done, void *ud);
-/* Sets parameter i to a copy of s (NULL = SQL NULL), to "%d"/"%lld", or to len bytes. */
-int mqproc__pg_param(pg_req_t *r, int i, const char *s);
-int mqproc__pg_param_int(pg_req_t *r, int i, long long v);
-int mqproc__pg_param_bytes(pg_req_t *r, int i, const void *p, size_t len);
 /* Queues r (taking it): MQPROC_OK, or MQPROC_ENOMEM (r freed; a parameter failed). */
 int mqproc__pg_submit(pg_store_t *s, pg_req_t *r);
 void mqproc__pg_req_free(pg_req_t *r);
@@ -100,6 +102,16 @@ int mqproc__pg_record_dead(mqproc__store_t *s, const char *processor, const char
                            const void *body, size_t len, size_t keep, const char *reason,
                            const char *worker_id, mqproc__store_done_cb done, void *ud);
 
+/* ---- batched statements (store_pg_batch.c) ------------------------------------------ */
+
+/* The array literal of parameter i over reqs: {"a","b",NULL} (malloc'd; NULL: no memory). */
+char *mqproc__pg_array_param(pg_req_t *const *reqs, int nreqs, int i);
+/* Hands each request of a batched execution its rows (by the ordinality in column 0)
+ * and sets its rc; a single execution's request gets all rows. A forgotten request
+ * (done NULL) is not parsed. */
+void mqproc__pg_parse_batched(pg_req_t *const *reqs, int nreqs, PGresult *res);
+void mqproc__pg_parse_single(pg_req_t *r, PGresult *res);
+
 /* ---- the engine (store_pg_engine.c) ------------------------------------------------ */
 
 int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop, char *err);
@@ -127,7 +139,5 @@ int mqproc__pg_run_text(pg_store_t *s, const char *sql, int n, const char *const
 /* The store class's migrate and open methods. */
 int mqproc__pg_migrate(mqproc__store_t *base, char *err);
 int mqproc__pg_open(mqproc__store_t *base, char *err);
-/* s itself or a copy made valid UTF-8 in *copy (see mqproc__utf8_clean). */
-const char *mqproc__pg_text(const char *s, char **copy);
 
 #endif

@@ -10,9 +10,6 @@
 #include "util.h"
 
 /* clang-format off */
-#define LEASE_END(col, ms) \
-  "greatest(" col ", pg_postmaster_start_time() + 2 * " ms " * interval '1 millisecond')"
-
 /* Collects jobs to republish: an early-acked job whose holder's lease expired (the holder
  * is gone and no message exists for it) or a QUEUED job still waiting for its message.
  * They become QUEUED with republish pending and a grace lease, so concurrent sweepers skip
@@ -62,7 +59,7 @@ static int parse_sweep(pg_req_t *r, PGresult *res, const int *rows, int n) {
                                .attempt = atoi(PQgetvalue(res, i, 4))};
     unsigned char *body = bytea_value(res, i, 3, &row.body_len);
     row.body = body;
-    if (!PQgetisnull(res, i, 1) && r->done != NULL) /* forgotten: the server is going */
+    if (!PQgetisnull(res, i, 1))
       cb(r->ud, &row);
     PQfreemem(body);
   }
@@ -94,7 +91,7 @@ static int parse_outbox(pg_req_t *r, PGresult *res, const int *rows, int n) {
                                 .last_error = PQgetvalue(res, i, 8)};
     unsigned char *body = bytea_value(res, i, 9, &row.body_len);
     row.body = body;
-    if (!PQgetisnull(res, i, 1) && r->done != NULL)
+    if (!PQgetisnull(res, i, 1))
       cb(r->ud, &row);
     PQfreemem(body);
   }

@@ -16,7 +16,7 @@
 static test_http_t *http;
 
 static void setup(void) {
-  cr_assert_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+  cr_assert_eq(mqproc__callback_init(), MQPROC_OK);
   http = test_http_start(200);
   cr_assert_not_null(http);
 }
@@ -24,7 +24,7 @@ static void setup(void) {
 static void teardown(void) {
   test_http_stop(http);
   http = NULL;
-  curl_global_cleanup();
+  mqproc__callback_shutdown();
 }
 
 TestSuite(callback, .init = setup, .fini = teardown, .timeout = 30);
