@@ -63,7 +63,7 @@ static const opt_t OPTS[] = {
      "declare queues durable (OCR-D core <= 3.12 declares them non-durable)"},
     {"concurrency", "MQPROC_CONCURRENCY", OPT_INT, F(concurrency), NULL, 1, 1024, 0,
      "tries running at once per server: C processors on as many threads (or worker "
-     "processes), commands as as many children; a job is claimed when its try can start "
+     "processes), commands as that many children; a job is claimed when its try can start "
      "(default: --prefetch, or 1)"},
     {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), NULL, 1, 65535, 0,
      "deliveries in flight per server (basic.qos); the ones beyond --concurrency wait, "
