@@ -320,6 +320,37 @@ Test(processors, a_killed_spawn_helper_ends_its_try_and_a_new_helper_runs_the_ne
   it_server_stop(srv);
 }
 
+/* A spawn helper that stops answering (here: stopped) is given up after its reply
+ * deadline: that try cannot start, the helper is killed, the next try runs under a new
+ * one. */
+Test(processors, a_hung_spawn_helper_is_replaced) {
+  char *proc = it_name("hung"), *results = it_name("hung-result");
+  it_server_t *srv;
+  pid_t helper;
+  it_msg_t m;
+  it_declare(results);
+  srv = it_server_start(proc, misbehave(), NULL, NULL);
+  it_publish(proc, it_job_json(proc, "hung-1", result_extra(results)));
+  cr_assert(it_get(results, WAIT_MS, &m), "no result for the first job");
+  it_msg_free(&m);
+  helper = it_child_of(it_server_pid(srv));
+  cr_assert_gt(helper, 0);
+  cr_assert_eq(kill(helper, SIGSTOP), 0);
+  it_publish(proc, it_job_json(proc, "hung-2", result_extra(results)));
+  cr_assert(
+      it_server_wait_log(srv, it_fmt("spawn helper (pid %d) does not answer", (int)helper), 30000));
+  cr_assert(it_get(results, WAIT_MS, &m), "no result for the second job");
+  cr_expect(strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'hung-2'"
+                           " AND try = 1 AND NOT ok AND error LIKE 'cannot start %'",
+                           0),
+               1, "the try the hung helper held up did not start");
+  cr_expect_eq(it_sql_long("SELECT tries FROM mqproc_jobs WHERE job_id = 'hung-2'", 0), 2);
+  cr_expect_neq(it_child_of(it_server_pid(srv)), helper, "the hung helper is still there");
+  it_server_stop(srv);
+}
+
 /* Every try of a job fails to start; after 1 + --retries tries the job is FAILED, and the
  * server goes on to the next job (which fails the same way). */
 static void expect_cannot_start(const char *suffix, const char *exec) {
