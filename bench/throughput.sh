@@ -327,7 +327,10 @@ celery() {
 
 # ---- rows: mqproc --------------------------------------------------------------------------------
 HAS_CONCURRENCY=0
-"$MQPROC" --help 2>&1 | grep -q -- '--concurrency' && HAS_CONCURRENCY=1
+# the whole help first: `| grep -q` would exit at the match and, under pipefail, turn the
+# SIGPIPE of a writer still writing into "no --concurrency"
+HELP=$("$MQPROC" --help 2>&1 || true)
+[[ $HELP == *--concurrency* ]] && HAS_CONCURRENCY=1
 # start_server KIND ROW ARGS...: KIND c = the C example processor, exec = mqproc --exec
 # /bin/true; queue ocrd-tp-ROW, schema ROW -> SPID, ST0 (exec time, ms), log LOGS/ROW.server
 start_server() {
