@@ -86,7 +86,13 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, argv[1]);
     return 2;
   }
-  if (mqproc__config_load(&cfg, kind, argc - 2, argv + 2, err) != MQPROC_OK) {
+  rc = mqproc__config_load(&cfg, kind, argc - 2, argv + 2, err);
+  if (cfg.help) { /* `processing-server --help`, whatever else the line says */
+    usage(stdout, prog, kind, proc);
+    mqproc__config_free(&cfg);
+    return 0;
+  }
+  if (rc != MQPROC_OK) {
     fprintf(stderr, "%s: %s\n", prog, err);
     mqproc__config_free(&cfg);
     return 2;

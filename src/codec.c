@@ -225,12 +225,10 @@ static int check_queue_name(const char *key, const json_t *v, char *err) {
   return check_short_string(key, v, "an AMQP queue name", err);
 }
 
+/* Any name, not only OCR-D's ocrd-*: a message must name the server's own processor,
+ * which mqproc__msg_validate checks. */
 static int check_processor_name(const char *key, const json_t *v, char *err) {
-  int rc = check_short_string(key, v, "an AMQP queue name", err);
-  if (rc == 0 && strncmp(json_string_value(v), "ocrd-", 5) != 0)
-    return mqproc__err(err, MQPROC_ECODEC_INVALID, "%s: must start with 'ocrd-', got '%.100s'", key,
-                       json_string_value(v));
-  return rc;
+  return check_short_string(key, v, "an AMQP queue name", err);
 }
 
 static int check_created_time(const char *key, const json_t *v, char *err) {

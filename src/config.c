@@ -241,6 +241,10 @@ static int parse_arg(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, c
   const char *a = argv[*i], *name, *eq;
   size_t len;
   const opt_t *o;
+  if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    cfg->help = 1;
+    return MQPROC_OK;
+  }
   if (strncmp(a, "--", 2) != 0) /* also "" and "-": name below would point past the end */
     return mqproc__err(err, MQPROC_ECONFIG, "unexpected argument '%s' (see --help)", a);
   name = a + 2;

@@ -52,6 +52,7 @@ typedef struct mqproc__config {
   char *log_level;            /* --log-level */
   char *worker_id;            /* --worker-id (default host:pid) */
   int migrate;                /* --migrate: apply the schema at start */
+  int help;                   /* --help / -h was among the options */
   /* derived */
   mqproc__result_format_t result_fmt;
   int isolate_process; /* --isolation=process */

@@ -801,3 +801,51 @@ void it_expect_dead(const char *proc, const char *reason_part) {
   cr_expect(strstr(m.reason, reason_part) != NULL, "reason '%s' lacks '%s'", m.reason, reason_part);
   it_msg_free(&m);
 }
+
+int it_run(const char *const *argv, const char *const *envp, const char *input, char **out) {
+  int outp[2], inp[2], status;
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  ssize_t n;
+  pid_t pid;
+  cr_assert_eq(pipe2(outp, O_CLOEXEC), 0);
+  cr_assert_eq(pipe2(inp, O_CLOEXEC), 0);
+  fflush(NULL);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(outp[1], 1);
+    dup2(inp[0], 0);
+    for (; envp != NULL && *envp != NULL; envp++)
+      putenv((char *)*envp);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  close(outp[1]);
+  close(inp[0]);
+  if (input != NULL && write(inp[1], input, strlen(input)) < 0)
+    cr_log_warn("it_run: writing stdin: %s", strerror(errno));
+  close(inp[1]);
+  do {
+    if (cap - len < 4096) {
+      cap = cap * 2 + 8192;
+      buf = realloc(buf, cap);
+      cr_assert_not_null(buf);
+    }
+    n = read(outp[0], buf + len, cap - len - 1);
+    len += n > 0 ? (size_t)n : 0;
+  } while (n > 0 || (n < 0 && errno == EINTR));
+  close(outp[0]);
+  buf[len] = '\0';
+  while (waitpid(pid, &status, 0) < 0)
+    cr_assert_eq(errno, EINTR);
+  if (out != NULL)
+    *out = keep(buf);
+  else
+    free(buf);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+char *it_mqproc_bin(void) {
+  return MQPROC_BIN;
+}

@@ -125,6 +125,13 @@ int it_file_lines(const char *path);
 /* Opens a gate: creates the (empty) file path that jobs of proc.sh with PROC_GATE=path
  * wait for, so they end now. */
 void it_open_gate(const char *path);
+/* Runs argv (argv[0] a path) with envp added (NULL-terminated, may be NULL) and input on
+ * its stdin (NULL: none), and waits for it; *out (when out is not NULL) gets its stdout
+ * (owned by the harness); stderr goes to the test's. Returns the exit status (128 + the
+ * signal when it was killed). */
+int it_run(const char *const *argv, const char *const *envp, const char *input, char **out);
+/* The mqproc program under test. Static. */
+char *it_mqproc_bin(void);
 /* Path to a helper processor script in tests/support/procs/. Static. */
 const char *it_proc(const char *script);
 
