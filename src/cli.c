@@ -30,6 +30,15 @@ static void usage(FILE *out, const char *prog, mqproc__cli_kind_t kind,
           "Options (each also read from its environment variable; the command line wins):\n",
           prog, kind == MQPROC__CLI_GENERIC ? " --processor=NAME --exec='CMD ARGS...'" : "", prog,
           prog);
+  if (kind == MQPROC__CLI_GENERIC)
+    fprintf(out,
+            "Operator commands (each has --help):\n"
+            "  submit             publish jobs (--wait for their outcome)\n"
+            "  jobs               list, show, log, retry, cancel, purge jobs\n"
+            "  workers            the processing servers, live or dead\n"
+            "  stats              per processor: queue depth, jobs by state, rates, times\n"
+            "  pause|resume|drain PROCESSOR: stop taking jobs, take them again, finish and exit\n\n"
+            "processing-server options:\n");
   mqproc__config_help(out, kind);
   fprintf(out, "\nSignals: SIGTERM/SIGINT stop consuming and let running jobs finish; a second "
                "one stops them now\n(their jobs are released to the queue).\n");

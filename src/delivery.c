@@ -48,9 +48,12 @@
  */
 #include "delivery_int.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "callback.h"
 #include "codec.h"
@@ -175,6 +178,24 @@ static void give_slot(mqproc__delivery_t *d) {
   }
 }
 
+/* Whether the holder of a job (its workers row) ran on this host and its pid is gone: a
+ * server killed beside this one. (A pid of another namespace under the same host name
+ * would look gone: hosts in containers have names of their own.) */
+static int holder_gone_here(const mqproc__delivery_t *d, const mqproc__claim_t *c) {
+  if (c->holder_pid <= 0 || c->holder_pid == (int)getpid() ||
+      strcmp(c->holder_host, d->srv->host) != 0)
+    return 0;
+  if (kill(c->holder_pid, 0) < 0)
+    return errno == ESRCH;
+  return mqproc__pid_is_zombie(c->holder_pid); /* dead, not reaped yet */
+}
+
+static int claim_again(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
+  return store_ok(d, S_CLAIM);
+}
+
 static int claim_done(mqproc__delivery_t *d) {
   mqproc__claim_t *c = &d->claim;
   mqproc__claim_action_t next;
@@ -192,9 +213,9 @@ static int claim_done(mqproc__delivery_t *d) {
     d->first_try_open = 1;
     return claimed(d, c->attempt);
   case MQPROC__CLAIM_REPLAY:
-    MQPROC__INFO("job %s: already SUCCESS; sending what was not sent, not running it again%s",
-                 jid(d), d->redelivered ? " (redelivered)" : "");
-    d->outcome = "SUCCESS";
+    MQPROC__INFO("job %s: already %s; sending what was not sent, not running it again%s", jid(d),
+                 c->state, d->redelivered ? " (redelivered)" : "");
+    d->outcome = strcmp(c->state, "CANCELLED") == 0 ? "CANCELLED" : "SUCCESS";
     d->attempt = c->attempt; /* the one that recorded it: the result says so */
     d->send_result = !c->result_published;
     d->send_callbacks = !c->callbacks_done;
@@ -217,6 +238,16 @@ static int claim_done(mqproc__delivery_t *d) {
   }
   if (strcmp(c->worker_id_now, d->srv->worker_id) == 0 && adopt_copy(d, c))
     return 1;
+  if (!d->holder_checked && holder_gone_here(d, c)) { /* kill -9'd beside us: take it now */
+    d->holder_checked = 1;
+    MQPROC__INFO("job %s: its holder %s (pid %d on this host) is gone; taking the job over", jid(d),
+                 c->worker_id_now, c->holder_pid);
+    return store_call(d,
+                      mqproc__store_holder_gone(d->srv->store, c->worker_id_now, c->holder_host,
+                                                c->holder_pid, d->srv->worker_id,
+                                                mqproc__dl_on_store, d),
+                      claim_again);
+  }
   MQPROC__INFO("job %s: %s under a live lease of %s; holding this copy", jid(d), c->state,
                c->worker_id_now);
   return wait_timer(d, S_DEFER,
@@ -309,6 +340,11 @@ static int try_started(mqproc__delivery_t *d) {
 }
 
 static int step_start_try(mqproc__delivery_t *d) {
+  if (d->cancel_requested) {
+    give_slot(d);
+    d->state = S_CANCEL;
+    return 1;
+  }
   if (d->stop_requested) {
     d->state = S_RELEASE;
     return 1;
@@ -365,6 +401,10 @@ static int step_end_try(mqproc__delivery_t *d) {
     d->state = S_FENCED;
     return 1;
   }
+  if (d->cancel_requested) { /* whatever the try did: the operator's word wins */
+    d->state = S_CANCEL;
+    return 1;
+  }
   if (e.ok) {
     d->state = S_SUCCEED;
     return 1;
@@ -382,13 +422,11 @@ static int outcome_to_send(const mqproc__delivery_t *d) {
   return d->msg->result_queue_name != NULL || has_callbacks(d->msg);
 }
 
-static int succeeded(mqproc__delivery_t *d) {
+/* SUCCESS or CANCELLED is recorded (with the outbox marks when something is to be sent):
+ * ack now, then send the outcome. */
+static int ended(mqproc__delivery_t *d, const char *outcome) {
   char err[MQPROC_ERR_LEN];
-  if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
-  MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
-               (long long)d->last.duration_ms, d->attempt, d->try_no);
-  d->outcome = "SUCCESS";
+  d->outcome = outcome;
   d->send_result = d->send_callbacks = 1;
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   mqproc__server_update_consuming(d->srv, 0); /* a finished job holds no slot */
@@ -396,7 +434,7 @@ static int succeeded(mqproc__delivery_t *d) {
     /* The row records the outcome and, when there is one to send, carries it (outbox):
      * the delivery is acked now, before the result's confirm. */
     if (mqproc__server_ack(d->srv, d, err) != MQPROC_OK)
-      MQPROC__WARN("job %s: cannot ack (%s); its redelivery will find it SUCCESS", jid(d), err);
+      MQPROC__WARN("job %s: cannot ack (%s); its redelivery will find it %s", jid(d), err, outcome);
     d->acked = 1;
     if (!outcome_to_send(d)) { /* nothing to send, no outbox marks to clear */
       d->state = S_DONE;
@@ -405,6 +443,33 @@ static int succeeded(mqproc__delivery_t *d) {
   }
   d->state = S_PUBLISH; /* settle clears the outbox marks once it is all out */
   return 1;
+}
+
+static int succeeded(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
+  MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
+               (long long)d->last.duration_ms, d->attempt, d->try_no);
+  d->srv->jobs_done++;
+  return ended(d, "SUCCESS");
+}
+
+static int cancelled(mqproc__delivery_t *d) {
+  if (d->store_rc != MQPROC_OK)
+    return store_failed(d);
+  MQPROC__WARN("job %s: CANCELLED by an operator (attempt %d try %d)", jid(d), d->attempt,
+               d->try_no);
+  return ended(d, "CANCELLED");
+}
+
+/* The operator's cancel reached the job between or at the end of its tries. */
+static int step_cancel(mqproc__delivery_t *d) {
+  mqproc__try_end_t e = try_end(d);
+  return store_call(d,
+                    mqproc__store_cancelled(d->srv->store, d->job_id, d->attempt, d->try_no, &e,
+                                            outcome_to_send(d), cfg(d)->lease_s * 1000,
+                                            mqproc__dl_on_store, d),
+                    cancelled);
 }
 
 static int step_succeed(mqproc__delivery_t *d) {
@@ -425,6 +490,7 @@ static int failed(mqproc__delivery_t *d) {
     return store_ok(d, S_NACK);
   }
   d->outcome = "FAILED";
+  d->srv->jobs_failed++;
   d->send_result = d->send_callbacks = 1;
   if (d->final_failure) {
     MQPROC__ERROR("job %s: FAILED for good: %s (--final-exit-code: no retry, no requeue)", jid(d),
@@ -453,6 +519,7 @@ static int gave_up(mqproc__delivery_t *d) {
     return store_failed(d);
   MQPROC__ERROR("job %s: FAILED, %s", jid(d), d->reason);
   d->outcome = "FAILED";
+  d->srv->jobs_failed++;
   d->send_result = d->send_callbacks = 1;
   to_dead_letter(d, S_PUBLISH, "job FAILED: out of attempts: %d of --max-attempts=%d used",
                  d->attempt, cfg(d)->max_attempts);
@@ -496,7 +563,7 @@ static int step_fenced(mqproc__delivery_t *d) {
 
 static int step(mqproc__delivery_t *d) {
   if (d->acking && (d->state == S_START_TRY || d->state == S_END_TRY || d->state == S_RELEASE ||
-                    d->state == S_FENCED))
+                    d->state == S_FENCED || d->state == S_CANCEL))
     return 0; /* the early ack's write first (delivery_ctl.c resumes the machine) */
   if ((d->state == S_DECODE || d->state == S_CLAIM) && stale(d)) {
     d->state = S_DONE; /* not claimed, and its tag is void: the broker redelivers it */
@@ -515,6 +582,8 @@ static int step(mqproc__delivery_t *d) {
     return step_succeed(d);
   case S_FAIL:
     return step_fail(d);
+  case S_CANCEL:
+    return step_cancel(d);
   case S_RELEASE:
     return step_release(d);
   case S_GIVE_UP:

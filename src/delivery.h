@@ -20,6 +20,11 @@ void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status);
 void mqproc__delivery_tick(mqproc__delivery_t *d);
 /* Shutdown: requeue what has not started; with force, also stop a running try. */
 void mqproc__delivery_stop(mqproc__delivery_t *d, int force);
+/* An operator cancelled d's job: stop its try (a process group is killed, a C function
+ * sees mqproc_job_cancelled()) and record CANCELLED, which its result carries. */
+void mqproc__delivery_cancel(mqproc__delivery_t *d);
+/* The job d holds (claimed, no outcome yet), or NULL. */
+const char *mqproc__delivery_job_held(const mqproc__delivery_t *d);
 void mqproc__delivery_free(mqproc__delivery_t *d);
 
 /* Whether d is running attempt `attempt` of job_id (claimed, no outcome yet). */

@@ -117,7 +117,9 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
   d->msg->format = mqproc__format_parse(r->format);
   d->srv = srv;
   d->attempt = r->attempt;
-  d->outcome = strcmp(r->state, "SUCCESS") == 0 ? "SUCCESS" : "FAILED";
+  d->outcome = !strcmp(r->state, "SUCCESS")     ? "SUCCESS"
+               : !strcmp(r->state, "CANCELLED") ? "CANCELLED"
+                                                : "FAILED";
   d->send_result = !r->result_published;
   d->send_callbacks = !r->callbacks_done;
   d->acked = 1; /* no broker delivery: the row carries the job */
@@ -340,4 +342,35 @@ int mqproc__delivery_before_claim(const mqproc__delivery_t *d) {
   return d->state == S_DECODE || d->state == S_CLAIM ||
          ((d->state == S_STORE_WAIT || d->state == S_SLOT_WAIT) &&
           (d->resume == S_CLAIM || d->resume == S_DECODE));
+}
+
+void mqproc__delivery_cancel(mqproc__delivery_t *d) {
+  if (d->cancel_requested || d->outcome != NULL || d->fenced)
+    return;
+  d->cancel_requested = 1;
+  MQPROC__WARN("job %s: cancelled by an operator; stopping it", jid(d));
+  switch (d->state) {
+  case S_RUNNING: /* a process group is killed; a function is asked to return */
+    if (d->run != NULL)
+      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
+    break; /* its end leads to CANCEL (step_end_try) */
+  case S_BACKOFF:
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->timer = 0;
+    d->state = S_CANCEL;
+    mqproc__delivery_advance(d);
+    break;
+  case S_SLOT_WAIT:
+    if (d->resume == S_START_TRY) { /* a retry waiting for a slot */
+      d->state = S_CANCEL;
+      mqproc__delivery_advance(d);
+    }
+    break;
+  default:
+    break; /* START_TRY and END_TRY look at cancel_requested */
+  }
+}
+
+const char *mqproc__delivery_job_held(const mqproc__delivery_t *d) {
+  return d->job_id != NULL && d->attempt > 0 && d->outcome == NULL && !d->fenced ? d->job_id : NULL;
 }

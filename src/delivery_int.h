@@ -25,6 +25,7 @@
   X(BACKOFF)                                                                                       \
   X(SUCCEED)                                                                                       \
   X(FAIL)                                                                                          \
+  X(CANCEL)                                                                                        \
   X(RELEASE)                                                                                       \
   X(GIVE_UP)                                                                                       \
   X(FENCED)                                                                                        \
@@ -92,11 +93,13 @@ struct mqproc__delivery {
   int try_no; /* over the whole job */
   mqproc__run_t *run;
   mqproc__run_result_t last; /* how the last try ended */
-  const char *outcome;       /* "SUCCESS" / "FAILED" once final */
+  const char *outcome;       /* "SUCCESS" / "FAILED" / "CANCELLED" once final */
   int send_result;           /* publish the result message */
   int send_callbacks;        /* POST the callbacks */
   int dead_recorded;
   int stop_requested;
+  int cancel_requested; /* an operator cancelled the job: stop the try, record CANCELLED */
+  int holder_checked;   /* the claim's holder was checked for being gone (once) */
   int fenced;
   int unsent;         /* early-acked, stopping with the broker away: outcome left to a sweep */
   int final_failure;  /* the processor said the job cannot succeed (--final-exit-code) */

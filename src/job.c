@@ -23,6 +23,7 @@ struct mqproc_job {
   char *params_json;
   char *request_json;
   char error[MQPROC_ERR_LEN];
+  volatile int cancelled; /* set by the loop's thread (atomically), read by the function's */
 };
 
 int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_fd, char *err) {
@@ -54,6 +55,14 @@ void mqproc__job_free(mqproc_job_t *job) {
   free(job->params_json);
   free(job->request_json);
   free(job);
+}
+
+void mqproc__job_cancel(mqproc_job_t *job) {
+  __atomic_store_n(&job->cancelled, 1, __ATOMIC_RELEASE);
+}
+
+MQPROC_API int mqproc_job_cancelled(const mqproc_job_t *job) {
+  return __atomic_load_n(&job->cancelled, __ATOMIC_ACQUIRE);
 }
 
 const char *mqproc__job_error(const mqproc_job_t *job) {

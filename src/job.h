@@ -11,5 +11,7 @@ int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_
 void mqproc__job_free(mqproc_job_t *job);
 /* The text set by mqproc_job_fail(), or NULL. */
 const char *mqproc__job_error(const mqproc_job_t *job);
+/* An operator cancelled the job: mqproc_job_cancelled() says so from now on. */
+void mqproc__job_cancel(mqproc_job_t *job);
 
 #endif

@@ -1,6 +1,9 @@
-/* The mqproc program: any command line as a processing server. */
+/* The mqproc program: any command line as a processing server, and the operator
+ * commands (src/cli/). */
 #include "cli.h"
+#include "cli/admin.h"
 
 int main(int argc, char **argv) {
-  return mqproc__cli_main(argc, argv, MQPROC__CLI_GENERIC, NULL);
+  int rc = argc > 1 ? mqproc__admin_main(argc, argv) : -1;
+  return rc >= 0 ? rc : mqproc__cli_main(argc, argv, MQPROC__CLI_GENERIC, NULL);
 }

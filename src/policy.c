@@ -42,15 +42,14 @@ mqproc__claim_action_t mqproc__policy_after_claim(const mqproc__claim_t *c, int 
     return MQPROC__CLAIM_RUN;
   switch (mqproc__job_state_parse(c->state)) {
   case MQPROC__JOB_SUCCESS:
-    if (c->outbox_pending) /* its holder (or the outbox sweep) sends what is not sent yet */
+  case MQPROC__JOB_CANCELLED: /* cancelled before it ran, or while it ran */
+    if (c->outbox_pending)    /* its holder (or the outbox sweep) sends what is not sent yet */
       return MQPROC__CLAIM_ACK;
     if ((wants_result && !c->result_published) || (wants_callbacks && !c->callbacks_done))
       return MQPROC__CLAIM_REPLAY;
     return MQPROC__CLAIM_ACK;
   case MQPROC__JOB_FAILED:
     return MQPROC__CLAIM_DEAD;
-  case MQPROC__JOB_CANCELLED:
-    return MQPROC__CLAIM_ACK;
   case MQPROC__JOB_QUEUED: /* the claim refused a claimable row: attempt limit */
     return MQPROC__CLAIM_EXHAUSTED;
   case MQPROC__JOB_RUNNING:

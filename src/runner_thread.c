@@ -73,10 +73,11 @@ static int thread_start(mqproc__runner_t *base, mqproc__loop_t *loop,
 }
 
 static void thread_kill(mqproc__runner_t *base, mqproc__run_t *run, int sig) {
-  /* A thread cannot be killed safely; the job finishes on its own. */
+  /* A thread cannot be killed safely: the function is asked to return
+   * (mqproc_job_cancelled) and the job finishes on its own. */
   (void)base;
-  (void)run;
   (void)sig;
+  mqproc__job_cancel(run->job);
 }
 
 static void thread_destroy(mqproc__runner_t *base) {

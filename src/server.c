@@ -22,6 +22,7 @@
 #include "argv.h"
 #include "codec.h"
 #include "delivery.h"
+#include "fleet.h"
 #include "joblog.h"
 #include "ocrd_cli.h"
 #include "log.h"
@@ -205,7 +206,8 @@ static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
   int held = extra;
   for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
     held += mqproc__delivery_holds_slot(d, epoch, consumer);
-  if (srv->stopping || srv->store_paused || held >= srv->cfg->prefetch)
+  if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv) ||
+      held >= srv->cfg->prefetch)
     return 0;
   return srv->cfg->prefetch - held;
 }
@@ -332,7 +334,7 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
   else
     mqproc__delivery_free(d);
   if (srv->stopping && srv->deliveries == NULL)
-    mqproc__loop_stop(srv->loop);
+    mqproc__fleet_finish(srv);
   else
     mqproc__server_update_consuming(srv, 0); /* an early-acked job's slot may be free */
 }
@@ -363,7 +365,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   }
   mqproc__sweeper_run(srv);
   if (srv->stopping && srv->deliveries == NULL)
-    mqproc__loop_stop(loop);
+    mqproc__fleet_finish(srv);
   srv->tick_timer = mqproc__loop_timer(loop, 1000, on_tick, srv);
 }
 
@@ -406,9 +408,21 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
     mqproc__loop_timer_cancel(loop, srv->grace_timer);
     srv->grace_timer = 0;
     stop_all(srv, 1);
+    if (srv->signals > 2) /* the third: do not even wait for the workers row */
+      mqproc__loop_stop(loop);
   }
   if (srv->deliveries == NULL)
-    mqproc__loop_stop(loop);
+    mqproc__fleet_finish(srv);
+}
+
+void mqproc__server_drain(mqproc__server_t *srv) {
+  if (srv->stopping)
+    return;
+  srv->stopping = 1; /* no grace timer: the running jobs finish, however long they take */
+  mqproc__server_update_consuming(srv, 0);
+  stop_all(srv, 0);
+  if (srv->deliveries == NULL)
+    mqproc__fleet_finish(srv);
 }
 
 /* ---- setup -------------------------------------------------------------------------- */
@@ -484,15 +498,15 @@ static int setup_limits(mqproc__server_t *srv, const mqproc__config_t *cfg, char
 static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqproc_processor_t *proc,
                  char *err) {
   mqproc__broker_events_t ev = {on_message, on_confirm, on_down, on_closing, on_blocked, srv};
-  char host[64] = "localhost";
   int rc;
   srv->cfg = cfg;
   srv->processor = cfg->processor;
-  gethostname(host, sizeof(host) - 1);
+  if (gethostname(srv->host, sizeof(srv->host) - 1) != 0)
+    snprintf(srv->host, sizeof(srv->host), "localhost");
   if (cfg->worker_id != NULL)
     snprintf(srv->worker_id, sizeof(srv->worker_id), "%s", cfg->worker_id);
   else
-    snprintf(srv->worker_id, sizeof(srv->worker_id), "%s:%d", host, (int)getpid());
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%.64s:%d", srv->host, (int)getpid());
   mqproc__log_set_tag(srv->worker_id);
   srv->dead_queue = cfg->dead_letter_queue != NULL ? mqproc__strdup(cfg->dead_letter_queue)
                                                    : mqproc__asprintf("%s.dead", cfg->processor);
@@ -528,6 +542,8 @@ static void teardown(mqproc__server_t *srv) {
     mqproc__delivery_free(d);
   }
   mqproc__broker_destroy(srv->broker);
+  if (srv->store != NULL)
+    mqproc__fleet_free(srv);
   mqproc__store_destroy(srv->store);
   mqproc__runner_destroy(srv->runner);
   mqproc__loop_free(srv->loop);
@@ -543,7 +559,7 @@ static void teardown(mqproc__server_t *srv) {
 
 int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *proc) {
   mqproc__server_t srv;
-  char err[MQPROC_ERR_LEN], masked_q[512], masked_db[512];
+  char err[MQPROC_ERR_LEN], masked_q[512], masked_db[512], version[512];
   int rc;
   memset(&srv, 0, sizeof(srv));
   srv.broker_fd = -1;
@@ -558,6 +574,13 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
                MQPROC_VERSION, srv.processor, srv.runner->klass->name, masked_q, masked_db);
   mqproc__loop_set_prepare(srv.loop, prepare, &srv);
   mqproc__loop_on_signal(srv.loop, on_signal, &srv);
+  snprintf(version, sizeof(version), "%s %s (mqproc %s)", srv.processor,
+           proc != NULL && proc->version != NULL ? proc->version : "-", MQPROC_VERSION);
+  if (mqproc__fleet_start(&srv, version) != MQPROC_OK) {
+    MQPROC__ERROR("cannot start: out of memory");
+    teardown(&srv);
+    return 1;
+  }
   srv.tick_timer = mqproc__loop_timer(srv.loop, 1000, on_tick, &srv);
   schedule_connect(&srv);
   rc = mqproc__loop_run(srv.loop);

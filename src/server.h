@@ -30,6 +30,8 @@ typedef struct mqproc__server {
   mqproc__cidr_list_t callback_allow; /* --callback-allow */
   mqproc__cidr_list_t callback_deny;  /* --callback-deny */
   int stopping;                       /* a signal asked us to stop: finish, take nothing new */
+  char host[256];                     /* gethostname() */
+  long long jobs_done, jobs_failed;   /* outcomes recorded by this server (workers row) */
   /* private */
   mqproc__topology_t topo;
   mqproc__delivery_t *deliveries;
@@ -60,7 +62,8 @@ typedef struct mqproc__server {
   int running;                    /* run slots taken (--concurrency bounds them) */
   uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */
   size_t n_acks, cap_acks;
-  uint64_t slot_timer; /* wakes the oldest delivery waiting for a slot */
+  uint64_t slot_timer;         /* wakes the oldest delivery waiting for a slot */
+  struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
@@ -97,6 +100,9 @@ mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *j
  * --prefetch bounds the jobs running at once, early-acked ones included (the broker's
  * prefetch only counts unacked deliveries). extra: early acks about to be sent. */
 void mqproc__server_update_consuming(mqproc__server_t *srv, int extra);
+/* Stop taking jobs, let the running ones finish however long they take, then exit 0
+ * (an operator's `mqproc drain`). */
+void mqproc__server_drain(mqproc__server_t *srv);
 /* A delivery found the store unreachable: stop taking deliveries until it answers. */
 void mqproc__server_store_down(mqproc__server_t *srv);
 /* An abandoned delivery's thread finished after all: free it. */

@@ -54,7 +54,29 @@ typedef struct mqproc__claim {
   int lease_live;          /* RUNNING under a lease that has not expired */
   int64_t lease_left_ms;   /* when lease_live */
   char worker_id_now[128]; /* holder, when not claimed */
+  char holder_host[256];   /* the holder's host and pid from its workers row ("", 0: none) */
+  int holder_pid;
 } mqproc__claim_t;
+
+/* What a server says about itself every refresh (mqproc__store_beat). */
+typedef struct mqproc__beat {
+  /* in */
+  const char *worker_id;
+  const char *processor;
+  const char *host;
+  int pid;
+  const char *version;
+  long long started_ms; /* unix ms */
+  int interval_ms;
+  const char *state; /* starting, running, paused, draining, stopped */
+  int concurrency;
+  int in_flight;
+  long long jobs_done, jobs_failed;
+  const char *const *current_jobs; /* job ids held now */
+  size_t n_current;
+  /* out */
+  char wish[16]; /* the operator's wish for this server: "", "pause" or "drain" */
+} mqproc__beat_t;
 
 /* A job whose message must be published again (mqproc__store_sweep). */
 typedef struct mqproc__sweep_row {
@@ -179,6 +201,25 @@ struct mqproc__store_class {
   int (*record_dead)(mqproc__store_t *s, const char *processor, const char *job_id,
                      const void *body, size_t len, size_t keep, const char *reason,
                      const char *worker_id, mqproc__store_done_cb done, void *ud);
+  /* beat: refresh this server's workers row from b and read the operator's wish for it
+     (b->wish); each RUNNING job it holds whose cancel was requested is passed to
+     cancel() before done. */
+  int (*beat)(mqproc__store_t *s, mqproc__beat_t *b,
+              void (*cancel)(void *ud, const char *job_id, int attempt), mqproc__store_done_cb done,
+              void *ud);
+  /* holder_gone: the server worker_id on host with pid is known dead (this server saw the
+     pid gone on its own host): its jobs may be taken over at once. by: who saw it. */
+  int (*holder_gone)(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
+                     const char *by, mqproc__store_done_cb done, void *ud);
+  /* cancelled: the holder of attempt stopped a cancelled job: RUNNING -> CANCELLED, with
+     outbox as for succeed. */
+  int (*cancelled)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
+                   const mqproc__try_end_t *e, int outbox, int lease_ms, mqproc__store_done_cb done,
+                   void *ud);
+  /* listen: from now on, cb(ud, payload) runs on the loop for every notice the operators'
+     commands send (payload: a processor's name). A hint only: notices sent while the
+     connection was down are lost, so the server also reads its wish with every beat. */
+  void (*listen)(mqproc__store_t *s, void (*cb)(void *ud, const char *payload), void *ud);
   /* forget: requests of ud still pending complete without calling back (ud goes away). */
   void (*forget)(mqproc__store_t *s, void *ud);
   /* destroy: close and free (pending requests are dropped without a call back). */
@@ -215,6 +256,10 @@ int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, mqproc__lo
 #define mqproc__store_mark_published(s, ...) MQPROC__STORE_CALL(s, mark_published, __VA_ARGS__)
 #define mqproc__store_record_callbacks(s, ...) MQPROC__STORE_CALL(s, record_callbacks, __VA_ARGS__)
 #define mqproc__store_record_dead(s, ...) MQPROC__STORE_CALL(s, record_dead, __VA_ARGS__)
+#define mqproc__store_beat(s, ...) MQPROC__STORE_CALL(s, beat, __VA_ARGS__)
+#define mqproc__store_holder_gone(s, ...) MQPROC__STORE_CALL(s, holder_gone, __VA_ARGS__)
+#define mqproc__store_cancelled(s, ...) MQPROC__STORE_CALL(s, cancelled, __VA_ARGS__)
+#define mqproc__store_listen(s, cb, ud) ((s)->klass->listen((s), (cb), (ud)))
 #define mqproc__store_forget(s, ud) ((s)->klass->forget((s), (ud)))
 static inline void mqproc__store_destroy(mqproc__store_t *s) {
   if (s != NULL)

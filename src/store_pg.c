@@ -167,10 +167,11 @@ static const char CLAIM_SQL[] =
     "   request = coalesce(j.request, EXCLUDED.request),"
     "   request_body = coalesce(j.request_body, EXCLUDED.request_body), updated_at = now()"
     "  WHERE (j.state = 'QUEUED'"
-    "     OR (j.state = 'RUNNING' AND " LEASE_END("j.lease_until", "($4::int[])[1]") " < now()))"
-    "    AND j.attempt < ($8::int[])[1]"
+    "     OR (j.state = 'RUNNING' AND (" LEASE_END("j.lease_until", "($4::int[])[1]") " < now()"
+    "       OR coalesce(" HOLDER_DEAD_AT("j.worker_id", "($4::int[])[1]") " < now(), false))))"
+    "    AND j.attempt - j.attempt_base < ($8::int[])[1]"
     " RETURNING j.job_id, true, j.attempt, j.state, j.tries, j.requeues, j.result_published,"
-    "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id, false),"
+    "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id, false, '', 0),"
     " try AS (INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
     "   SELECT job_id, tries, attempt, worker_id FROM claim),"
     " seen AS ("
@@ -178,10 +179,14 @@ static const char CLAIM_SQL[] =
     "  WHERE s.job_id = v.job_id AND NOT EXISTS (SELECT 1 FROM claim c WHERE c.job_id = v.job_id)"
     " RETURNING s.job_id, false, s.attempt, s.state, s.tries, s.requeues, s.result_published,"
     "   s.callback_state IS NOT NULL,"
-    "   s.state = 'RUNNING' AND " LEASE_END("s.lease_until", "($4::int[])[1]") " >= now(),"
-    "   greatest(0, extract(epoch FROM " LEASE_END("s.lease_until", "($4::int[])[1]")
-    "     - now()) * 1000)::bigint,"
-    "   coalesce(s.worker_id, ''), s.delivery_acked AND s.state IN ('SUCCESS', 'FAILED'))"
+    "   s.state = 'RUNNING' AND " LEASE_END("s.lease_until", "($4::int[])[1]") " >= now()"
+    "     AND NOT coalesce(" HOLDER_DEAD_AT("s.worker_id", "($4::int[])[1]") " < now(), false),"
+    "   greatest(0, extract(epoch FROM least(" LEASE_END("s.lease_until", "($4::int[])[1]") ","
+    "     " HOLDER_DEAD_AT("s.worker_id", "($4::int[])[1]") ") - now()) * 1000)::bigint,"
+    "   coalesce(s.worker_id, ''),"
+    "   s.delivery_acked AND s.state IN ('SUCCESS', 'FAILED', 'CANCELLED'),"
+    "   coalesce((SELECT w.host FROM mqproc_workers w WHERE w.worker_id = s.worker_id), ''),"
+    "   coalesce((SELECT w.pid FROM mqproc_workers w WHERE w.worker_id = s.worker_id), 0))"
     "SELECT v.ord, r.* FROM (SELECT * FROM claim UNION ALL SELECT * FROM seen) r"
     " JOIN v ON v.job_id = r.job_id";
 /* clang-format on */
@@ -204,6 +209,8 @@ static int parse_claim(pg_req_t *r, PGresult *res, const int *rows, int n) {
   c->lease_left_ms = PQgetisnull(res, row, 10) ? 0 : atoll(PQgetvalue(res, row, 10));
   snprintf(c->worker_id_now, sizeof(c->worker_id_now), "%s", PQgetvalue(res, row, 11));
   c->outbox_pending = PQgetvalue(res, row, 12)[0] == 't';
+  snprintf(c->holder_host, sizeof(c->holder_host), "%s", PQgetvalue(res, row, 13));
+  c->holder_pid = atoi(PQgetvalue(res, row, 14));
   return MQPROC_OK;
 }
 
@@ -418,6 +425,12 @@ static int pg_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) 
 
 /* ---- class -------------------------------------------------------------------------- */
 
+static void pg_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
+  pg_store_t *s = (pg_store_t *)base;
+  s->on_notify = cb;
+  s->notify_ud = ud;
+}
+
 static void pg_forget(mqproc__store_t *base, void *ud) {
   pg_store_t *s = (pg_store_t *)base;
   if (s->engine != NULL)
@@ -454,6 +467,10 @@ static const struct mqproc__store_class pg_class = {
     mqproc__pg_mark_published,   /* mark_published */
     mqproc__pg_record_callbacks, /* record_callbacks */
     mqproc__pg_record_dead,      /* record_dead */
+    mqproc__pg_beat,             /* beat */
+    mqproc__pg_holder_gone,      /* holder_gone */
+    mqproc__pg_cancelled,        /* cancelled */
+    pg_listen,                   /* listen */
     pg_forget,                   /* forget */
     pg_destroy,                  /* destroy */
 };

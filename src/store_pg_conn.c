@@ -13,7 +13,7 @@
 #include "store_pg_int.h"
 #include "util.h"
 
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 
 /* libpq's messages end in a newline and may have detail lines: keep the first. */
 static void one_line(char *err) {

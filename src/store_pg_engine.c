@@ -37,7 +37,7 @@
 /* One execution in a round: a prepare, the session setup, or a statement with its
  * requests (several for a batched one). */
 typedef struct item {
-  const pg_stmt_t *stmt; /* NULL: the setup */
+  const pg_stmt_t *stmt; /* NULL: the setup (prepare 0: the timeout, 1: the LISTEN) */
   int prepare;           /* a Parse of stmt, not an execution */
   pg_req_t **reqs;
   int nreqs;
@@ -56,7 +56,7 @@ struct pg_engine {
   int linger_due;  /* that wait is over: the next round goes at once */
   pg_req_t *queue, **tail;
   /* the round in flight */
-  item_t items[2 * ROUND_MAX + 1]; /* each request, a prepare for each, the setup */
+  item_t items[2 * ROUND_MAX + 2]; /* each request, a prepare for each, the setup */
   int nitems, next_item, in_round;
   int failed, fail_rc;
   char fail_err[MQPROC_ERR_LEN];
@@ -263,8 +263,11 @@ static item_t *item_for(pg_engine_t *e, const pg_req_t *r) {
 static int take(pg_engine_t *e) {
   pg_req_t **pp = &e->queue, **round_tail = &e->round;
   int taken = 0;
-  if (!e->setup_done)
+  if (!e->setup_done) {
     add_item(e, NULL, 0);
+    if (e->s->on_notify != NULL)
+      add_item(e, NULL, 1);
+  }
   while (*pp != NULL && taken < ROUND_MAX) {
     pg_req_t *r = *pp, **grown;
     item_t *it;
@@ -297,8 +300,10 @@ static int send_item(pg_engine_t *e, const item_t *it) {
   const pg_req_t *r;
   int ok = 1, n;
   if (it->stmt == NULL)
-    return PQsendQueryParams(e->conn, "SET statement_timeout = 30000", 0, NULL, NULL, NULL, NULL,
-                             0);
+    return PQsendQueryParams(e->conn,
+                             it->prepare ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL
+                                         : "SET statement_timeout = 30000",
+                             0, NULL, NULL, NULL, NULL, 0);
   if (it->prepare)
     return PQsendPrepare(e->conn, it->stmt->name, it->stmt->sql, it->stmt->nparams, NULL);
   n = it->stmt->nparams;
@@ -463,7 +468,8 @@ static void read_results(pg_engine_t *e) {
       e->failed = 1;
       e->fail_rc = mqproc__pg_result_error(res, e->fail_err);
     }
-    if (it != NULL && it->prepare && st == PGRES_COMMAND_OK && e->nprepared < MAX_STMTS)
+    if (it != NULL && it->stmt != NULL && it->prepare && st == PGRES_COMMAND_OK &&
+        e->nprepared < MAX_STMTS)
       e->prepared[e->nprepared++] = it->stmt;
     if (it != NULL && it->res == NULL && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK))
       it->res = res;
@@ -497,6 +503,9 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
     return;
   }
   read_results(e);
+  for (PGnotify *n; e->conn != NULL && (n = PQnotifies(e->conn)) != NULL; PQfreemem(n))
+    if (e->s->on_notify != NULL)
+      e->s->on_notify(e->s->notify_ud, n->extra);
   if (e->conn != NULL && !e->in_round && PQstatus(e->conn) == CONNECTION_BAD)
     broken(e, PQerrorMessage(e->conn));
 }

@@ -21,7 +21,13 @@ typedef struct pg_store {
   char *conninfo;
   PGconn *conn;        /* synchronous: open and migrate only */
   pg_engine_t *engine; /* asynchronous: everything on the loop (NULL without a loop) */
+  void (*on_notify)(void *ud, const char *payload); /* LISTENing to the control channel */
+  void *notify_ud;
 } pg_store_t;
+
+/* Where `mqproc pause|resume|drain|jobs cancel` notify the servers (payload: the
+ * processor's name). */
+#define MQPROC__PG_CONTROL_CHANNEL "mqproc_control"
 
 /* ---- statements ------------------------------------------------------------------- */
 
@@ -48,6 +54,15 @@ typedef struct pg_stmt {
 /* clang-format off */
 #define LEASE_END(col, ms) \
   "greatest(" col ", pg_postmaster_start_time() + 2 * " ms " * interval '1 millisecond')"
+/* When a holder counts as dead, from its workers row (sql/005_fleet.sql): at once when it
+ * was marked stopped or dead, else three refresh intervals after it was last seen, but, as
+ * for LEASE_END, never within two leases of the database's start (nobody could refresh
+ * while it was down). NULL when the holder has no row: then only its lease counts. */
+#define HOLDER_DEAD_AT(worker, ms) \
+  "(SELECT CASE WHEN w.state IN ('stopped', 'dead') THEN 'epoch'::timestamptz" \
+  " ELSE greatest(w.last_seen + 3 * w.interval_ms * interval '1 millisecond'," \
+  " pg_postmaster_start_time() + 2 * " ms " * interval '1 millisecond') END" \
+  " FROM mqproc_workers w WHERE w.worker_id = " worker ")"
 /* clang-format on */
 
 struct pg_req {
@@ -101,6 +116,16 @@ int mqproc__pg_record_callbacks(mqproc__store_t *s, const char *job_id, const ch
 int mqproc__pg_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
                            const void *body, size_t len, size_t keep, const char *reason,
                            const char *worker_id, mqproc__store_done_cb done, void *ud);
+
+/* The fleet's statements (store_pg_fleet.c), the class's methods of those names. */
+int mqproc__pg_beat(mqproc__store_t *s, mqproc__beat_t *b,
+                    void (*cancel)(void *ud, const char *job_id, int attempt),
+                    mqproc__store_done_cb done, void *ud);
+int mqproc__pg_holder_gone(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
+                           const char *by, mqproc__store_done_cb done, void *ud);
+int mqproc__pg_cancelled(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
+                         const mqproc__try_end_t *e, int outbox, int lease_ms,
+                         mqproc__store_done_cb done, void *ud);
 
 /* ---- batched statements (store_pg_batch.c) ------------------------------------------ */
 

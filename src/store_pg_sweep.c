@@ -32,7 +32,7 @@ static const char OUTBOX_SQL[] =
     "UPDATE mqproc_jobs SET lease_until = now() + $2::int * interval '1 millisecond',"
     " updated_at = now()"
     " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
-    "   AND state IN ('SUCCESS', 'FAILED') AND delivery_acked"
+    "   AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND delivery_acked"
     "   AND " LEASE_END("lease_until", "$2::int") " < now()"
     "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
     " RETURNING job_id, request::text, request_format, state, attempt, result_published,"

@@ -1,11 +1,13 @@
 /* Small helpers shared by every module: error buffers, allocation, clocks. */
 #include "util.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int mqproc__err(char *err, int status, const char *fmt, ...) {
   if (err != NULL) {
@@ -132,4 +134,20 @@ void mqproc__sha256(const void *data, size_t len, unsigned char out[32]) {
   unsigned int n = 32;
   if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1)
     memset(out, 0, 32); /* only without memory; a zero hash is recognisably not one */
+}
+
+int mqproc__pid_is_zombie(int pid) {
+  char path[64], buf[512], *paren;
+  ssize_t n;
+  int fd;
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    return 0;
+  n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  paren = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold anything */
+  return paren != NULL && paren[1] == ' ' && paren[2] == 'Z';
 }

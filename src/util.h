@@ -25,6 +25,8 @@ char *mqproc__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 int64_t mqproc__now_ms(void);
 /* Wall-clock milliseconds since the epoch (for logs and records). */
 int64_t mqproc__wall_ms(void);
+/* Whether pid is a zombie (dead, not yet reaped by its parent). */
+int mqproc__pid_is_zombie(int pid);
 
 /* Length of the UTF-8 sequence at s[0..n), or 0 when it is malformed (overlong forms,
  * surrogates and code points above U+10FFFF included). n >= 1. */

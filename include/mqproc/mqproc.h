@@ -125,6 +125,11 @@ const char *mqproc_job_request_json(const mqproc_job_t *job);
 
 /* Append a line to the job's log file (its path is recorded in the job row). */
 void mqproc_job_log(mqproc_job_t *job, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Nonzero once an operator cancelled this job (`mqproc jobs cancel`): a long-running
+ * function should check it now and then and return; the job ends CANCELLED whatever it
+ * returns. (A function running in a worker process, --isolation=process, is killed
+ * instead.) Safe to call from the function's thread at any time. */
+int mqproc_job_cancelled(const mqproc_job_t *job);
 /* Set the error recorded for a failing try (last call wins). */
 void mqproc_job_fail(mqproc_job_t *job, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -810,7 +810,8 @@ int it_run(const char *const *argv, const char *const *envp, const char *input, 
   pid_t pid;
   cr_assert_eq(pipe2(outp, O_CLOEXEC), 0);
   cr_assert_eq(pipe2(inp, O_CLOEXEC), 0);
-  fflush(NULL);
+  fflush(stdout);
+  fflush(stderr);
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {

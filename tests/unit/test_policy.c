@@ -49,6 +49,9 @@ Test(policy, failed_cancelled_and_running_jobs_are_not_run) {
   mqproc__claim_t f = row(0, "FAILED"), x = row(0, "CANCELLED"), r = row(0, "RUNNING");
   r.lease_live = 1;
   cr_expect_eq(mqproc__policy_after_claim(&f, 1, 1), MQPROC__CLAIM_DEAD);
+  /* cancelled: its result and callbacks say so, once */
+  cr_expect_eq(mqproc__policy_after_claim(&x, 1, 1), MQPROC__CLAIM_REPLAY);
+  x.result_published = x.callbacks_done = 1;
   cr_expect_eq(mqproc__policy_after_claim(&x, 1, 1), MQPROC__CLAIM_ACK);
   cr_expect_eq(mqproc__policy_after_claim(&r, 1, 1), MQPROC__CLAIM_DEFER);
 }

@@ -1,0 +1,258 @@
+/* The operator commands' shared parts (see admin.h) and their dispatch. */
+#include "admin.h"
+
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+/* ---- arguments ---------------------------------------------------------------------- */
+
+static const aopt_t *find(const aopt_t *opts, const char *name, size_t len, char shrt) {
+  for (; opts->name != NULL; opts++)
+    if ((shrt != 0 && opts->shrt == shrt) ||
+        (shrt == 0 && strlen(opts->name) == len && strncmp(opts->name, name, len) == 0))
+      return opts;
+  return NULL;
+}
+
+int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, const char *cmd) {
+  memset(a, 0, sizeof(*a));
+  a->opts = opts;
+  for (int i = 0; i < argc; i++) {
+    const char *s = argv[i], *eq, *val = NULL;
+    const aopt_t *o;
+    if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+      o = NULL;
+      a->names[a->n] = "help";
+      a->vals[a->n++] = "";
+      continue;
+    }
+    if (strncmp(s, "--", 2) == 0 && s[2] != '\0') {
+      eq = strchr(s + 2, '=');
+      o = find(opts, s + 2, eq != NULL ? (size_t)(eq - s - 2) : strlen(s + 2), 0);
+      val = eq != NULL ? eq + 1 : NULL;
+    } else if (s[0] == '-' && s[1] != '\0' && s[2] == '\0') {
+      o = find(opts, NULL, 0, s[1]);
+    } else {
+      if (a->npos < ARGS_MAX)
+        a->pos[a->npos++] = s;
+      continue;
+    }
+    if (o == NULL) {
+      fprintf(stderr, "mqproc %s: unknown option '%s' (see --help)\n", cmd, s);
+      return 2;
+    }
+    if (o->has_arg && val == NULL) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "mqproc %s: --%s needs a value\n", cmd, o->name);
+        return 2;
+      }
+      val = argv[++i];
+    } else if (!o->has_arg && val != NULL) {
+      fprintf(stderr, "mqproc %s: --%s takes no value\n", cmd, o->name);
+      return 2;
+    }
+    if (a->n >= ARGS_MAX) {
+      fprintf(stderr, "mqproc %s: too many options\n", cmd);
+      return 2;
+    }
+    a->names[a->n] = o->name;
+    a->vals[a->n++] = val != NULL ? val : "";
+  }
+  return 0;
+}
+
+const char *mqproc__arg(const args_t *a, const char *name) {
+  for (int i = a->n - 1; i >= 0; i--)
+    if (!strcmp(a->names[i], name))
+      return a->vals[i];
+  for (const aopt_t *o = a->opts; o != NULL && o->name != NULL; o++)
+    if (!strcmp(o->name, name) && o->env != NULL)
+      return getenv(o->env);
+  return NULL;
+}
+
+int mqproc__has(const args_t *a, const char *name) {
+  for (int i = 0; i < a->n; i++)
+    if (!strcmp(a->names[i], name))
+      return 1;
+  return 0;
+}
+
+const char *mqproc__arg_nth(const args_t *a, const char *name, int k) {
+  for (int i = 0; i < a->n; i++)
+    if (!strcmp(a->names[i], name) && k-- == 0)
+      return a->vals[i];
+  return NULL;
+}
+
+void mqproc__args_usage(const char *usage, const aopt_t *opts) {
+  printf("%s\nOptions:\n", usage);
+  for (; opts->name != NULL; opts++) {
+    char flag[64];
+    snprintf(flag, sizeof(flag), "%s%c%s--%s%s", opts->shrt ? "-" : "",
+             opts->shrt ? opts->shrt : ' ', opts->shrt ? ", " : "  ", opts->name,
+             opts->has_arg ? " X" : "");
+    printf("  %-28s %s", opts->shrt ? flag : flag + 1, opts->help);
+    if (opts->env != NULL)
+      printf(" (env %s)", opts->env);
+    putchar('\n');
+  }
+  printf("  %-28s %s\n", " --help", "this text");
+}
+
+long long mqproc__parse_duration(const char *s) {
+  char *end;
+  long long n = s != NULL ? strtoll(s, &end, 10) : -1;
+  if (s == NULL || end == s || n < 0)
+    return -1;
+  if (*end == '\0' || !strcmp(end, "s"))
+    return n;
+  if (!strcmp(end, "m"))
+    return n * 60;
+  if (!strcmp(end, "h"))
+    return n * 3600;
+  if (!strcmp(end, "d"))
+    return n * 86400;
+  return -1;
+}
+
+/* ---- database ----------------------------------------------------------------------- */
+
+PGconn *mqproc__admin_db(const args_t *a) {
+  const char *url = mqproc__arg(a, "database");
+  char masked[512];
+  PGconn *c;
+  if (url == NULL || url[0] == '\0') {
+    fprintf(stderr, "mqproc: --database (or MQPROC_DATABASE) is required\n");
+    return NULL;
+  }
+  c = PQconnectdb(url);
+  if (PQstatus(c) != CONNECTION_OK) {
+    mqproc__mask_secret(url, masked, sizeof(masked));
+    fprintf(stderr, "mqproc: cannot connect to %s: %s", masked, PQerrorMessage(c));
+    PQfinish(c);
+    return NULL;
+  }
+  PQclear(PQexec(c, "SET statement_timeout = 30000"));
+  return c;
+}
+
+PGresult *mqproc__admin_q(PGconn *c, const char *sql, int n, const char *const *vals) {
+  PGresult *r = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+    fprintf(stderr, "mqproc: query failed: %s", PQresultErrorMessage(r));
+    PQclear(r);
+    return NULL;
+  }
+  return r;
+}
+
+const char *mqproc__admin_actor(void) {
+  static char actor[300];
+  char host[256] = "localhost";
+  const struct passwd *pw = getpwuid(getuid());
+  gethostname(host, sizeof(host) - 1);
+  snprintf(actor, sizeof(actor), "%s@%s", pw != NULL ? pw->pw_name : "?", host);
+  return actor;
+}
+
+int mqproc__admin_audit(PGconn *c, const char *action, const char *target, long long rows,
+                        json_t *detail) {
+  char n[32], *d = detail != NULL ? json_dumps(detail, JSON_COMPACT) : NULL;
+  const char *vals[5] = {mqproc__admin_actor(), action, target, n, d};
+  PGresult *r;
+  snprintf(n, sizeof(n), "%lld", rows);
+  r = mqproc__admin_q(c,
+                      "INSERT INTO mqproc_audit (actor, action, target, rows_affected, detail)"
+                      " VALUES ($1, $2, $3, $4::bigint, $5::jsonb)",
+                      5, vals);
+  fprintf(stderr, "mqproc: audit: %s %s %s (%lld row%s)%s%s\n", vals[0], action, target, rows,
+          rows == 1 ? "" : "s", d != NULL ? " " : "", d != NULL ? d : "");
+  free(d);
+  json_decref(detail);
+  PQclear(r);
+  return r != NULL ? 0 : -1;
+}
+
+/* ---- output ------------------------------------------------------------------------- */
+
+void mqproc__print_json(json_t *v) {
+  char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (s != NULL)
+    puts(s);
+  free(s);
+  json_decref(v);
+}
+
+static int listed(const char *name, const char *const *list) {
+  for (; list != NULL && *list != NULL; list++)
+    if (!strcmp(name, *list))
+      return 1;
+  return 0;
+}
+
+json_t *mqproc__rows_json(PGresult *res, const char *const *ints, const char *const *jsons) {
+  json_t *arr = json_array();
+  for (int i = 0; i < PQntuples(res); i++) {
+    json_t *o = json_object();
+    for (int k = 0; k < PQnfields(res); k++) {
+      const char *name = PQfname(res, k), *v = PQgetvalue(res, i, k);
+      json_t *x;
+      if (PQgetisnull(res, i, k))
+        x = json_null();
+      else if (listed(name, ints))
+        x = json_integer(strtoll(v, NULL, 10));
+      else if (listed(name, jsons) && (x = json_loads(v, JSON_DECODE_ANY, NULL)) != NULL)
+        ;
+      else
+        x = json_string(v);
+      json_object_set_new(o, name, x != NULL ? x : json_null());
+    }
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+void mqproc__print_table(PGresult *res, int width) {
+  int nf = PQnfields(res), w[64] = {0};
+  nf = nf > 64 ? 64 : nf;
+  for (int k = 0; k < nf; k++) {
+    w[k] = (int)strlen(PQfname(res, k));
+    for (int i = 0; i < PQntuples(res); i++) {
+      int l = PQgetisnull(res, i, k) ? 1 : (int)strlen(PQgetvalue(res, i, k));
+      w[k] = l > w[k] ? l : w[k];
+    }
+    w[k] = w[k] > width ? width : w[k];
+  }
+  for (int k = 0; k < nf; k++)
+    printf("%-*s%s", w[k], PQfname(res, k), k + 1 < nf ? "  " : "\n");
+  for (int i = 0; i < PQntuples(res); i++)
+    for (int k = 0; k < nf; k++)
+      printf("%-*.*s%s", w[k], w[k], PQgetisnull(res, i, k) ? "-" : PQgetvalue(res, i, k),
+             k + 1 < nf ? "  " : "\n");
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+int mqproc__admin_main(int argc, char **argv) {
+  const char *cmd = argv[1];
+  mqproc__log_set_level(MQPROC__LOG_WARN);
+  if (!strcmp(cmd, "submit"))
+    return mqproc__cmd_submit(argc - 2, argv + 2);
+  if (!strcmp(cmd, "jobs"))
+    return mqproc__cmd_jobs(argc - 2, argv + 2);
+  if (!strcmp(cmd, "workers"))
+    return mqproc__cmd_workers(argc - 2, argv + 2);
+  if (!strcmp(cmd, "stats"))
+    return mqproc__cmd_stats(argc - 2, argv + 2);
+  if (!strcmp(cmd, "pause") || !strcmp(cmd, "resume") || !strcmp(cmd, "drain"))
+    return mqproc__cmd_control(cmd, argc - 2, argv + 2);
+  return -1;
+}

@@ -1,0 +1,177 @@
+/* The operator commands' broker client: a blocking rabbitmq-c connection with publisher
+ * confirms (a command waits for its broker; a server's loop never does). */
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "admin.h"
+#include "log.h"
+
+#define TIMEOUT_S 10
+
+struct admin_amqp {
+  amqp_connection_state_t conn;
+  uint64_t seq;
+};
+
+static int rpc_ok(amqp_rpc_reply_t r, const char *what) {
+  if (r.reply_type == AMQP_RESPONSE_NORMAL)
+    return 1;
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+      (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD || r.reply.id == AMQP_CONNECTION_CLOSE_METHOD)) {
+    amqp_channel_close_t *c = r.reply.decoded; /* same layout for the connection's close */
+    fprintf(stderr, "mqproc: %s: %.*s\n", what, (int)c->reply_text.len,
+            (const char *)c->reply_text.bytes);
+  } else {
+    fprintf(stderr, "mqproc: %s failed (%s)\n", what,
+            r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? amqp_error_string2(r.library_error)
+                                                            : "broker error");
+  }
+  return 0;
+}
+
+admin_amqp_t *mqproc__amqp_open(const char *url) {
+  struct amqp_connection_info info;
+  struct timeval tv = {TIMEOUT_S, 0};
+  char *copy, masked[512];
+  admin_amqp_t *a;
+  amqp_socket_t *sock;
+  if (url == NULL || url[0] == '\0') {
+    fprintf(stderr, "mqproc: --queue (or MQPROC_QUEUE) is required\n");
+    return NULL;
+  }
+  mqproc__mask_secret(url, masked, sizeof(masked));
+  copy = strdup(url);
+  if (copy == NULL || amqp_parse_url(copy, &info) != AMQP_STATUS_OK) {
+    fprintf(stderr, "mqproc: --queue: not an AMQP URL: %s\n", masked);
+    free(copy);
+    return NULL;
+  }
+  a = calloc(1, sizeof(*a));
+  a->conn = amqp_new_connection();
+  sock = amqp_tcp_socket_new(a->conn);
+  if (sock == NULL || amqp_socket_open_noblock(sock, info.host, info.port, &tv) != AMQP_STATUS_OK) {
+    fprintf(stderr, "mqproc: cannot connect to %s\n", masked);
+    goto fail;
+  }
+  amqp_set_rpc_timeout(a->conn, &tv);
+  if (!rpc_ok(amqp_login(a->conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
+                         info.password),
+              "login") ||
+      amqp_channel_open(a->conn, 1) == NULL || !rpc_ok(amqp_get_rpc_reply(a->conn), "channel") ||
+      amqp_confirm_select(a->conn, 1) == NULL || !rpc_ok(amqp_get_rpc_reply(a->conn), "confirms"))
+    goto fail;
+  free(copy);
+  return a;
+fail:
+  amqp_destroy_connection(a->conn);
+  free(a);
+  free(copy);
+  return NULL;
+}
+
+int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, const void *body,
+                      size_t len, const char *content_type, const char *message_id, int priority,
+                      const char *const *headers, size_t n_headers) {
+  amqp_basic_properties_t p = {0};
+  amqp_table_entry_t entries[32];
+  struct timeval tv = {TIMEOUT_S, 0};
+  int returned = 0;
+  p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
+  p.delivery_mode = 2;
+  p.content_type = amqp_cstring_bytes(content_type);
+  if (message_id != NULL) {
+    p._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+    p.message_id = amqp_cstring_bytes(message_id);
+  }
+  if (priority >= 0) {
+    p._flags |= AMQP_BASIC_PRIORITY_FLAG;
+    p.priority = (uint8_t)priority;
+  }
+  if (n_headers > 0) {
+    size_t n = 0;
+    for (size_t i = 0; i < n_headers && n < 32; i++) {
+      const char *eq = strchr(headers[i], '=');
+      if (eq == NULL)
+        continue;
+      entries[n].key = (amqp_bytes_t){(size_t)(eq - headers[i]), (void *)headers[i]};
+      entries[n].value.kind = AMQP_FIELD_KIND_UTF8;
+      entries[n].value.value.bytes = amqp_cstring_bytes(eq + 1);
+      n++;
+    }
+    p._flags |= AMQP_BASIC_HEADERS_FLAG;
+    p.headers = (amqp_table_t){(int)n, entries};
+  }
+  if (amqp_basic_publish(a->conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes(rk), 1, 0, &p,
+                         (amqp_bytes_t){len, (void *)body}) != AMQP_STATUS_OK) {
+    fprintf(stderr, "mqproc: publish failed: connection lost\n");
+    return -1;
+  }
+  a->seq++;
+  for (;;) { /* basic.return (unroutable) comes before the ack of the same message */
+    amqp_frame_t f;
+    int rc;
+    amqp_maybe_release_buffers(a->conn);
+    rc = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
+    if (rc != AMQP_STATUS_OK) {
+      fprintf(stderr, "mqproc: no confirm from the broker: %s\n", amqp_error_string2(rc));
+      return -1;
+    }
+    if (f.frame_type != AMQP_FRAME_METHOD)
+      continue; /* the returned message's header and body */
+    if (f.payload.method.id == AMQP_BASIC_RETURN_METHOD) {
+      returned = 1;
+      continue;
+    }
+    if (f.payload.method.id == AMQP_BASIC_NACK_METHOD) {
+      fprintf(stderr, "mqproc: the broker refused the message (nack)\n");
+      return -1;
+    }
+    if (f.payload.method.id == AMQP_BASIC_ACK_METHOD) {
+      if (returned) {
+        fprintf(stderr,
+                "mqproc: unroutable: no queue is bound to exchange '%s' with routing key '%s' "
+                "(no server of that processor ever ran?)\n",
+                exchange, rk);
+        return -1;
+      }
+      return 0;
+    }
+    if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+      amqp_channel_close_t *c = f.payload.method.decoded;
+      fprintf(stderr, "mqproc: the broker closed the channel: %.*s\n", (int)c->reply_text.len,
+              (const char *)c->reply_text.bytes);
+      return -1;
+    }
+  }
+}
+
+int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers) {
+  amqp_queue_declare_ok_t *ok =
+      amqp_queue_declare(a->conn, 1, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
+  if (ok == NULL) { /* 404: the channel is closed; open it again for the next call */
+    amqp_rpc_reply_t r = amqp_get_rpc_reply(a->conn);
+    if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+      amqp_channel_close_ok_t close_ok = {0};
+      amqp_send_method(a->conn, 1, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+      if (amqp_channel_open(a->conn, 1) != NULL)
+        amqp_confirm_select(a->conn, 1);
+    }
+    return -1;
+  }
+  *messages = (long)ok->message_count;
+  *consumers = (long)ok->consumer_count;
+  return 0;
+}
+
+void mqproc__amqp_close(admin_amqp_t *a) {
+  if (a == NULL)
+    return;
+  amqp_channel_close(a->conn, 1, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(a->conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(a->conn);
+  free(a);
+}

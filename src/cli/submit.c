@@ -1,0 +1,232 @@
+/* `mqproc submit`: publish processing messages (OCR-D's format, JSON or YAML) with
+ * confirms and the mandatory flag, print their job ids, and with --wait wait for their
+ * final states in the job table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "admin.h"
+#include "codec.h"
+
+static const aopt_t OPTS[] = {
+    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL of the broker"},
+    {"database", 0, 1, "MQPROC_DATABASE", "PostgreSQL URL (for --wait)"},
+    {"exchange", 0, 1, "MQPROC_EXCHANGE", "exchange (default ocrd-network-default)"},
+    {"processor", 0, 1, NULL, "processor = queue name (required)"},
+    {"mets", 0, 1, NULL, "path_to_mets of the job"},
+    {"workspace-id", 0, 1, NULL, "workspace_id of the job (instead of --mets)"},
+    {"input-file-grp", 'I', 1, NULL, "input file group, repeatable"},
+    {"output-file-grp", 'O', 1, NULL, "output file group, repeatable"},
+    {"page-id", 0, 1, NULL, "page_id"},
+    {"param", 0, 1, NULL, "parameter k=v, repeatable (v read as JSON when it is, else a string)"},
+    {"parameters", 0, 1, NULL, "parameters as a JSON object"},
+    {"result-queue", 0, 1, NULL, "result_queue_name"},
+    {"callback", 0, 1, NULL, "callback_url"},
+    {"priority", 0, 1, NULL, "AMQP priority 0-9 (the queue needs --max-priority)"},
+    {"job-id", 0, 1, NULL, "job id (default: a random UUID; with --count, ID-1 ... ID-N)"},
+    {"header", 0, 1, NULL, "AMQP header k=v, repeatable"},
+    {"format", 0, 1, NULL, "json (default) or yaml (as OCR-D's Python side sends)"},
+    {"count", 0, 1, NULL, "publish this many jobs (for load)"},
+    {"wait", 0, 0, NULL, "wait for the final states: exit 0 all SUCCESS, 1 any FAILED/CANCELLED"},
+    {"timeout", 0, 1, NULL, "with --wait: give up after this many seconds (exit 2; default 3600)"},
+    {NULL, 0, 0, NULL, NULL}};
+
+static void uuid(char out[37]) {
+  unsigned char b[16];
+  if (getrandom(b, sizeof(b), 0) != sizeof(b)) /* cannot fail for 16 bytes; still */
+    for (int i = 0; i < 16; i++)
+      b[i] = (unsigned char)rand();
+  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+  snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           b[15]);
+}
+
+static json_t *grps(const args_t *a, const char *name) {
+  json_t *arr = json_array();
+  const char *v;
+  for (int i = 0; (v = mqproc__arg_nth(a, name, i)) != NULL; i++)
+    json_array_append_new(arr, json_string(v));
+  return arr;
+}
+
+/* The message without its job id; NULL after printing why. */
+static json_t *message(const args_t *a) {
+  const char *p = mqproc__arg(a, "parameters"), *v;
+  json_t *m, *params;
+  if (mqproc__arg(a, "processor") == NULL) {
+    fprintf(stderr, "mqproc submit: --processor is required\n");
+    return NULL;
+  }
+  if ((mqproc__arg(a, "mets") == NULL) == (mqproc__arg(a, "workspace-id") == NULL)) {
+    fprintf(stderr, "mqproc submit: give one of --mets and --workspace-id\n");
+    return NULL;
+  }
+  params = p != NULL ? json_loads(p, 0, NULL) : json_object();
+  if (!json_is_object(params)) {
+    fprintf(stderr, "mqproc submit: --parameters: not a JSON object\n");
+    json_decref(params);
+    return NULL;
+  }
+  for (int i = 0; (v = mqproc__arg_nth(a, "param", i)) != NULL; i++) {
+    const char *eq = strchr(v, '=');
+    json_t *x;
+    char key[256];
+    if (eq == NULL || eq == v || (size_t)(eq - v) >= sizeof(key)) {
+      fprintf(stderr, "mqproc submit: --param: expected key=value, got '%s'\n", v);
+      json_decref(params);
+      return NULL;
+    }
+    snprintf(key, sizeof(key), "%.*s", (int)(eq - v), v);
+    x = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+    json_object_set_new(params, key, x != NULL ? x : json_string(eq + 1));
+  }
+  m = json_pack("{s:s, s:I, s:o, s:o}", "processor_name", mqproc__arg(a, "processor"),
+                "created_time", (json_int_t)time(NULL), "input_file_grps",
+                grps(a, "input-file-grp"), "parameters", params);
+  if (mqproc__arg(a, "output-file-grp") != NULL) /* optional: some processors write none */
+    json_object_set_new(m, "output_file_grps", grps(a, "output-file-grp"));
+  if ((v = mqproc__arg(a, "mets")) != NULL)
+    json_object_set_new(m, "path_to_mets", json_string(v));
+  if ((v = mqproc__arg(a, "workspace-id")) != NULL)
+    json_object_set_new(m, "workspace_id", json_string(v));
+  if ((v = mqproc__arg(a, "page-id")) != NULL)
+    json_object_set_new(m, "page_id", json_string(v));
+  if ((v = mqproc__arg(a, "result-queue")) != NULL)
+    json_object_set_new(m, "result_queue_name", json_string(v));
+  if ((v = mqproc__arg(a, "callback")) != NULL)
+    json_object_set_new(m, "callback_url", json_string(v));
+  return m;
+}
+
+/* Waits for the final state of every id: 0 all SUCCESS, 1 one FAILED or CANCELLED,
+ * 2 timeout. */
+static int wait_all(const args_t *a, json_t *ids) {
+  const char *t = mqproc__arg(a, "timeout");
+  time_t deadline = time(NULL) + (t != NULL ? atol(t) : 3600);
+  char *arr = json_dumps(ids, JSON_COMPACT);
+  PGconn *c = mqproc__admin_db(a);
+  int rc = 2;
+  if (c == NULL || arr == NULL) {
+    free(arr);
+    PQfinish(c);
+    return 2;
+  }
+  for (;;) {
+    const char *vals[1] = {arr};
+    PGresult *r = mqproc__admin_q(
+        c,
+        "SELECT count(*) FILTER (WHERE state = 'SUCCESS'), count(*) FILTER (WHERE state IN"
+        " ('FAILED', 'CANCELLED')) FROM mqproc_jobs WHERE job_id IN"
+        " (SELECT jsonb_array_elements_text($1::jsonb))",
+        1, vals);
+    long long ok, bad;
+    if (r == NULL)
+      break;
+    ok = atoll(PQgetvalue(r, 0, 0));
+    bad = atoll(PQgetvalue(r, 0, 1));
+    PQclear(r);
+    if (ok + bad == (long long)json_array_size(ids)) {
+      fprintf(stderr, "mqproc submit: %lld SUCCESS, %lld FAILED or CANCELLED\n", ok, bad);
+      rc = bad > 0 ? 1 : 0;
+      break;
+    }
+    if (time(NULL) >= deadline) {
+      fprintf(stderr, "mqproc submit: timed out: %lld of %zu job(s) final\n", ok + bad,
+              json_array_size(ids));
+      break;
+    }
+    nanosleep(&(struct timespec){0, 200 * 1000000}, NULL);
+  }
+  free(arr);
+  PQfinish(c);
+  return rc;
+}
+
+int mqproc__cmd_submit(int argc, char **argv) {
+  const char *fmt_s, *prio_s, *count_s, *exchange, *headers[32], *v;
+  size_t n_headers = 0;
+  mqproc__format_t fmt = MQPROC__FMT_JSON;
+  args_t a;
+  json_t *msg, *ids;
+  admin_amqp_t *amqp;
+  long count = 1;
+  int rc, prio = -1;
+  if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "submit")) != 0)
+    return rc;
+  if (mqproc__has(&a, "help")) {
+    mqproc__args_usage("Usage: mqproc submit --processor P (--mets PATH | --workspace-id W) -I GRP "
+                       "[-O GRP] [OPTIONS]\nPublishes jobs and prints their ids.\n",
+                       OPTS);
+    return 0;
+  }
+  if ((fmt_s = mqproc__arg(&a, "format")) != NULL) {
+    if (!strcmp(fmt_s, "yaml"))
+      fmt = MQPROC__FMT_YAML;
+    else if (strcmp(fmt_s, "json") != 0) {
+      fprintf(stderr, "mqproc submit: --format: expected json or yaml\n");
+      return 2;
+    }
+  }
+  if ((prio_s = mqproc__arg(&a, "priority")) != NULL &&
+      ((prio = atoi(prio_s)) < 0 || prio > 255 || strspn(prio_s, "0123456789") != strlen(prio_s))) {
+    fprintf(stderr, "mqproc submit: --priority: expected 0-255\n");
+    return 2;
+  }
+  if ((count_s = mqproc__arg(&a, "count")) != NULL && (count = atol(count_s)) < 1) {
+    fprintf(stderr, "mqproc submit: --count: expected a number >= 1\n");
+    return 2;
+  }
+  for (int i = 0; (v = mqproc__arg_nth(&a, "header", i)) != NULL && n_headers < 32; i++) {
+    if (strchr(v, '=') == NULL) {
+      fprintf(stderr, "mqproc submit: --header: expected key=value, got '%s'\n", v);
+      return 2;
+    }
+    headers[n_headers++] = v;
+  }
+  if ((msg = message(&a)) == NULL)
+    return 2;
+  if ((amqp = mqproc__amqp_open(mqproc__arg(&a, "queue"))) == NULL) {
+    json_decref(msg);
+    return 1;
+  }
+  exchange =
+      mqproc__arg(&a, "exchange") != NULL ? mqproc__arg(&a, "exchange") : "ocrd-network-default";
+  ids = json_array();
+  rc = 0;
+  for (long i = 0; i < count && rc == 0; i++) {
+    char id[300], err[256], *body = NULL;
+    size_t len;
+    if (mqproc__arg(&a, "job-id") != NULL && count > 1)
+      snprintf(id, sizeof(id), "%.255s-%ld", mqproc__arg(&a, "job-id"), i + 1);
+    else if (mqproc__arg(&a, "job-id") != NULL)
+      snprintf(id, sizeof(id), "%.255s", mqproc__arg(&a, "job-id"));
+    else
+      uuid(id);
+    json_object_set_new(msg, "job_id", json_string(id));
+    if (mqproc__doc_encode(msg, fmt, &body, &len, err) != 0) {
+      fprintf(stderr, "mqproc submit: %s\n", err);
+      rc = 2;
+      break;
+    }
+    if (mqproc__amqp_send(amqp, exchange, mqproc__arg(&a, "processor"), body, len,
+                          fmt == MQPROC__FMT_YAML ? "application/yaml" : "application/json", id,
+                          prio, headers, n_headers) != 0)
+      rc = 1;
+    else {
+      printf("%s\n", id);
+      json_array_append_new(ids, json_string(id));
+    }
+    free(body);
+  }
+  fflush(stdout);
+  mqproc__amqp_close(amqp);
+  json_decref(msg);
+  if (rc == 0 && mqproc__has(&a, "wait"))
+    rc = wait_all(&a, ids);
+  json_decref(ids);
+  return rc;
+}

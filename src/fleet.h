@@ -1,0 +1,24 @@
+/* A server's part in the fleet (sql/005_fleet.sql): it keeps its row in mqproc_workers
+ * fresh, obeys the operators' standing wish for it (pause, drain; `mqproc pause|resume|
+ * drain`) and stops the jobs they cancel (`mqproc jobs cancel`). The wish and the cancels
+ * are read with every refresh (FLEET_INTERVAL_MS) and at once when the store relays an
+ * operator's notice, so a command takes effect within a round trip. */
+#ifndef MQPROC_FLEET_H
+#define MQPROC_FLEET_H
+
+#include "server.h"
+
+#define MQPROC__FLEET_INTERVAL_MS 2000
+
+/* Starts refreshing (the first refresh at once). version: what the row shows. */
+int mqproc__fleet_start(mqproc__server_t *srv, const char *version);
+/* Whether the operators paused or are draining this server (it takes no new job). */
+int mqproc__fleet_holds_back(const mqproc__server_t *srv);
+/* Refresh now (a state change worth showing). */
+void mqproc__fleet_refresh(mqproc__server_t *srv);
+/* The server stops: record it as stopped, then end the loop (at once when the store is
+ * not reachable, else when the write ended or after a second). */
+void mqproc__fleet_finish(mqproc__server_t *srv);
+void mqproc__fleet_free(mqproc__server_t *srv);
+
+#endif
