@@ -16,6 +16,7 @@
 
 #include "codec.h"
 #include "log.h"
+#include "policy.h"
 #include "util.h"
 
 /* ---- --ack-after -------------------------------------------------------------------- */
@@ -117,9 +118,7 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
   d->msg->format = mqproc__format_parse(r->format);
   d->srv = srv;
   d->attempt = r->attempt;
-  d->outcome = !strcmp(r->state, "SUCCESS")     ? "SUCCESS"
-               : !strcmp(r->state, "CANCELLED") ? "CANCELLED"
-                                                : "FAILED";
+  d->outcome = mqproc__job_state_name(mqproc__job_state_parse(r->state)); /* a final state */
   d->send_result = !r->result_published;
   d->send_callbacks = !r->callbacks_done;
   d->acked = 1; /* no broker delivery: the row carries the job */

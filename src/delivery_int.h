@@ -151,7 +151,16 @@ void mqproc__dl_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char 
 #define store_ok(d, next) mqproc__dl_store_ok(d, next)
 #define broker_down(d, why) mqproc__dl_broker_down(d, why)
 #define broker_blocked(d) mqproc__dl_broker_blocked(d)
-/* delivery_out.c's steps */
+/* How the last try ended, as the store records it (delivery_end.c). */
+mqproc__try_end_t mqproc__dl_try_end(const mqproc__delivery_t *d);
+/* The states that record the attempt's end (delivery_end.c). */
+int mqproc__dl_step_succeed(mqproc__delivery_t *d);
+int mqproc__dl_step_cancel(mqproc__delivery_t *d);
+int mqproc__dl_step_fail(mqproc__delivery_t *d);
+int mqproc__dl_step_give_up(mqproc__delivery_t *d);
+int mqproc__dl_step_release(mqproc__delivery_t *d);
+int mqproc__dl_step_fenced(mqproc__delivery_t *d);
+/* The states that send the outcome (delivery_out.c). */
 int mqproc__dl_step_dead_letter(mqproc__delivery_t *d);
 int mqproc__dl_step_publish(mqproc__delivery_t *d);
 int mqproc__dl_step_published(mqproc__delivery_t *d);

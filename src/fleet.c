@@ -169,11 +169,6 @@ int mqproc__fleet_holds_back(const mqproc__server_t *srv) {
   return srv->fleet != NULL && srv->fleet->paused;
 }
 
-void mqproc__fleet_refresh(mqproc__server_t *srv) {
-  if (srv->fleet != NULL && !srv->fleet->finishing)
-    send_beat(srv->fleet);
-}
-
 static void on_finish_timeout(mqproc__loop_t *loop, void *ud) {
   fleet_t *f = ud;
   f->finish_timer = 0;

@@ -12,10 +12,8 @@
 
 /* Starts refreshing (the first refresh at once). version: what the row shows. */
 int mqproc__fleet_start(mqproc__server_t *srv, const char *version);
-/* Whether the operators paused or are draining this server (it takes no new job). */
+/* Whether the operators paused this server (it takes no new job; a drain stops it). */
 int mqproc__fleet_holds_back(const mqproc__server_t *srv);
-/* Refresh now (a state change worth showing). */
-void mqproc__fleet_refresh(mqproc__server_t *srv);
 /* The server stops: record it as stopped, then end the loop (at once when the store is
  * not reachable, else when the write ended or after a second). */
 void mqproc__fleet_finish(mqproc__server_t *srv);

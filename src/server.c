@@ -5,11 +5,6 @@
  * going while a job runs for hours), renew the leases of running jobs, sweep
  * (sweeper.c), and end the loop once a requested stop has drained every delivery.
  * Reconnects to the broker run from their own timer with exponential backoff and jitter.
- *
- * The bound on jobs running at once (--prefetch) is kept here, not by the broker alone:
- * basic.qos counts only the unacked deliveries of one consumer, so deliveries of an older
- * consumer (before a re-consume), of a lost connection, and early-acked jobs are counted
- * here and the consumer's prefetch is what is left (mqproc__server_update_consuming).
  */
 #include "server.h"
 
@@ -199,43 +194,6 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   wake_publishers(srv);
 }
 
-/* The slots of --prefetch a consumer may still fill: those not held by a delivery it does
- * not count itself (consumer 0: no consumer, so every delivery holds one). */
-static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
-  uint64_t epoch = mqproc__broker_epoch(srv->broker);
-  int held = extra;
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-    held += mqproc__delivery_holds_slot(d, epoch, consumer);
-  if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv) ||
-      held >= srv->cfg->prefetch)
-    return 0;
-  return srv->cfg->prefetch - held;
-}
-
-void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
-  int want, held;
-  /* A blocked broker reads nothing from us: a basic.cancel or consume would wait for its
-   * reply until the deadline. The consumer is set right when it unblocks. */
-  if (!srv->broker_up || srv->broker_blocked)
-    return;
-  if (srv->consuming && free_slots(srv, srv->consumer, extra) != srv->consume_prefetch) {
-    srv->consuming = 0;
-    if (mqproc__broker_cancel(srv->broker, NULL) != MQPROC_OK)
-      return; /* the connection broke: on_down follows */
-  }
-  /* once cancelled, what the old consumer pushed counts like any running job */
-  want = free_slots(srv, 0, extra);
-  held = srv->cfg->prefetch - want;
-  if (want > 0 && !srv->consuming) {
-    if (mqproc__broker_consume(srv->broker, want, &srv->consumer, NULL) != MQPROC_OK)
-      return;
-    srv->consuming = 1;
-    srv->consume_prefetch = want;
-    MQPROC__INFO("consuming from queue '%s' (prefetch %d%s)", srv->processor, want,
-                 held > 0 ? ", the other slots hold running jobs" : "");
-  }
-}
-
 static void schedule_connect(mqproc__server_t *srv) {
   /* 250 ms doubling to 3 s: consuming resumes within seconds of the broker's return */
   int64_t ms = 250;
@@ -397,28 +355,26 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
     MQPROC__INFO("%s: stopping; no new jobs, letting running jobs finish (send it again to "
                  "stop them now)",
                  strsignal(signo));
-    srv->stopping = 1;
-    mqproc__server_update_consuming(srv, 0);
-    stop_all(srv, 0);
-    if (srv->deliveries != NULL)
+    mqproc__server_drain(srv);
+    if (srv->deliveries != NULL) /* unlike an operator's drain, a signal's has a grace */
       srv->grace_timer =
           mqproc__loop_timer(loop, srv->cfg->shutdown_grace_s * 1000LL, on_grace_over, srv);
-  } else {
-    MQPROC__INFO("%s again: stopping running jobs now", strsignal(signo));
-    mqproc__loop_timer_cancel(loop, srv->grace_timer);
-    srv->grace_timer = 0;
-    stop_all(srv, 1);
-    if (srv->signals > 2) /* the third: do not even wait for the workers row */
-      mqproc__loop_stop(loop);
+    return;
   }
-  if (srv->deliveries == NULL)
+  MQPROC__INFO("%s again: stopping running jobs now", strsignal(signo));
+  mqproc__loop_timer_cancel(loop, srv->grace_timer);
+  srv->grace_timer = 0;
+  stop_all(srv, 1);
+  if (srv->signals > 2) /* the third: do not even wait for the workers row */
+    mqproc__loop_stop(loop);
+  else if (srv->deliveries == NULL)
     mqproc__fleet_finish(srv);
 }
 
 void mqproc__server_drain(mqproc__server_t *srv) {
   if (srv->stopping)
     return;
-  srv->stopping = 1; /* no grace timer: the running jobs finish, however long they take */
+  srv->stopping = 1; /* no grace timer here: the running jobs finish, however long they take */
   mqproc__server_update_consuming(srv, 0);
   stop_all(srv, 0);
   if (srv->deliveries == NULL)

@@ -1,13 +1,58 @@
 /* The server's flow control, apart from the loop's wiring (server.c): acks batched into
- * one multiple ack per loop turn, the --concurrency run slots, and pausing consumption
- * while the job store is unreachable.
+ * one multiple ack per loop turn, the consumer's prefetch, the --concurrency run slots, and
+ * pausing consumption while the job store is unreachable or an operator paused it.
+ *
+ * The bound on jobs running at once (--prefetch) is kept here, not by the broker alone:
+ * basic.qos counts only the unacked deliveries of one consumer, so deliveries of an older
+ * consumer (before a re-consume), of a lost connection, and early-acked jobs are counted
+ * here and the consumer's prefetch is what is left (mqproc__server_update_consuming).
  */
 #include <stdlib.h>
 
 #include "delivery.h"
+#include "fleet.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
+
+/* ---- the consumer --------------------------------------------------------------------- */
+
+/* The slots of --prefetch a consumer may still fill: those not held by a delivery it does
+ * not count itself (consumer 0: no consumer, so every delivery holds one). */
+static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
+  uint64_t epoch = mqproc__broker_epoch(srv->broker);
+  int held = extra;
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    held += mqproc__delivery_holds_slot(d, epoch, consumer);
+  if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv) ||
+      held >= srv->cfg->prefetch)
+    return 0;
+  return srv->cfg->prefetch - held;
+}
+
+void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
+  int want, held;
+  /* A blocked broker reads nothing from us: a basic.cancel or consume would wait for its
+   * reply until the deadline. The consumer is set right when it unblocks. */
+  if (!srv->broker_up || srv->broker_blocked)
+    return;
+  if (srv->consuming && free_slots(srv, srv->consumer, extra) != srv->consume_prefetch) {
+    srv->consuming = 0;
+    if (mqproc__broker_cancel(srv->broker, NULL) != MQPROC_OK)
+      return; /* the connection broke: on_down follows */
+  }
+  /* once cancelled, what the old consumer pushed counts like any running job */
+  want = free_slots(srv, 0, extra);
+  held = srv->cfg->prefetch - want;
+  if (want > 0 && !srv->consuming) {
+    if (mqproc__broker_consume(srv->broker, want, &srv->consumer, NULL) != MQPROC_OK)
+      return;
+    srv->consuming = 1;
+    srv->consume_prefetch = want;
+    MQPROC__INFO("consuming from queue '%s' (prefetch %d%s)", srv->processor, want,
+                 held > 0 ? ", the other slots hold running jobs" : "");
+  }
+}
 
 /* ---- acks ----------------------------------------------------------------------------- */
 

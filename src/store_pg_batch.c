@@ -7,18 +7,16 @@
 #include "store_pg_int.h"
 #include "util.h"
 
-char *mqproc__pg_array_param(pg_req_t *const *reqs, int nreqs, int i) {
+char *mqproc__pg_text_array(const char *const *vals, size_t n) {
   size_t len = 3;
   char *out, *p;
-  for (int k = 0; k < nreqs; k++) {
-    const char *v = reqs[k]->vals[i];
-    len += v == NULL ? 5 : 2 * strlen(v) + 3;
-  }
+  for (size_t k = 0; k < n; k++)
+    len += vals[k] == NULL ? 5 : 2 * strlen(vals[k]) + 3;
   if ((out = p = mqproc__malloc(len)) == NULL)
     return NULL;
   *p++ = '{';
-  for (int k = 0; k < nreqs; k++) {
-    const char *v = reqs[k]->vals[i];
+  for (size_t k = 0; k < n; k++) {
+    const char *v = vals[k];
     if (k > 0)
       *p++ = ',';
     if (v == NULL) {
@@ -36,6 +34,18 @@ char *mqproc__pg_array_param(pg_req_t *const *reqs, int nreqs, int i) {
   }
   *p++ = '}';
   *p = '\0';
+  return out;
+}
+
+char *mqproc__pg_array_param(pg_req_t *const *reqs, int nreqs, int i) {
+  const char **vals = mqproc__malloc((size_t)nreqs * sizeof(*vals) + 1);
+  char *out;
+  if (vals == NULL)
+    return NULL;
+  for (int k = 0; k < nreqs; k++)
+    vals[k] = reqs[k]->vals[i];
+  out = mqproc__pg_text_array(vals, (size_t)nreqs);
+  free(vals);
   return out;
 }
 

@@ -52,35 +52,10 @@ static int parse_beat(pg_req_t *r, PGresult *res, const int *rows, int n) {
 
 static const pg_stmt_t BEAT = {"mqproc_beat", BEAT_SQL, 13, 0, 0, parse_beat};
 
-/* The text[] literal of ids: {"a","b"} with " and \ escaped (NULL: no memory). */
-static char *text_array(const char *const *ids, size_t n) {
-  size_t len = 3;
-  char *out, *p;
-  for (size_t i = 0; i < n; i++)
-    len += 2 * strlen(ids[i]) + 3;
-  if ((out = p = malloc(len)) == NULL)
-    return NULL;
-  *p++ = '{';
-  for (size_t i = 0; i < n; i++) {
-    if (i > 0)
-      *p++ = ',';
-    *p++ = '"';
-    for (const char *c = ids[i]; *c != '\0'; c++) {
-      if (*c == '"' || *c == '\\')
-        *p++ = '\\';
-      *p++ = *c;
-    }
-    *p++ = '"';
-  }
-  *p++ = '}';
-  *p = '\0';
-  return out;
-}
-
 int mqproc__pg_beat(mqproc__store_t *s, mqproc__beat_t *b,
                     void (*cancel)(void *ud, const char *job_id, int attempt),
                     mqproc__store_done_cb done, void *ud) {
-  char *jobs = text_array(b->current_jobs, b->n_current);
+  char *jobs = mqproc__pg_text_array(b->current_jobs, b->n_current);
   int rc;
   if (jobs == NULL)
     return MQPROC_ENOMEM;
@@ -107,15 +82,6 @@ int mqproc__pg_holder_gone(mqproc__store_t *s, const char *worker_id, const char
                             by);
 }
 
-static int parse_cancelled(pg_req_t *r, PGresult *res, const int *rows, int n) {
-  (void)res;
-  (void)rows;
-  if (n == 0)
-    return mqproc__err(r->err, MQPROC_ESTORE_FENCED, "job %s: attempt %s no longer owns the job",
-                       r->vals[0], r->vals[1]);
-  return MQPROC_OK;
-}
-
 /* A cancelled job's end, like a success's (the outbox too), with the try recorded failed. */
 static const pg_stmt_t CANCELLED = {
     "mqproc_cancelled",
@@ -134,7 +100,7 @@ static const pg_stmt_t CANCELLED = {
     6,
     0,
     0,
-    parse_cancelled};
+    mqproc__pg_parse_fenced};
 
 int mqproc__pg_cancelled(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
                          const mqproc__try_end_t *e, int outbox, int lease_ms,

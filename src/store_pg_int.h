@@ -129,7 +129,9 @@ int mqproc__pg_cancelled(mqproc__store_t *s, const char *job_id, int attempt, in
 
 /* ---- batched statements (store_pg_batch.c) ------------------------------------------ */
 
-/* The array literal of parameter i over reqs: {"a","b",NULL} (malloc'd; NULL: no memory). */
+/* The array literal of vals: {"a","b",NULL} (malloc'd; NULL: no memory). */
+char *mqproc__pg_text_array(const char *const *vals, size_t n);
+/* The array literal of parameter i over reqs (malloc'd; NULL: no memory). */
 char *mqproc__pg_array_param(pg_req_t *const *reqs, int nreqs, int i);
 /* Hands each request of a batched execution its rows (by the ordinality in column 0)
  * and sets its rc; a single execution's request gets all rows. A forgotten request

@@ -27,7 +27,6 @@ int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, con
     const char *s = argv[i], *eq, *val = NULL;
     const aopt_t *o;
     if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-      o = NULL;
       a->names[a->n] = "help";
       a->vals[a->n++] = "";
       continue;

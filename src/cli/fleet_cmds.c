@@ -19,10 +19,12 @@ static const aopt_t OPTS[] = {
     {"json", 0, 0, NULL, "machine-readable output"},
     {NULL, 0, 0, NULL, NULL}};
 
-/* A live server's state, or 'dead' when it missed three refreshes. */
+/* A server refreshes its row every interval_ms (fleet.h); three missed refreshes: dead. */
+#define SEEN_LATELY "w.last_seen > now() - 3 * w.interval_ms * interval '1 millisecond'"
+/* A server's state as operators see it. */
 #define WORKER_STATE                                                                               \
-  "CASE WHEN w.state NOT IN ('stopped', 'dead') AND w.last_seen < now() - 3 * w.interval_ms"       \
-  " * interval '1 millisecond' THEN 'dead' ELSE w.state END"
+  "CASE WHEN w.state NOT IN ('stopped', 'dead') AND NOT " SEEN_LATELY " THEN 'dead'"               \
+  " ELSE w.state END"
 
 int mqproc__cmd_workers(int argc, char **argv) {
   static const char *const ints[] = {"pid",         "concurrency", "in_flight", "jobs_done",
@@ -110,7 +112,7 @@ static json_t *stats_of(PGconn *c, admin_amqp_t *amqp, const char *proc) {
       " coalesce(count(*) FILTER (WHERE state = 'FAILED')::float8 / nullif(count(*), 0), 0),"
       " (SELECT count(*) FROM mqproc_workers w WHERE w.processor_name = $1"
       "   AND w.state NOT IN ('stopped', 'dead')"
-      "   AND w.last_seen > now() - 3 * w.interval_ms * interval '1 millisecond')"
+      "   AND " SEEN_LATELY ")"
       " FROM mqproc_jobs WHERE processor_name = $1 AND end_time > now() - interval '60 minutes'",
       1, vals);
   if (r != NULL && PQntuples(r) == 1) {
@@ -276,7 +278,7 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
         c,
         "SELECT w.worker_id, w.state = $3 OR ($3 = 'draining' AND w.state = 'stopped')"
         " FROM mqproc_workers w WHERE w.processor_name = $1 AND ($2 = '' OR w.worker_id = $2)"
-        " AND w.last_seen > now() - 3 * w.interval_ms * interval '1 millisecond'"
+        " AND " SEEN_LATELY
         " AND (w.state NOT IN ('stopped', 'dead') OR ($3 = 'draining' AND w.state = 'stopped'))"
         " ORDER BY 1",
         3, v);

@@ -109,8 +109,7 @@ static int list(PGconn *c, const args_t *a) {
   if (mqproc__has(a, "json")) {
     mqproc__print_json(mqproc__rows_json(r, INTS, NULL));
   } else {
-    PGresult *t = r;
-    mqproc__print_table(t, 40);
+    mqproc__print_table(r, 40);
   }
   PQclear(r);
   return 0;
@@ -197,29 +196,24 @@ static int show_log(PGconn *c, const char *id) {
   return 0;
 }
 
-/* The {a,b} literal of the positional ids from index 1 on (NULL-free; escaped). */
-static char *id_array(const args_t *a) {
-  size_t len = 3;
-  char *out, *p;
-  for (int i = 1; i < a->npos; i++)
-    len += 2 * strlen(a->pos[i]) + 3;
-  p = out = malloc(len);
-  *p++ = '{';
+/* The positional ids from index 1 on as a JSON array (the statements read it with IDS);
+ * NULL after printing why (an id that is not UTF-8 cannot be a job id). */
+static char *id_json(const args_t *a) {
+  json_t *arr = json_array();
+  char *out;
   for (int i = 1; i < a->npos; i++) {
-    *p++ = i > 1 ? ',' : '"';
-    if (i > 1)
-      *p++ = '"';
-    for (const char *s = a->pos[i]; *s != '\0'; s++) {
-      if (*s == '"' || *s == '\\')
-        *p++ = '\\';
-      *p++ = *s;
+    if (json_array_append_new(arr, json_string(a->pos[i])) != 0) {
+      fprintf(stderr, "mqproc jobs: not a job id (not UTF-8): %s\n", a->pos[i]);
+      json_decref(arr);
+      return NULL;
     }
-    *p++ = '"';
   }
-  *p++ = '}';
-  *p = '\0';
+  out = json_dumps(arr, JSON_COMPACT);
+  json_decref(arr);
   return out;
 }
+
+#define IDS "ARRAY(SELECT jsonb_array_elements_text($1::jsonb))"
 
 /* Puts one batch of jobs (ids, or the filter) back to QUEUED and publishes their stored
  * requests; returns how many, or -1. The row keeps its history (tries, attempt: the
@@ -235,7 +229,7 @@ static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange
       " delivery_acked = false, cancel_requested = false, republish = true,"
       " lease_until = now() + interval '60 seconds', updated_at = now()"
       " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE"
-      "   ($1::text[] IS NULL OR job_id = ANY($1::text[]))"
+      "   ($1::jsonb IS NULL OR job_id = ANY(" IDS "))"
       "   AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR processor_name = $3)"
       "   AND state IN ('FAILED', 'CANCELLED', 'SUCCESS') AND request_body IS NOT NULL"
       "   LIMIT 1000 FOR UPDATE SKIP LOCKED)"
@@ -285,10 +279,12 @@ static long long count(PGconn *c, const char *where, const char *const *vals, in
 static int retry(PGconn *c, const args_t *a) {
   const char *state = mqproc__arg(a, "state"), *proc = mqproc__arg(a, "processor");
   const char *exchange = mqproc__arg(a, "exchange");
-  char *ids = a->npos > 1 ? id_array(a) : NULL;
+  char *ids = a->npos > 1 ? id_json(a) : NULL;
   admin_amqp_t *amqp;
   long long total = 0, n;
   json_t *detail;
+  if (a->npos > 1 && ids == NULL)
+    return 2;
   if (ids == NULL && state == NULL) {
     fprintf(stderr, "mqproc jobs retry: give job ids, or --state (e.g. FAILED)\n");
     return 2;
@@ -335,7 +331,8 @@ static int cancel(PGconn *c, const args_t *a) {
     fprintf(stderr, "mqproc jobs cancel: give job ids\n");
     return 2;
   }
-  ids = id_array(a);
+  if ((ids = id_json(a)) == NULL)
+    return 2;
   vals[0] = ids;
   vals[1] = proc;
   PQclear(PQexec(c, "BEGIN"));
@@ -344,7 +341,7 @@ static int cancel(PGconn *c, const args_t *a) {
       c,
       "INSERT INTO mqproc_jobs (job_id, processor_name, state, end_time,"
       " last_error) SELECT id, $2, 'CANCELLED', now(), 'cancelled by an "
-      "operator before it was delivered' FROM unnest($1::text[]) id"
+      "operator before it was delivered' FROM jsonb_array_elements_text($1::jsonb) id"
       " WHERE $2::text IS NOT NULL ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
       2, vals);
   for (int i = 0; r != NULL && i < PQntuples(r); i++)
@@ -358,7 +355,7 @@ static int cancel(PGconn *c, const args_t *a) {
                       " last_error = CASE WHEN state = 'QUEUED' THEN 'cancelled by an operator' "
                       "ELSE last_error END,"
                       " updated_at = now()"
-                      " WHERE job_id = ANY($1::text[]) AND state IN ('QUEUED', 'RUNNING')"
+                      " WHERE job_id = ANY(" IDS ") AND state IN ('QUEUED', 'RUNNING')"
                       " RETURNING job_id, processor_name, cancel_requested",
                       1, vals);
   if (r == NULL) {
