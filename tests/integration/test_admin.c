@@ -285,3 +285,18 @@ Test(admin, a_killed_servers_job_runs_again_elsewhere_at_once) {
   it_server_stop(a);
   it_server_stop(b);
 }
+
+/* The commands without their servers: a clear message and exit 1, not a hang or a crash. */
+Test(admin, commands_without_a_database_or_broker_fail_clearly) {
+  const char *env[] = {"MQPROC_DATABASE=postgresql://nobody:secret@127.0.0.1:1/none",
+                       "MQPROC_QUEUE=amqp://guest:secret@127.0.0.1:1/", NULL};
+  const char *list[] = {it_mqproc_bin(), "jobs", "list", NULL};
+  const char *submit[] = {
+      it_mqproc_bin(), "submit", "--processor", "p", "--mets", "/m", "-I", "IN", NULL};
+  const char *bad[] = {it_mqproc_bin(), "jobs", "list", "--no-such-option", NULL};
+  const char *nojob[] = {it_mqproc_bin(), "submit", "--processor", "p", NULL};
+  cr_expect_eq(it_run(list, env, NULL, NULL), 1);
+  cr_expect_eq(it_run(submit, env, NULL, NULL), 1);
+  cr_expect_eq(it_run(bad, env, NULL, NULL), 2);
+  cr_expect_eq(it_run(nojob, env, NULL, NULL), 2, "no --mets or --workspace-id");
+}
