@@ -6,6 +6,7 @@
  *   "fail_tries": N      fail the first N tries of the job, then succeed
  *   "marker": "/path"    append "<job_id> <attempt> <try>\n" to this file (a visible
  *                        side effect: how many times did the job really run?)
+ *   "log_header": "name" log "header name=<value>" (the message's AMQP header)
  * and, for the tests of --isolation=process (on a thread they take the server down or
  * hold its slot for good):
  *   "crash": true        die of SIGSEGV
@@ -48,6 +49,12 @@ static int process(mqproc_job_t *job, void *userdata) {
                  mqproc_job_id(job),
                  mqproc_job_path_to_mets(job) ? mqproc_job_path_to_mets(job) : "(workspace)",
                  mqproc_job_input_file_grp_count(job), mqproc_job_input_file_grp(job, 0));
+  if (json_is_string(json_object_get(params, "log_header"))) {
+    const char *name = json_string_value(json_object_get(params, "log_header"));
+    const char *value = mqproc_job_header(job, name);
+    mqproc_job_log(job, "header %s=%s (all: %s)", name, value != NULL ? value : "(none)",
+                   mqproc_job_headers_json(job));
+  }
   if (json_is_true(json_object_get(params, "crash")))
     raise(SIGSEGV);
   while (json_is_true(json_object_get(params, "hang")))

@@ -37,6 +37,8 @@ typedef struct mqproc__broker_msg {
   const char *content_type; /* "" when absent */
   const char *message_id;   /* "" when absent */
   const char *routing_key;
+  const char *headers_json; /* the AMQP headers as a JSON object text; NULL when none */
+  int priority;             /* the AMQP priority property; -1 when absent */
 } mqproc__broker_msg_t;
 
 typedef struct mqproc__broker_events {

@@ -272,7 +272,11 @@ static void deliver(amqp_broker_t *b, amqp_envelope_t *env) {
   m.content_type = ctype;
   m.message_id = mid;
   m.routing_key = rkey;
+  m.headers_json =
+      p->_flags & AMQP_BASIC_HEADERS_FLAG ? mqproc__amqp_headers_json(&p->headers) : NULL;
+  m.priority = p->_flags & AMQP_BASIC_PRIORITY_FLAG ? p->priority : -1;
   b->ev.on_message(b->ev.ud, &m);
+  free((char *)m.headers_json);
 }
 
 static int report_down(amqp_broker_t *b, char *err) {

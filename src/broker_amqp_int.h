@@ -72,4 +72,8 @@ void mqproc__amqp_settle_confirms(amqp_broker_t *b, uint64_t tag, int multiple, 
 void mqproc__amqp_fail_all_confirms(amqp_broker_t *b);
 void mqproc__amqp_on_return(amqp_broker_t *b, amqp_channel_t ch);
 
+/* A delivery's headers table as a JSON object text (broker_amqp_headers.c); NULL when it
+ * has none. The caller frees it. */
+char *mqproc__amqp_headers_json(const amqp_table_t *t);
+
 #endif

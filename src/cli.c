@@ -112,6 +112,12 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     return 2;
   }
   mqproc__log_set_level((mqproc__log_level_t)level);
+  if ((level = mqproc__log_format_parse(cfg.log_format)) < 0) {
+    fprintf(stderr, "%s: --log-format: expected text or json\n", prog);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  mqproc__log_set_json(level);
   if (!strcmp(argv[1], "migrate")) {
     rc = cmd_migrate(&cfg);
     mqproc__config_free(&cfg);

@@ -132,6 +132,9 @@ static const opt_t OPTS[] = {
      "variables and these)"},
     {"log-level", "MQPROC_LOG_LEVEL", OPT_STR, F(log_level), "info", 0, 0, 0,
      "debug, info, warn or error"},
+    {"log-format", "MQPROC_LOG_FORMAT", OPT_STR, F(log_format), "text", 0, 0, 0,
+     "text, or json: one object per line with ts, level, worker_id, msg and, on job lines, "
+     "job_id, attempt, try, processor"},
     {"worker-id", "MQPROC_WORKER_ID", OPT_STR, F(worker_id), NULL, 0, 0, 0,
      "this server's id in the job table (default: host:pid)"},
     {"migrate", "MQPROC_MIGRATE", OPT_BOOL, F(migrate), "false", 0, 0, 0,

@@ -50,6 +50,7 @@ typedef struct mqproc__config {
   char **callback_deny;       /* --callback-deny CIDR (repeatable), beside the built-in ranges */
   char *result_queue_pattern; /* --result-queue-pattern: ERE a result_queue_name must match */
   char *log_level;            /* --log-level */
+  char *log_format;           /* --log-format: text or json */
   char *worker_id;            /* --worker-id (default host:pid) */
   int migrate;                /* --migrate: apply the schema at start */
   int help;                   /* --help / -h was among the options */

@@ -270,6 +270,8 @@ static int step_claim(mqproc__delivery_t *d) {
                                .request_format = mqproc__format_name(d->msg->format),
                                .request_body = d->body,
                                .request_body_len = d->len,
+                               .headers_json = d->headers_json,
+                               .priority = d->priority,
                                .created_time = d->msg->created_time,
                                .log_path = d->log_path,
                                .lease_ms = cfg(d)->lease_s * 1000,
@@ -305,6 +307,7 @@ static int run_try(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   mqproc__run_spec_t spec = {.msg = d->msg,
                              .request_json = d->request_json,
+                             .headers_json = d->headers_json,
                              .mets_path = d->mets_path,
                              .attempt = d->attempt,
                              .try_no = d->try_no,
@@ -472,8 +475,11 @@ static int step(mqproc__delivery_t *d) {
 }
 
 void mqproc__delivery_advance(mqproc__delivery_t *d) {
+  mqproc__log_job_t prev =
+      mqproc__log_enter_job(&d->job_id, d->srv->processor, &d->attempt, &d->try_no);
   while (step(d))
     ;
+  mqproc__log_leave_job(prev);
   if (d->state == S_DONE) {
     give_slot(d);
     mqproc__server_delivery_done(d->srv, d);

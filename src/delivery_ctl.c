@@ -86,6 +86,12 @@ mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__br
   }
   memcpy(d->body, m->body, m->len);
   d->len = m->len;
+  d->priority = m->priority;
+  if (m->headers_json != NULL && (d->headers_json = mqproc__strdup(m->headers_json)) == NULL) {
+    free(d->body);
+    free(d);
+    return NULL;
+  }
   d->srv = srv;
   d->epoch = m->epoch;
   d->tag = m->tag;
@@ -263,6 +269,7 @@ void mqproc__delivery_free(mqproc__delivery_t *d) {
     mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
   mqproc__msg_free(d->msg);
   free(d->request_json);
+  free(d->headers_json);
   free(d->mets_path);
   free(d->job_id);
   free(d->body);

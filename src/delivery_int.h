@@ -85,8 +85,10 @@ struct mqproc__delivery {
   /* the message */
   mqproc__msg_t *msg;
   char *request_json;
-  char *mets_path; /* path_to_mets, or the workspace_id's METS under --workspace-root */
-  char *job_id;    /* also set for invalid messages when readable */
+  char *headers_json; /* the message's AMQP headers (JSON object text), NULL when none */
+  int priority;       /* its AMQP priority, -1 when absent */
+  char *mets_path;    /* path_to_mets, or the workspace_id's METS under --workspace-root */
+  char *job_id;       /* also set for invalid messages when readable */
   /* the attempt */
   int attempt; /* fencing token */
   int tries_in_attempt;

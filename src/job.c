@@ -22,9 +22,25 @@ struct mqproc_job {
   long log_left; /* bytes mqproc_job_log may still write in this try (--max-log-size) */
   char *params_json;
   char *request_json;
+  char *headers_json; /* "{}" when none */
+  json_t *headers;    /* name -> value as text (mqproc_job_header) */
   char error[MQPROC_ERR_LEN];
   volatile int cancelled; /* set by the loop's thread (atomically), read by the function's */
 };
+
+/* Each header's value as text, for mqproc_job_header(): strings as they are, anything
+ * else in its JSON form. NULL only when out of memory. */
+static json_t *header_texts(const char *headers_json) {
+  json_t *in = json_loads(headers_json, 0, NULL), *out = json_object(), *v;
+  const char *k;
+  json_object_foreach(in, k, v) {
+    char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_object_set_new(out, k, json_string(text != NULL ? text : json_string_value(v)));
+    free(text);
+  }
+  json_decref(in);
+  return out;
+}
 
 int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_fd, char *err) {
   mqproc_job_t *job = mqproc__calloc(1, sizeof(*job));
@@ -38,7 +54,10 @@ int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_
   job->log_left = spec->max_log_bytes > 0 ? spec->max_log_bytes : -1;
   job->params_json = json_dumps(spec->msg->parameters, JSON_COMPACT | JSON_SORT_KEYS);
   job->request_json = mqproc__strdup(spec->request_json);
-  if (job->params_json == NULL || job->request_json == NULL) {
+  job->headers_json = mqproc__strdup(spec->headers_json != NULL ? spec->headers_json : "{}");
+  job->headers = header_texts(job->headers_json);
+  if (job->params_json == NULL || job->request_json == NULL || job->headers_json == NULL ||
+      job->headers == NULL) {
     job->log_fd = -1; /* still the caller's */
     mqproc__job_free(job);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
@@ -54,6 +73,8 @@ void mqproc__job_free(mqproc_job_t *job) {
     close(job->log_fd);
   free(job->params_json);
   free(job->request_json);
+  free(job->headers_json);
+  json_decref(job->headers);
   free(job);
 }
 
@@ -116,6 +137,12 @@ MQPROC_API const char *mqproc_job_parameters_json(const mqproc_job_t *job) {
 }
 MQPROC_API const char *mqproc_job_request_json(const mqproc_job_t *job) {
   return job->request_json;
+}
+MQPROC_API const char *mqproc_job_header(const mqproc_job_t *job, const char *name) {
+  return name != NULL ? json_string_value(json_object_get(job->headers, name)) : NULL;
+}
+MQPROC_API const char *mqproc_job_headers_json(const mqproc_job_t *job) {
+  return job->headers_json;
 }
 
 MQPROC_API void mqproc_job_log(mqproc_job_t *job, const char *fmt, ...) {

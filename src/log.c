@@ -22,6 +22,8 @@
 #define MASK "***"
 
 static atomic_int log_level = MQPROC__LOG_INFO;
+static atomic_int log_json = 0;
+static __thread mqproc__log_job_t log_job; /* the job this thread works for now */
 static pthread_mutex_t log_tag_lock = PTHREAD_MUTEX_INITIALIZER;
 static char log_tag[LOG_TAG_MAX] = "mqproc";
 
@@ -179,7 +181,38 @@ void mqproc__log_set_tag(const char *tag) {
   pthread_mutex_unlock(&log_tag_lock);
 }
 
+void mqproc__log_set_json(int json) {
+  atomic_store(&log_json, json != 0);
+}
+
+int mqproc__log_format_parse(const char *s) {
+  if (s == NULL)
+    return -1;
+  if (strcasecmp(s, "text") == 0)
+    return 0;
+  if (strcasecmp(s, "json") == 0)
+    return 1;
+  return -1;
+}
+
+mqproc__log_job_t mqproc__log_enter_job(char *const *job_id, const char *processor,
+                                        const int *attempt, const int *try_no) {
+  mqproc__log_job_t prev = log_job;
+  log_job = (mqproc__log_job_t){job_id, processor, attempt, try_no};
+  return prev;
+}
+
+void mqproc__log_leave_job(mqproc__log_job_t prev) {
+  log_job = prev;
+}
+
 /* ---- Lines --------------------------------------------------------------------------------- */
+
+static void tag_copy(char tag[LOG_TAG_MAX]) {
+  pthread_mutex_lock(&log_tag_lock);
+  memcpy(tag, log_tag, LOG_TAG_MAX);
+  pthread_mutex_unlock(&log_tag_lock);
+}
 
 /* "2026-11-22T10:00:00.123Z INFO  [tag] " */
 static void put_prefix(sink_t *s, mqproc__log_level_t level) {
@@ -191,9 +224,7 @@ static void put_prefix(sink_t *s, mqproc__log_level_t level) {
   size_t n;
   gmtime_r(&secs, &tm);
   n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  pthread_mutex_lock(&log_tag_lock);
-  memcpy(tag, log_tag, sizeof(tag));
-  pthread_mutex_unlock(&log_tag_lock);
+  tag_copy(tag);
   snprintf(buf + n, sizeof(buf) - n, ".%03dZ %s [%s] ", (int)(ms % 1000), level_labels[level], tag);
   puts_(s, buf);
 }
@@ -223,6 +254,111 @@ static void end_truncated(sink_t *s) {
   puts_(s, ELLIPSIS);
 }
 
+/* Puts all n bytes or none (then marks s truncated): an escape or a character is never
+ * cut in half. */
+static void put_whole(sink_t *s, const char *p, size_t n) {
+  if (n > s->cap - s->len)
+    s->truncated = true;
+  else
+    put(s, p, n);
+}
+
+/* Copies text[0..n) as the inside of a JSON string: quotes, backslashes and control
+ * characters escaped, malformed UTF-8 bytes as U+FFFD; stops at the first unit that does
+ * not fit. */
+static void put_json_text(sink_t *s, const char *text, size_t n) {
+  const unsigned char *p = (const unsigned char *)text;
+  for (size_t i = 0; i < n && !s->truncated;) {
+    size_t k = p[i] < 0x80 ? 1 : mqproc__utf8_seq_len(p + i, n - i);
+    char esc[8];
+    if (k == 0) {
+      put_whole(s, "\\ufffd", 6);
+      k = 1;
+    } else if (p[i] == '"' || p[i] == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)p[i];
+      put_whole(s, esc, 2);
+    } else if (p[i] < 0x20) {
+      snprintf(esc, sizeof(esc), "\\u%04x", p[i]);
+      put_whole(s, esc, 6);
+    } else {
+      put_whole(s, text + i, k);
+    }
+    i += k;
+  }
+}
+
+static void put_json_field(sink_t *s, const char *key, const char *value) {
+  puts_(s, ",\"");
+  puts_(s, key);
+  puts_(s, "\":\"");
+  put_json_text(s, value, strlen(value));
+  puts_(s, "\"");
+}
+
+/* A "job ID: ..." line's ID (the text between), or NULL. */
+static const char *job_of_line(const char *msg, size_t *len) {
+  const char *end;
+  if (strncmp(msg, "job ", 4) != 0 || (end = strstr(msg + 4, ": ")) == NULL || end == msg + 4 ||
+      memchr(msg + 4, ' ', (size_t)(end - msg - 4)) != NULL)
+    return NULL;
+  *len = (size_t)(end - msg - 4);
+  return msg + 4;
+}
+
+/* {"ts":…,"level":…,"worker_id":…,"msg":…[,"job_id":…,"attempt":…,"try":…,"processor":…]}
+ * The message is cut (with "…") so that the line stays under LOG_LINE_MAX. */
+static size_t format_json(char *line, size_t cap, mqproc__log_level_t level, const char *msg) {
+  sink_t s = {.out = line, .cap = cap};
+  char ts[64], tag[LOG_TAG_MAX], num[32], tail[1024];
+  sink_t t = {.out = tail, .cap = sizeof(tail) - 1};
+  int64_t ms = mqproc__wall_ms();
+  time_t secs = (time_t)(ms / 1000);
+  struct tm tm;
+  const char *jid = log_job.job_id != NULL ? *log_job.job_id : NULL;
+  int in_ctx = jid != NULL;
+  size_t jlen = jid != NULL ? strlen(jid) : 0, n;
+  gmtime_r(&secs, &tm);
+  n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(ts + n, sizeof(ts) - n, ".%03dZ", (int)(ms % 1000));
+  tag_copy(tag);
+  if (jid == NULL)
+    jid = job_of_line(msg, &jlen);
+  /* the job's fields first, into their own bounded buffer: the message gets what is left */
+  if (jid != NULL) {
+    puts_(&t, ",\"job_id\":\"");
+    put_json_text(&t, jid, jlen < 300 ? jlen : 300);
+    puts_(&t, "\"");
+    if (in_ctx && *log_job.attempt > 0) {
+      snprintf(num, sizeof(num), ",\"attempt\":%d", *log_job.attempt);
+      puts_(&t, num);
+    }
+    if (in_ctx && *log_job.try_no > 0) {
+      snprintf(num, sizeof(num), ",\"try\":%d", *log_job.try_no);
+      puts_(&t, num);
+    }
+    if (in_ctx && log_job.processor != NULL)
+      put_json_field(&t, "processor", log_job.processor);
+  }
+  puts_(&s, "{\"ts\":\"");
+  puts_(&s, ts);
+  puts_(&s, "\"");
+  put_json_field(&s, "level", level_names[level]);
+  put_json_field(&s, "worker_id", tag);
+  puts_(&s, ",\"msg\":\"");
+  s.cap = cap - t.len - 8 - sizeof(ELLIPSIS); /* room for the tail, quote, brace, "…" */
+  put_json_text(&s, msg, strlen(msg));
+  s.cap = cap;
+  if (s.truncated) {
+    s.truncated = false;
+    puts_(&s, ELLIPSIS);
+  }
+  puts_(&s, "\"");
+  put(&s, tail, t.len);
+  puts_(&s, "}");
+  return s.len;
+}
+
 static void write_line(const char *line, size_t len) {
   ssize_t rc;
   do
@@ -248,6 +384,12 @@ void mqproc__log(mqproc__log_level_t level, const char *fmt, ...) {
   mask_into(msg != NULL ? msg : "(log message lost: out of memory)", &m);
   masked[m.len] = '\0';
   free(msg);
+  if (atomic_load(&log_json)) {
+    s.len = format_json(line, s.cap, level, masked);
+    line[s.len++] = '\n';
+    write_line(line, s.len);
+    return;
+  }
   put_prefix(&s, level);
   put_escaped(&s, masked);
   if (s.truncated || m.truncated)

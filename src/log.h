@@ -16,6 +16,26 @@ void mqproc__log_set_level(mqproc__log_level_t level);
 int mqproc__log_level_parse(const char *s);
 /* Tag printed on every line (worker id); copied. */
 void mqproc__log_set_tag(const char *tag);
+/* --log-format: 0 = text lines, 1 = one JSON object per line ({"ts", "level", "worker_id",
+ * "msg"} and, on job lines, "job_id", "attempt", "try", "processor"). */
+void mqproc__log_set_json(int json);
+/* Parses "text|json" into 0|1; -1 when unknown. */
+int mqproc__log_format_parse(const char *s);
+
+/* The job this thread works for now: its lines carry the job's fields in JSON logs, read
+ * through these pointers when a line is written (so they follow the job as it is decoded,
+ * claimed and tried). enter() returns what was set before, for leave() to restore (calls
+ * nest); everything is borrowed until then. A line "job ID: ..." outside a context still
+ * gets its job_id. */
+typedef struct mqproc__log_job {
+  char *const *job_id; /* *job_id NULL: not known (yet) */
+  const char *processor;
+  const int *attempt; /* 0: not claimed */
+  const int *try_no;  /* 0: no try */
+} mqproc__log_job_t;
+mqproc__log_job_t mqproc__log_enter_job(char *const *job_id, const char *processor,
+                                        const int *attempt, const int *try_no);
+void mqproc__log_leave_job(mqproc__log_job_t prev);
 
 void mqproc__log(mqproc__log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

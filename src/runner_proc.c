@@ -53,6 +53,29 @@ typedef struct proc_runner {
   mqproc__spawner_t *spawner; /* started with the first try */
 } proc_runner_t;
 
+/* The processor's stdin: the message as JSON, plus its AMQP headers under "headers" (a
+ * key no valid message has: the codec refuses unknown keys). */
+static int stdin_memfd(const mqproc__run_spec_t *spec, char *err) {
+  size_t rl = strlen(spec->request_json), hl;
+  char *text;
+  int fd;
+  if (spec->headers_json == NULL || rl < 2 || spec->request_json[rl - 1] != '}')
+    return mqproc__runner_memfd("mqproc-job", spec->request_json, rl, err);
+  hl = strlen(spec->headers_json);
+  if ((text = mqproc__malloc(rl + hl + 16)) == NULL) {
+    mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    return -1;
+  }
+  /* {...} -> {...,"headers":{...}} (compact JSON: the object's last byte is its brace) */
+  memcpy(text, spec->request_json, rl - 1);
+  rl = rl - 1 +
+       (size_t)sprintf(text + rl - 1, "%s\"headers\":%s}",
+                       spec->request_json[rl - 2] == '{' ? "" : ",", spec->headers_json);
+  fd = mqproc__runner_memfd("mqproc-job", text, rl, err);
+  free(text);
+  return fd;
+}
+
 struct mqproc__run {
   pid_t pid;        /* also the process group id */
   int report_r;     /* the supervisor's report pipe: a step before execve failed */
@@ -256,8 +279,7 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 ||
       (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_free;
-  if ((in_fd = mqproc__runner_memfd("mqproc-job", spec->request_json, strlen(spec->request_json),
-                                    err)) < 0 ||
+  if ((in_fd = stdin_memfd(spec, err)) < 0 ||
       (in_fd = mqproc__runner_lift_fd(in_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_close;
   if (r->ocrd_cli) {

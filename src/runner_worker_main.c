@@ -58,6 +58,7 @@ static void run_try(const mqproc_processor_t *proc, const mqproc__worker_req_t *
   if (rc == MQPROC_OK) {
     spec = (mqproc__run_spec_t){.msg = msg,
                                 .request_json = wj.request_json,
+                                .headers_json = wj.headers_json,
                                 .mets_path = wj.mets_path,
                                 .attempt = req->attempt,
                                 .try_no = req->try_no,

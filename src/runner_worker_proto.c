@@ -19,15 +19,19 @@ int mqproc__worker_pack(const mqproc__run_spec_t *spec, mqproc__worker_req_t *re
   const char *wid = spec->worker_id != NULL ? spec->worker_id : "";
   size_t rl = strlen(spec->request_json), wl = strlen(wid);
   size_t ml = spec->mets_path != NULL ? strlen(spec->mets_path) : 0;
-  size_t total = rl + 1 + (spec->mets_path != NULL ? ml + 1 : 0) + wl + 1;
+  size_t hl = spec->headers_json != NULL ? strlen(spec->headers_json) : 0;
+  size_t total = rl + 1 + (spec->mets_path != NULL ? ml + 1 : 0) +
+                 (spec->headers_json != NULL ? hl + 1 : 0) + wl + 1;
   char *p;
-  if (rl >= INT32_MAX || ml >= INT32_MAX || wl >= INT32_MAX)
+  if (rl >= INT32_MAX || ml >= INT32_MAX || hl >= INT32_MAX || wl >= INT32_MAX)
     return mqproc__err(err, MQPROC_EINVAL, "the job is too large for a worker process");
   if ((p = mqproc__malloc(total)) == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   memcpy(p, spec->request_json, rl + 1);
   if (spec->mets_path != NULL)
     memcpy(p + rl + 1, spec->mets_path, ml + 1);
+  if (spec->headers_json != NULL)
+    memcpy(p + total - wl - 1 - hl - 1, spec->headers_json, hl + 1);
   memcpy(p + total - wl - 1, wid, wl + 1);
   *req = (mqproc__worker_req_t){.attempt = spec->attempt,
                                 .try_no = spec->try_no,
@@ -35,7 +39,8 @@ int mqproc__worker_pack(const mqproc__run_spec_t *spec, mqproc__worker_req_t *re
                                 .mets_len = spec->mets_path != NULL ? (int32_t)ml : -1,
                                 .max_log_bytes = spec->max_log_bytes,
                                 .request_len = (uint32_t)rl,
-                                .worker_id_len = (uint32_t)wl};
+                                .worker_id_len = (uint32_t)wl,
+                                .headers_len = spec->headers_json != NULL ? (int32_t)hl : -1};
   *payload = p;
   *len = total;
   return MQPROC_OK;
@@ -57,8 +62,11 @@ int mqproc__worker_unpack(const mqproc__worker_req_t *req, const char *payload, 
   memset(job, 0, sizeof(*job));
   if (req->format != MQPROC__FMT_JSON && req->format != MQPROC__FMT_YAML)
     return mqproc__err(err, MQPROC_EINVAL, "malformed job: unknown format %d", (int)req->format);
-  if (req->mets_len < -1 || !take(payload, len, &off, req->request_len, &job->request_json) ||
+  if (req->mets_len < -1 || req->headers_len < -1 ||
+      !take(payload, len, &off, req->request_len, &job->request_json) ||
       (req->mets_len >= 0 && !take(payload, len, &off, (size_t)req->mets_len, &job->mets_path)) ||
+      (req->headers_len >= 0 &&
+       !take(payload, len, &off, (size_t)req->headers_len, &job->headers_json)) ||
       !take(payload, len, &off, req->worker_id_len, &job->worker_id) || off != len) {
     memset(job, 0, sizeof(*job));
     return mqproc__err(err, MQPROC_EINVAL, "malformed job: %zu bytes do not match the header", len);

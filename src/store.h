@@ -37,8 +37,10 @@ typedef struct mqproc__claim {
   const char *request_format; /* "json" or "yaml": how it was encoded */
   const void *request_body;   /* the message exactly as received (republish, outbox) */
   size_t request_body_len;
-  long long created_time; /* unix seconds, -1 when absent */
-  const char *log_path;   /* of the first try, which a claim starts */
+  const char *headers_json; /* the message's AMQP headers as a JSON object text, or NULL */
+  int priority;             /* its AMQP priority, -1 when absent */
+  long long created_time;   /* unix seconds, -1 when absent */
+  const char *log_path;     /* of the first try, which a claim starts */
   int lease_ms;
   int max_attempts; /* no claim beyond this attempt */
   /* out */

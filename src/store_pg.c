@@ -149,21 +149,23 @@ int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n) 
  * are the same in every element (one server makes a batch): element 1 stands for all. */
 static const char CLAIM_SQL[] =
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
-    "   $5::bigint[], $6::jsonb[], $7::text[], $8::int[], $9::bytea[], $10::text[])"
+    "   $5::bigint[], $6::jsonb[], $7::text[], $8::int[], $9::bytea[], $10::text[],"
+    "   $11::jsonb[], $12::smallint[])"
     "   WITH ORDINALITY AS v(job_id, processor, worker, lease_ms, created, request, fmt,"
-    "   maxa, body, log_path, ord)),"
+    "   maxa, body, log_path, headers, prio, ord)),"
     " claim AS ("
     " INSERT INTO mqproc_jobs AS j (job_id, processor_name, state, attempt, deliveries,"
     "   worker_id, lease_until, created_time, start_time, request, request_format,"
-    "   request_body, tries, log_path)"
+    "   request_body, tries, log_path, headers, priority)"
     " SELECT job_id, processor, 'RUNNING', 1, 1, worker,"
     "   now() + lease_ms * interval '1 millisecond', to_timestamp(created), now(), request,"
-    "   fmt, body, 1, log_path FROM v"
+    "   fmt, body, 1, log_path, headers, prio FROM v"
     " ON CONFLICT (job_id) DO UPDATE SET state = 'RUNNING', attempt = j.attempt + 1,"
     "   deliveries = j.deliveries + 1, worker_id = EXCLUDED.worker_id,"
     "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
     "   delivery_acked = false, republish = false, tries = j.tries + 1,"
-    "   log_path = EXCLUDED.log_path,"
+    "   log_path = EXCLUDED.log_path, headers = coalesce(EXCLUDED.headers, j.headers),"
+    "   priority = coalesce(EXCLUDED.priority, j.priority),"
     "   request = coalesce(j.request, EXCLUDED.request),"
     "   request_body = coalesce(j.request_body, EXCLUDED.request_body), updated_at = now()"
     "  WHERE (j.state = 'QUEUED'"
@@ -214,17 +216,19 @@ static int parse_claim(pg_req_t *r, PGresult *res, const int *rows, int n) {
   return MQPROC_OK;
 }
 
-static const pg_stmt_t CLAIM = {"mqproc_claim", CLAIM_SQL, 10, 1, 0, parse_claim};
+static const pg_stmt_t CLAIM = {"mqproc_claim", CLAIM_SQL, 12, 1, 0, parse_claim};
 
 static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, mqproc__store_done_cb done,
                     void *ud) {
-  char created[24];
+  char created[24], prio[16];
   snprintf(created, sizeof(created), "%lld", c->created_time);
-  return mqproc__pg_request(base, &CLAIM, c, NULL, done, ud, "sssisssiys", c->job_id, c->processor,
-                            c->worker_id, c->lease_ms, c->created_time >= 0 ? created : NULL,
-                            c->request_json, c->request_format != NULL ? c->request_format : "json",
-                            c->max_attempts > 0 ? c->max_attempts : 1000000, c->request_body,
-                            c->request_body_len, c->log_path);
+  snprintf(prio, sizeof(prio), "%d", c->priority);
+  return mqproc__pg_request(
+      base, &CLAIM, c, NULL, done, ud, "sssisssiysss", c->job_id, c->processor, c->worker_id,
+      c->lease_ms, c->created_time >= 0 ? created : NULL, c->request_json,
+      c->request_format != NULL ? c->request_format : "json",
+      c->max_attempts > 0 ? c->max_attempts : 1000000, c->request_body, c->request_body_len,
+      c->log_path, c->headers_json, c->priority >= 0 ? prio : NULL);
 }
 
 /* ---- tries -------------------------------------------------------------------------- */

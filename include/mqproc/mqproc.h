@@ -122,6 +122,12 @@ const char *mqproc_job_output_file_grp(const mqproc_job_t *job, size_t i);
 const char *mqproc_job_parameters_json(const mqproc_job_t *job);
 /* The whole decoded processing message as compact JSON text. */
 const char *mqproc_job_request_json(const mqproc_job_t *job);
+/* The value of the message's AMQP header `name` as text (a string as it is, a number or
+ * boolean in its JSON form, a nested table or array as JSON text), or NULL when the
+ * message has no such header. */
+const char *mqproc_job_header(const mqproc_job_t *job, const char *name);
+/* All AMQP headers of the message as a compact JSON object text ("{}" when none). */
+const char *mqproc_job_headers_json(const mqproc_job_t *job);
 
 /* Append a line to the job's log file (its path is recorded in the job row). */
 void mqproc_job_log(mqproc_job_t *job, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

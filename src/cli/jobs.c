@@ -213,6 +213,25 @@ static char *id_json(const args_t *a) {
   return out;
 }
 
+/* A stored headers object as up to 32 "name=value" texts (values as text); returns how
+ * many (each malloc()ed into kv). */
+static size_t stored_headers(const char *text, char *kv[32]) {
+  json_t *o = json_loads(text, 0, NULL), *v;
+  const char *k;
+  size_t n = 0;
+  json_object_foreach(o, k, v) {
+    char *val = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    const char *s = val != NULL ? val : json_string_value(v);
+    if (n < 32 && s != NULL && (kv[n] = malloc(strlen(k) + strlen(s) + 2)) != NULL) {
+      sprintf(kv[n], "%s=%s", k, s);
+      n++;
+    }
+    free(val);
+  }
+  json_decref(o);
+  return n;
+}
+
 #define IDS "ARRAY(SELECT jsonb_array_elements_text($1::jsonb))"
 
 /* Puts one batch of jobs (ids, or the filter) back to QUEUED and publishes their stored
@@ -233,7 +252,8 @@ static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange
       "   AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR processor_name = $3)"
       "   AND state IN ('FAILED', 'CANCELLED', 'SUCCESS') AND request_body IS NOT NULL"
       "   LIMIT 1000 FOR UPDATE SKIP LOCKED)"
-      " RETURNING job_id, processor_name, request_body, request_format",
+      " RETURNING job_id, processor_name, request_body, request_format, coalesce(priority, -1),"
+      "   coalesce(headers, '{}')::text",
       3, vals);
   long long n;
   if (r == NULL)
@@ -244,9 +264,13 @@ static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange
     unsigned char *body = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 2), &len);
     const char *ctype =
         !strcmp(PQgetvalue(r, i, 3), "yaml") ? "application/yaml" : "application/json";
-    const char *id[1] = {PQgetvalue(r, i, 0)};
+    const char *id[1] = {PQgetvalue(r, i, 0)}, *headers[32];
+    char *kv[32];
+    size_t nh = stored_headers(PQgetvalue(r, i, 5), kv);
+    memcpy(headers, kv, sizeof(kv));
+    /* the request as it came, with its priority and headers (as text) */
     if (body == NULL || mqproc__amqp_send(amqp, exchange, PQgetvalue(r, i, 1), body, len, ctype,
-                                          id[0], -1, NULL, 0) != 0) {
+                                          id[0], atoi(PQgetvalue(r, i, 4)), headers, nh) != 0) {
       fprintf(stderr,
               "mqproc jobs retry: %s: not published; a server's sweep publishes it "
               "within a minute\n",
@@ -259,6 +283,8 @@ static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange
       printf("%s\n", id[0]);
     }
     PQfreemem(body);
+    while (nh > 0)
+      free(kv[--nh]);
   }
   PQclear(r);
   return n;

@@ -49,65 +49,30 @@ Test(admin, processing_server_help_prints_the_options) {
 
 /* ---- the operator commands ------------------------------------------------------------ */
 
-/* Runs `mqproc ARGS...` (NULL-terminated) with this test's broker and database in the
- * environment; returns the exit status, *out its stdout. */
-static int mq(char **out, ...) {
-  const char *argv[64];
-  const char *env[] = {it_fmt("MQPROC_QUEUE=%s", it_amqp_url()),
-                       it_fmt("MQPROC_DATABASE=%s", it_db_url()), NULL};
-  va_list ap;
-  int n = 0;
-  argv[n++] = it_mqproc_bin();
-  va_start(ap, out);
-  for (const char *s; n < 63 && (s = va_arg(ap, const char *)) != NULL;)
-    argv[n++] = s;
-  va_end(ap);
-  argv[n] = NULL;
-  return it_run(argv, env, NULL, out);
-}
-
-static json_t *parse(const char *text) {
-  json_error_t e;
-  json_t *v = json_loads(text, 0, &e);
-  cr_assert_not_null(v, "not JSON (%s): %s", e.text, text);
-  return v;
-}
-
-/* Waits (30 s) until the SQL query's first cell equals want. */
-static int sql_becomes(const char *sql, const char *want) {
-  for (int i = 0; i < 600; i++) {
-    char *v = it_sql(sql, 0);
-    if (v != NULL && strcmp(v, want) == 0)
-      return 1;
-    usleep(50 * 1000);
-  }
-  return 0;
-}
-
 Test(admin, submit_wait_list_show_and_log) {
   char *proc = it_name("ops"), *out;
   it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
   json_t *arr, *job;
-  cr_assert_eq(mq(&out, "submit", "--processor", proc, "--mets", "/data/ws/mets.xml", "-I", "IN",
-                  "-O", "OUT", "--param", "level=2", "--header", "tenant=acme", "--count", "5",
-                  "--job-id", "ops", "--wait", "--timeout", "60", NULL),
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/data/ws/mets.xml", "-I", "IN",
+                     "-O", "OUT", "--param", "level=2", "--header", "tenant=acme", "--count", "5",
+                     "--job-id", "ops", "--wait", "--timeout", "60", NULL),
                0, "submit --wait did not report SUCCESS");
   cr_expect(strstr(out, "ops-1\n") != NULL && strstr(out, "ops-5\n") != NULL, "%s", out);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 5);
-  cr_assert_eq(mq(&out, "jobs", "list", "--processor", proc, "--json", NULL), 0);
-  arr = parse(out);
+  cr_assert_eq(it_mq(&out, "jobs", "list", "--processor", proc, "--json", NULL), 0);
+  arr = it_json(out);
   cr_expect_eq(json_array_size(arr), 5);
   job = json_array_get(arr, 0);
   cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "SUCCESS");
   cr_expect(json_is_integer(json_object_get(job, "attempt")));
   cr_expect(json_object_get(job, "exec_time_ms") != NULL && json_object_get(job, "worker_id"));
   json_decref(arr);
-  cr_assert_eq(mq(&out, "jobs", "list", "--state", "FAILED", "--json", NULL), 0);
-  arr = parse(out);
+  cr_assert_eq(it_mq(&out, "jobs", "list", "--state", "FAILED", "--json", NULL), 0);
+  arr = it_json(out);
   cr_expect_eq(json_array_size(arr), 0);
   json_decref(arr);
-  cr_assert_eq(mq(&out, "jobs", "show", "ops-3", "--json", NULL), 0);
-  job = parse(out);
+  cr_assert_eq(it_mq(&out, "jobs", "show", "ops-3", "--json", NULL), 0);
+  job = it_json(out);
   cr_expect_str_eq(json_string_value(json_object_get(job, "job_id")), "ops-3");
   cr_expect_eq(json_array_size(json_object_get(job, "tries")), 1);
   cr_expect_eq(
@@ -118,9 +83,9 @@ Test(admin, submit_wait_list_show_and_log) {
               : NULL),
       2);
   json_decref(job);
-  cr_assert_eq(mq(&out, "jobs", "log", "ops-3", NULL), 0);
+  cr_assert_eq(it_mq(&out, "jobs", "log", "ops-3", NULL), 0);
   cr_expect(strstr(out, "proc.sh: job ops-3") != NULL, "%s", out);
-  cr_expect_neq(mq(&out, "jobs", "show", "no-such-job", NULL), 0);
+  cr_expect_neq(it_mq(&out, "jobs", "show", "no-such-job", NULL), 0);
   it_server_stop(srv);
 }
 
@@ -128,20 +93,20 @@ Test(admin, workers_and_stats_show_the_live_fleet) {
   char *proc = it_name("fleet"), *out;
   it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
   json_t *arr, *w;
-  cr_assert_eq(mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--count",
-                  "3", "--wait", NULL),
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--count",
+                     "3", "--wait", NULL),
                0);
-  cr_assert(sql_becomes(
+  cr_assert(it_sql_becomes(
       it_fmt("SELECT jobs_done FROM mqproc_workers WHERE processor_name = '%s'", proc), "3"));
-  cr_assert_eq(mq(&out, "workers", "--processor", proc, "--json", NULL), 0);
-  arr = parse(out);
+  cr_assert_eq(it_mq(&out, "workers", "--processor", proc, "--json", NULL), 0);
+  arr = it_json(out);
   cr_assert_eq(json_array_size(arr), 1, "%s", out);
   w = json_array_get(arr, 0);
   cr_expect_str_eq(json_string_value(json_object_get(w, "state")), "running");
   cr_expect_eq(json_integer_value(json_object_get(w, "pid")), it_server_pid(srv));
   json_decref(arr);
-  cr_assert_eq(mq(&out, "stats", "--processor", proc, "--json", NULL), 0);
-  arr = parse(out);
+  cr_assert_eq(it_mq(&out, "stats", "--processor", proc, "--json", NULL), 0);
+  arr = it_json(out);
   w = json_array_get(arr, 0);
   cr_expect_eq(json_integer_value(json_object_get(json_object_get(w, "jobs"), "SUCCESS_24h")), 3);
   cr_expect_eq(json_integer_value(json_object_get(w, "queue_depth")), 0);
@@ -150,8 +115,8 @@ Test(admin, workers_and_stats_show_the_live_fleet) {
   json_decref(arr);
   it_server_stop(srv);
   /* a stopped server says so */
-  cr_assert_eq(mq(&out, "workers", "--processor", proc, "--json", NULL), 0);
-  arr = parse(out);
+  cr_assert_eq(it_mq(&out, "workers", "--processor", proc, "--json", NULL), 0);
+  arr = it_json(out);
   cr_expect_str_eq(json_string_value(json_object_get(json_array_get(arr, 0), "state")), "stopped");
   json_decref(arr);
 }
@@ -160,11 +125,11 @@ Test(admin, pause_holds_jobs_back_and_resume_runs_them) {
   char *proc = it_name("pause"), *out;
   it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
   long ready, unacked;
-  cr_assert_eq(mq(&out, "pause", proc, NULL), 0, "no confirmation: %s", out);
+  cr_assert_eq(it_mq(&out, "pause", proc, NULL), 0, "no confirmation: %s", out);
   cr_expect(strstr(out, "paused") != NULL, "%s", out);
   cr_expect(it_server_wait_log(srv, "paused by an operator", 5000));
-  cr_assert_eq(mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--count",
-                  "3", "--job-id", "held", NULL),
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--count",
+                     "3", "--job-id", "held", NULL),
                0);
   /* the broker keeps them: no consumer while paused */
   for (int i = 0; i < 100; i++) {
@@ -180,8 +145,8 @@ Test(admin, pause_holds_jobs_back_and_resume_runs_them) {
                                   proc),
                            0),
                1);
-  cr_assert_eq(mq(&out, "resume", proc, NULL), 0, "%s", out);
-  cr_assert(sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "3"));
+  cr_assert_eq(it_mq(&out, "resume", proc, NULL), 0, "%s", out);
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "3"));
   it_server_stop(srv);
 }
 
@@ -194,22 +159,22 @@ Test(admin, cancel_stops_a_running_job_and_its_result_says_cancelled) {
   pid_t sup;
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), NULL, env);
-  cr_assert_eq(mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
-                  "--result-queue", results, "--job-id", "long-one", NULL),
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--result-queue", results, "--job-id", "long-one", NULL),
                0);
-  cr_assert(sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'long-one'", "RUNNING"));
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'long-one'", "RUNNING"));
   cr_assert(it_server_wait_log(srv, "try 1 started", WAIT_MS));
   sup = it_supervisor_of(it_server_pid(srv));
-  cr_assert_eq(mq(&out, "jobs", "cancel", "long-one", NULL), 0, "%s", out);
-  cr_assert(sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'long-one'", "CANCELLED"));
+  cr_assert_eq(it_mq(&out, "jobs", "cancel", "long-one", NULL), 0, "%s", out);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'long-one'", "CANCELLED"));
   cr_assert(it_get(results, WAIT_MS, &m), "no result message");
   cr_expect(strstr(m.body, "CANCELLED") != NULL, "%s", m.body);
   it_msg_free(&m);
   cr_expect(sup == 0 || kill(sup, 0) != 0, "the try's process is still there");
   /* a job not delivered yet: cancelled with its processor, acked without running */
-  cr_assert_eq(mq(&out, "jobs", "cancel", "not-yet", "--processor", proc, NULL), 0);
-  cr_assert_eq(mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
-                  "--result-queue", results, "--job-id", "not-yet", NULL),
+  cr_assert_eq(it_mq(&out, "jobs", "cancel", "not-yet", "--processor", proc, NULL), 0);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--result-queue", results, "--job-id", "not-yet", NULL),
                0);
   cr_assert(it_get(results, WAIT_MS, &m), "no result for the job cancelled before delivery");
   cr_expect(strstr(m.body, "CANCELLED") != NULL, "%s", m.body);
@@ -225,28 +190,28 @@ Test(admin, retry_republishes_failed_jobs_and_keeps_their_history) {
   const char *env[] = {"PROC_FAIL_MATCH=bad", NULL};
   const char *extra[] = {"--retries=0", "--max-requeues=0", NULL};
   it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, env);
-  cr_assert_eq(mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--job-id",
-                  "bad", "--count", "2", "--wait", NULL),
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "bad", "--count", "2", "--wait", NULL),
                1, "FAILED jobs: exit 1");
   it_server_stop(srv);
   /* the dry run counts, --yes acts */
-  cr_assert_eq(mq(&out, "jobs", "retry", "--state", "FAILED", "--processor", proc, NULL), 0);
+  cr_assert_eq(it_mq(&out, "jobs", "retry", "--state", "FAILED", "--processor", proc, NULL), 0);
   cr_expect(strstr(out, "would retry 2 job(s)") != NULL, "%s", out);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'FAILED'", 0), 2);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL); /* fixed: no failures now */
-  cr_assert_eq(mq(&out, "jobs", "retry", "--state", "FAILED", "--processor", proc, "--yes", NULL),
-               0);
-  cr_assert(sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "2"));
+  cr_assert_eq(
+      it_mq(&out, "jobs", "retry", "--state", "FAILED", "--processor", proc, "--yes", NULL), 0);
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "2"));
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE NOT ok", 0), 2,
                "the failed tries are kept");
   cr_expect_eq(it_sql_long("SELECT min(attempt) FROM mqproc_jobs", 0), 2);
   cr_expect_eq(it_sql_long("SELECT rows_affected FROM mqproc_audit WHERE action = 'retry'", 0), 2);
   /* purge: a dry run, then nothing is older than a day */
-  cr_assert_eq(mq(&out, "jobs", "purge", "--older-than", "0s", NULL), 0);
+  cr_assert_eq(it_mq(&out, "jobs", "purge", "--older-than", "0s", NULL), 0);
   cr_expect(strstr(out, "would purge 2") != NULL, "%s", out);
-  cr_assert_eq(mq(&out, "jobs", "purge", "--older-than", "1d", "--yes", NULL), 0);
+  cr_assert_eq(it_mq(&out, "jobs", "purge", "--older-than", "1d", "--yes", NULL), 0);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs", 0), 2);
-  cr_assert_eq(mq(&out, "jobs", "purge", "--older-than", "0s", "--yes", NULL), 0);
+  cr_assert_eq(it_mq(&out, "jobs", "purge", "--older-than", "0s", "--yes", NULL), 0);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs", 0), 0);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_audit WHERE action = 'purge'", 0), 2);
   it_server_stop(srv);
@@ -254,8 +219,8 @@ Test(admin, retry_republishes_failed_jobs_and_keeps_their_history) {
 
 Test(admin, submit_of_an_unroutable_job_fails) {
   char *out;
-  cr_expect_eq(mq(&out, "submit", "--processor", it_name("nobody-listens"), "--mets", "/m.xml",
-                  "-I", "IN", NULL),
+  cr_expect_eq(it_mq(&out, "submit", "--processor", it_name("nobody-listens"), "--mets", "/m.xml",
+                     "-I", "IN", NULL),
                1);
 }
 
@@ -267,8 +232,8 @@ Test(admin, a_killed_servers_job_runs_again_elsewhere_at_once) {
   const char *env1[] = {it_fmt("PROC_GATE=%s", gate), it_fmt("PROC_MARKER=%s", marker), NULL};
   const char *env2[] = {it_fmt("PROC_MARKER=%s", marker), NULL};
   it_server_t *a = it_server_start(proc, it_proc("proc.sh"), NULL, env1), *b;
-  cr_assert_eq(mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--job-id",
-                  "victim", NULL),
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "victim", NULL),
                0);
   cr_assert(it_server_wait_log(a, "try 1 started", WAIT_MS));
   b = it_server_start(proc, it_proc("proc.sh"), NULL, env2);
@@ -276,7 +241,7 @@ Test(admin, a_killed_servers_job_runs_again_elsewhere_at_once) {
   it_server_signal(a, SIGKILL);
   cr_assert_neq(it_server_wait_exit(a, 5000), -1); /* reaped: its pid is gone */
   cr_assert(it_server_wait_log(b, "is gone; taking the job over", 10000));
-  cr_assert(sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'victim'", "SUCCESS"));
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'victim'", "SUCCESS"));
   cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'victim'", 0), 2);
   cr_expect_str_eq(
       it_sql(it_fmt("SELECT state FROM mqproc_workers WHERE pid = %d", (int)it_server_pid(a)), 0),

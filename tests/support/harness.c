@@ -570,6 +570,15 @@ int it_server_count_log(it_server_t *s, const char *text) {
   return n;
 }
 
+char *it_server_line(it_server_t *s, size_t i) {
+  char *line = NULL;
+  pthread_mutex_lock(&s->lock);
+  if (i < s->n_lines)
+    line = it_fmt("%s", s->lines[i]);
+  pthread_mutex_unlock(&s->lock);
+  return line;
+}
+
 int it_server_wait_count(it_server_t *s, const char *text, int n, int timeout_ms) {
   struct timespec until;
   size_t seen = 0;
@@ -849,4 +858,36 @@ int it_run(const char *const *argv, const char *const *envp, const char *input, 
 
 char *it_mqproc_bin(void) {
   return MQPROC_BIN;
+}
+
+int it_mq(char **out, ...) {
+  const char *argv[64];
+  const char *env[] = {it_fmt("MQPROC_QUEUE=%s", it_amqp_url()),
+                       it_fmt("MQPROC_DATABASE=%s", it_db_url()), NULL};
+  va_list ap;
+  int n = 0;
+  argv[n++] = it_mqproc_bin();
+  va_start(ap, out);
+  for (const char *s; n < 63 && (s = va_arg(ap, const char *)) != NULL;)
+    argv[n++] = s;
+  va_end(ap);
+  argv[n] = NULL;
+  return it_run(argv, env, NULL, out);
+}
+
+json_t *it_json(const char *text) {
+  json_error_t e;
+  json_t *v = json_loads(text, 0, &e);
+  cr_assert_not_null(v, "not JSON (%s): %s", e.text, text);
+  return v;
+}
+
+int it_sql_becomes(const char *sql, const char *want) {
+  for (int i = 0; i < 600; i++) {
+    char *v = it_sql(sql, 0);
+    if (v != NULL && strcmp(v, want) == 0)
+      return 1;
+    usleep(50 * 1000);
+  }
+  return 0;
 }

@@ -14,6 +14,7 @@
 #ifndef MQPROC_TEST_HARNESS_H
 #define MQPROC_TEST_HARNESS_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -99,8 +100,9 @@ void it_rabbitmqctl(const char *args);
 int it_server_wait_log(it_server_t *s, const char *text, int timeout_ms);
 /* Waits until at least n log lines contain text; 1, or 0 on timeout. */
 int it_server_wait_count(it_server_t *s, const char *text, int n, int timeout_ms);
+/* Log line i (0-based) so far, a copy owned by the harness; NULL when there is none yet. */
+char *it_server_line(it_server_t *s, size_t i);
 /* Number of log lines so far containing text. */
-
 int it_server_count_log(it_server_t *s, const char *text);
 void it_server_signal(it_server_t *s, int sig);
 /* Waits for exit (up to timeout_ms); returns the wait status, or -1 on timeout. */
@@ -132,6 +134,13 @@ void it_open_gate(const char *path);
 int it_run(const char *const *argv, const char *const *envp, const char *input, char **out);
 /* The mqproc program under test. Static. */
 char *it_mqproc_bin(void);
+/* Runs `mqproc ARGS...` (NULL-terminated) with this test's broker and database in the
+ * environment (MQPROC_QUEUE, MQPROC_DATABASE); returns the exit status, *out its stdout. */
+int it_mq(char **out, ...);
+/* text parsed as JSON; the test fails when it is not. The caller decrefs. */
+json_t *it_json(const char *text);
+/* Waits (30 s) until the SQL query's first cell equals want; 1, or 0 on timeout. */
+int it_sql_becomes(const char *sql, const char *want);
 /* Path to a helper processor script in tests/support/procs/. Static. */
 const char *it_proc(const char *script);
 

@@ -1,6 +1,7 @@
 /* Unit tests for src/log.c: secret masking, level parsing and the line format. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
@@ -253,5 +254,69 @@ Test(log_line, lines_from_threads_never_interleave) {
     cr_assert_eq(run, 1499, "interleaved line (%zu): %.80s|%s", run, line, msg + 5 + run);
   }
   cr_expect_eq(lines, 800);
+  free(out);
+}
+
+/* ---- JSON lines ---------------------------------------------------------------------------- */
+
+static json_t *json_line(const char *line) {
+  json_error_t e;
+  json_t *o = json_loads(line, JSON_DISABLE_EOF_CHECK, &e);
+  cr_assert_not_null(o, "not JSON (%s): %s", e.text, line);
+  return o;
+}
+
+Test(log_line, json_lines_carry_the_fields_and_escape_everything) {
+  char *job_id = "j-7";
+  int attempt = 2, try_no = 5;
+  mqproc__log_job_t prev;
+  json_t *o;
+  char *out, *second;
+  mqproc__log_set_json(1);
+  mqproc__log_set_tag("host:1");
+  MQPROC__WARN("job x\"y: quote \"q\" \\ tab\t bell\a bad \xff\xfe and amqp://u:hunter2@h");
+  prev = mqproc__log_enter_job(&job_id, "ocrd-a", &attempt, &try_no);
+  MQPROC__INFO("in context");
+  mqproc__log_leave_job(prev);
+  mqproc__log_set_json(0);
+  out = capture_end();
+  cr_expect(strstr(out, "hunter2") == NULL, "got: %s", out);
+  o = json_line(out);
+  cr_expect_str_eq(json_string_value(json_object_get(o, "level")), "warn");
+  cr_expect_str_eq(json_string_value(json_object_get(o, "worker_id")), "host:1");
+  cr_expect_str_eq(json_string_value(json_object_get(o, "job_id")), "x\"y");
+  cr_expect(strstr(json_string_value(json_object_get(o, "msg")), "tab\t bell\a bad \xef\xbf\xbd") !=
+                NULL,
+            "%s", out);
+  cr_expect_null(json_object_get(o, "attempt"), "outside a context: no attempt");
+  json_decref(o);
+  second = strchr(out, '\n');
+  cr_assert(second != NULL);
+  o = json_line(second + 1);
+  cr_expect_str_eq(json_string_value(json_object_get(o, "job_id")), "j-7");
+  cr_expect_str_eq(json_string_value(json_object_get(o, "processor")), "ocrd-a");
+  cr_expect_eq(json_integer_value(json_object_get(o, "attempt")), 2);
+  cr_expect_eq(json_integer_value(json_object_get(o, "try")), 5);
+  json_decref(o);
+  free(out);
+}
+
+Test(log_line, a_long_json_line_is_cut_and_stays_json) {
+  char *big = malloc(10000);
+  json_t *o;
+  char *out;
+  cr_assert(big != NULL);
+  for (int i = 0; i < 9999; i++)
+    big[i] = "\"\\\x01x"[i % 4];
+  big[9999] = '\0';
+  mqproc__log_set_json(1);
+  MQPROC__INFO("%s", big);
+  mqproc__log_set_json(0);
+  free(big);
+  out = capture_end();
+  cr_expect_leq(strlen(out), 4096);
+  o = json_line(out);
+  cr_expect(strstr(json_string_value(json_object_get(o, "msg")), "\xe2\x80\xa6") != NULL);
+  json_decref(o);
   free(out);
 }

@@ -117,9 +117,11 @@ static mqproc__run_spec_t spec_of(const mqproc__msg_t *msg, const char *mets) {
 
 Test(runner, a_request_unpacks_to_what_was_packed) {
   mqproc__msg_t msg = {.format = MQPROC__FMT_YAML};
-  const char *mets[] = {"/data/ws/mets.xml", "", NULL};
+  const char *mets[] = {"/data/ws/mets.xml", "", NULL, NULL};
+  const char *headers[] = {"{\"trace\":\"t-1\"}", NULL, "{}", NULL};
   for (size_t i = 0; i < MQPROC__ARRAY_LEN(mets); i++) {
     mqproc__run_spec_t spec = spec_of(&msg, mets[i]);
+    spec.headers_json = headers[i];
     mqproc__worker_req_t req;
     mqproc__worker_job_t job;
     char err[MQPROC_ERR_LEN], *payload;
@@ -136,6 +138,10 @@ Test(runner, a_request_unpacks_to_what_was_packed) {
       cr_expect_null(job.mets_path, "no METS must stay NULL, not \"\"");
     else
       cr_expect_str_eq(job.mets_path, mets[i]);
+    if (headers[i] == NULL)
+      cr_expect_null(job.headers_json);
+    else
+      cr_expect_str_eq(job.headers_json, headers[i]);
     free(payload);
   }
 }
@@ -150,8 +156,11 @@ static void expect_malformed(const mqproc__worker_req_t *req, const char *payloa
 }
 
 Test(runner, a_payload_that_does_not_match_its_header_is_refused) {
-  mqproc__worker_req_t req = {
-      .format = MQPROC__FMT_JSON, .mets_len = -1, .request_len = 2, .worker_id_len = 1};
+  mqproc__worker_req_t req = {.format = MQPROC__FMT_JSON,
+                              .mets_len = -1,
+                              .request_len = 2,
+                              .worker_id_len = 1,
+                              .headers_len = -1};
   mqproc__worker_req_t bad_fmt = req, bad_mets = req, with_mets = req;
   bad_fmt.format = 7;
   bad_mets.mets_len = -2;

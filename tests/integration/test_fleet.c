@@ -1,0 +1,112 @@
+/* Integration: running a fleet against the real RabbitMQ and PostgreSQL — a message's
+ * headers and priority kept and handed to processors, priorities ordering delivery, the
+ * error handler (--on-failure), JSON logs, the systemd notify protocol and the supervisor
+ * (--instances, --max-jobs-per-child). */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define WAIT_MS 30000
+
+TestSuite(fleet, .fini = it_cleanup);
+
+/* ---- headers ---------------------------------------------------------------------------- */
+
+Test(fleet, headers_are_stored_and_reach_a_command_on_stdin) {
+  char *proc = it_name("hdr"), *out, *stdin_copy;
+  const char *envp[] = {it_fmt("PROC_COPY=%s", it_tmpdir()), NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), NULL, envp);
+  json_t *job, *in;
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "hdr-1", "--header", "tenant=acme", "--header", "trace=t-42",
+                     "--priority", "3", "--wait", NULL),
+               0);
+  cr_assert_eq(it_mq(&out, "jobs", "show", "hdr-1", "--json", NULL), 0);
+  job = it_json(out);
+  cr_expect_str_eq(json_string_value(json_object_get(json_object_get(job, "headers"), "tenant")),
+                   "acme", "%s", out);
+  cr_expect_eq(json_integer_value(json_object_get(job, "priority")), 3, "%s", out);
+  json_decref(job);
+  stdin_copy = it_read_file(it_fmt("%s/hdr-1.json", it_tmpdir()));
+  cr_assert_not_null(stdin_copy);
+  in = it_json(stdin_copy);
+  cr_expect_str_eq(json_string_value(json_object_get(json_object_get(in, "headers"), "trace")),
+                   "t-42", "%s", stdin_copy);
+  cr_expect_str_eq(json_string_value(json_object_get(in, "job_id")), "hdr-1");
+  json_decref(in);
+  it_server_stop(srv);
+}
+
+/* A C processor reads a header with mqproc_job_header(), on a thread and in a worker
+ * process (the header crosses the worker protocol). */
+static void c_processor_sees_header(const char *isolation) {
+  char *proc = it_name(isolation), *out;
+  const char *extra[] = {"--isolation", isolation, NULL};
+  it_server_t *srv = it_server_start(proc, NULL, extra, NULL);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", it_fmt("%s-h", isolation), "--param", "log_header=tenant",
+                     "--header", "tenant=acme", "--wait", NULL),
+               0);
+  cr_assert_eq(it_mq(&out, "jobs", "log", it_fmt("%s-h", isolation), NULL), 0);
+  cr_expect(strstr(out, "header tenant=acme") != NULL, "%s", out);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", it_fmt("%s-none", isolation), "--param", "log_header=tenant",
+                     "--wait", NULL),
+               0);
+  cr_assert_eq(it_mq(&out, "jobs", "log", it_fmt("%s-none", isolation), NULL), 0);
+  cr_expect(strstr(out, "header tenant=(none) (all: {})") != NULL, "%s", out);
+  it_server_stop(srv);
+}
+
+Test(fleet, a_c_processor_on_a_thread_reads_a_header) {
+  c_processor_sees_header("thread");
+}
+
+Test(fleet, a_c_processor_in_a_worker_process_reads_a_header) {
+  c_processor_sees_header("process");
+}
+
+/* ---- JSON logs -------------------------------------------------------------------------- */
+
+Test(fleet, json_logs_are_one_object_per_line_with_the_job_fields) {
+  char *proc = it_name("jlog"), *out, *line;
+  const char *extra[] = {"--log-format=json", NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  int job_lines = 0, tried = 0, lines = 0;
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "jlog-\"1\"", "--wait", NULL),
+               0);
+  cr_assert(it_server_wait_log(srv, "SUCCESS in", WAIT_MS));
+  for (size_t i = 0; (line = it_server_line(srv, i)) != NULL; i++) {
+    json_error_t e;
+    json_t *o = json_loads(line, 0, &e);
+    const char *jid;
+    cr_assert_not_null(o, "line %zu is not JSON (%s): %s", i, e.text, line);
+    cr_expect(json_is_string(json_object_get(o, "ts")) &&
+                  json_is_string(json_object_get(o, "level")) &&
+                  json_is_string(json_object_get(o, "worker_id")) &&
+                  json_is_string(json_object_get(o, "msg")),
+              "%s", line);
+    cr_expect(strstr(line, ":guest@") == NULL, "a password in the log: %s", line);
+    jid = json_string_value(json_object_get(o, "job_id"));
+    if (jid != NULL && strcmp(jid, "jlog-\"1\"") == 0) {
+      job_lines++;
+      cr_expect_str_eq(json_string_value(json_object_get(o, "processor")), proc, "%s", line);
+      if (json_integer_value(json_object_get(o, "attempt")) == 1 &&
+          json_integer_value(json_object_get(o, "try")) == 1)
+        tried++;
+    }
+    lines++;
+    json_decref(o);
+  }
+  cr_expect_gt(lines, 3);
+  cr_expect_gt(job_lines, 0, "no line carries the job's id");
+  cr_expect_gt(tried, 0, "no job line carries attempt 1 and try 1");
+  it_server_stop(srv);
+}
