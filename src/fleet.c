@@ -25,6 +25,7 @@ typedef struct mqproc__fleet {
   int again;             /* refresh once more when it ends */
   int finishing;         /* the server stops: the next beat is the last */
   int paused;            /* the operators' wish: pause */
+  int store_seen;        /* a refresh went through */
   mqproc__beat_t beat;   /* the beat in flight (its out field is written at the end) */
 } fleet_t;
 
@@ -93,10 +94,13 @@ static void beat_done(void *ud, int rc, const char *err) {
     mqproc__loop_stop(f->srv->loop);
     return;
   }
-  if (rc != MQPROC_OK)
+  if (rc != MQPROC_OK) {
     MQPROC__DEBUG("workers row not refreshed: %s", err);
-  else if (apply_wish(f, f->beat.wish))
-    f->again = 1; /* show the new state at once: the operator's command waits for it */
+  } else {
+    f->store_seen = 1;
+    if (apply_wish(f, f->beat.wish))
+      f->again = 1; /* show the new state at once: the operator's command waits for it */
+  }
   if (f->again) {
     f->again = 0;
     send_beat(f);
@@ -167,6 +171,10 @@ int mqproc__fleet_start(mqproc__server_t *srv, const char *version) {
 
 int mqproc__fleet_holds_back(const mqproc__server_t *srv) {
   return srv->fleet != NULL && srv->fleet->paused;
+}
+
+int mqproc__fleet_store_seen(const mqproc__server_t *srv) {
+  return srv->fleet != NULL && srv->fleet->store_seen;
 }
 
 static void on_finish_timeout(mqproc__loop_t *loop, void *ud) {

@@ -18,5 +18,7 @@ int mqproc__fleet_holds_back(const mqproc__server_t *srv);
  * not reachable, else when the write ended or after a second). */
 void mqproc__fleet_finish(mqproc__server_t *srv);
 void mqproc__fleet_free(mqproc__server_t *srv);
+/* Whether the store has taken a refresh of the workers row yet (the database is up). */
+int mqproc__fleet_store_seen(const mqproc__server_t *srv);
 
 #endif

@@ -21,6 +21,7 @@
 #include "joblog.h"
 #include "ocrd_cli.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "sweeper.h"
 #include "util.h"
 
@@ -192,6 +193,7 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   mqproc__server_update_consuming(srv, 0);
   mqproc__broker_pump(srv->broker, NULL);
   wake_publishers(srv);
+  mqproc__sd_update(srv);
 }
 
 static void schedule_connect(mqproc__server_t *srv) {
@@ -322,6 +324,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
     mqproc__delivery_tick(d);
   }
   mqproc__sweeper_run(srv);
+  mqproc__sd_update(srv);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__fleet_finish(srv);
   srv->tick_timer = mqproc__loop_timer(loop, 1000, on_tick, srv);
@@ -375,6 +378,7 @@ void mqproc__server_drain(mqproc__server_t *srv) {
   if (srv->stopping)
     return;
   srv->stopping = 1; /* no grace timer here: the running jobs finish, however long they take */
+  mqproc__sd_stopping(srv);
   mqproc__server_update_consuming(srv, 0);
   stop_all(srv, 0);
   if (srv->deliveries == NULL)
@@ -498,6 +502,7 @@ static void teardown(mqproc__server_t *srv) {
     mqproc__delivery_free(d);
   }
   mqproc__broker_destroy(srv->broker);
+  mqproc__sd_free(srv);
   if (srv->store != NULL)
     mqproc__fleet_free(srv);
   mqproc__store_destroy(srv->store);
@@ -537,6 +542,7 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
     teardown(&srv);
     return 1;
   }
+  mqproc__sd_start(&srv);
   srv.tick_timer = mqproc__loop_timer(srv.loop, 1000, on_tick, &srv);
   schedule_connect(&srv);
   rc = mqproc__loop_run(srv.loop);

@@ -102,6 +102,19 @@ static json_t *message(const args_t *a) {
   return m;
 }
 
+/* The servers' own check of a message (they dead-letter what fails it): refused here
+ * with the reason instead of published. */
+static int valid(json_t *msg, mqproc__format_t fmt) {
+  char err[MQPROC_ERR_LEN];
+  mqproc__msg_t *m = NULL;
+  if (mqproc__msg_validate(json_deep_copy(msg), fmt, NULL, &m, err) != MQPROC_OK) {
+    fprintf(stderr, "mqproc submit: not a valid job message: %s\n", err);
+    return 0;
+  }
+  mqproc__msg_free(m);
+  return 1;
+}
+
 /* Waits for the final state of every id: 0 all SUCCESS, 1 one FAILED or CANCELLED,
  * 2 timeout. */
 static int wait_all(const args_t *a, json_t *ids) {
@@ -189,6 +202,11 @@ int mqproc__cmd_submit(int argc, char **argv) {
   }
   if ((msg = message(&a)) == NULL)
     return 2;
+  json_object_set_new(msg, "job_id", json_string("submit-check")); /* each gets its own */
+  if (!valid(msg, fmt)) {
+    json_decref(msg);
+    return 2;
+  }
   if ((amqp = mqproc__amqp_open(mqproc__arg(&a, "queue"))) == NULL) {
     json_decref(msg);
     return 1;

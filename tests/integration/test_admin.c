@@ -265,3 +265,16 @@ Test(admin, commands_without_a_database_or_broker_fail_clearly) {
   cr_expect_eq(it_run(bad, env, NULL, NULL), 2);
   cr_expect_eq(it_run(nojob, env, NULL, NULL), 2, "no --mets or --workspace-id");
 }
+
+Test(admin, submit_refuses_a_message_the_servers_would_dead_letter) {
+  char *proc = it_name("badsub"), *out;
+  long ready, unacked;
+  it_declare(proc);
+  cr_expect_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", NULL), 2,
+               "no input group: must be refused");
+  cr_expect_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--callback", "ftp://x/", NULL),
+               2, "a non-http callback: must be refused");
+  it_queue_counts(proc, &ready, &unacked);
+  cr_expect_eq(ready, 0, "nothing may have been published");
+}

@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -109,4 +113,78 @@ Test(fleet, json_logs_are_one_object_per_line_with_the_job_fields) {
   cr_expect_gt(job_lines, 0, "no line carries the job's id");
   cr_expect_gt(tried, 0, "no job line carries attempt 1 and try 1");
   it_server_stop(srv);
+}
+
+/* ---- systemd's notify protocol ------------------------------------------------------------ */
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A datagram socket of the test's own, as systemd's $NOTIFY_SOCKET. */
+static int notify_socket(char *path, size_t n) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0);
+  snprintf(path, n, "/tmp/mqproc-notify-%d.sock", (int)getpid());
+  unlink(path);
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  return fd;
+}
+
+static char last_notice[512]; /* the datagram wait_notify() stopped at */
+
+/* Reads datagrams until one holds text (1) or timeout_ms passed (0); counts WATCHDOG=1. */
+static int wait_notify(int fd, const char *text, int timeout_ms, int *watchdogs) {
+  int64_t until = now_ms() + timeout_ms;
+  for (;;) {
+    char buf[512];
+    struct pollfd p = {fd, POLLIN, 0};
+    int64_t left = until - now_ms();
+    ssize_t n;
+    if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+      return 0;
+    if ((n = recv(fd, buf, sizeof(buf) - 1, 0)) <= 0)
+      continue;
+    buf[n] = '\0';
+    if (watchdogs != NULL && strstr(buf, "WATCHDOG=1") != NULL)
+      (*watchdogs)++;
+    if (strstr(buf, text) != NULL) {
+      memcpy(last_notice, buf, (size_t)n + 1);
+      return 1;
+    }
+  }
+}
+
+Test(fleet, systemd_hears_ready_status_watchdog_and_stopping) {
+  char path[108], *proc = it_name("sd"), *out, *env;
+  int fd = notify_socket(path, sizeof(path)), watchdogs = 0;
+  const char *envp[] = {it_fmt("NOTIFY_SOCKET=%s", path), "WATCHDOG_USEC=400000",
+                        it_fmt("PROC_COPY=%s", it_tmpdir()), NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), NULL, envp);
+  cr_assert(wait_notify(fd, "READY=1", WAIT_MS, &watchdogs), "no READY=1");
+  cr_expect(strstr(last_notice, "STATUS=") != NULL, "%s", last_notice);
+  /* the watchdog every 200 ms: several within two seconds */
+  wait_notify(fd, "(nothing)", 2000, &watchdogs);
+  cr_expect_geq(watchdogs, 4, "%d WATCHDOG=1 in about 2 s", watchdogs);
+  cr_assert_eq(it_mq(&out, "pause", proc, NULL), 0);
+  cr_expect(wait_notify(fd, "STATUS=paused", WAIT_MS, NULL), "no STATUS=paused");
+  cr_assert_eq(it_mq(&out, "resume", proc, NULL), 0);
+  cr_expect(wait_notify(fd, "STATUS=idle", WAIT_MS, NULL), "no STATUS=idle after resume");
+  /* what the server runs never sees the socket */
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--job-id", "sd-env", "--mets", "/m.xml",
+                     "-I", "IN", "--wait", NULL),
+               0);
+  env = it_read_file(it_fmt("%s/sd-env.env", it_tmpdir()));
+  cr_assert_not_null(env);
+  cr_expect(strstr(env, "NOTIFY_SOCKET") == NULL && strstr(env, "WATCHDOG_USEC") == NULL, "%s",
+            env);
+  it_server_signal(srv, SIGTERM);
+  cr_expect(wait_notify(fd, "STOPPING=1", WAIT_MS, NULL), "no STOPPING=1");
+  it_server_stop(srv);
+  close(fd);
+  unlink(path);
 }
