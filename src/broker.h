@@ -83,6 +83,8 @@ typedef struct mqproc__topology {
   int durable;                   /* queues durable; the exchange is always declared non-durable
                                     as OCR-D does, passively first */
   const char *const *queue_args; /* NULL-terminated "key=value" list; ints if numeric */
+  int max_priority;              /* > 0: the job queue has x-max-priority this, declared
+                                    actively (a queue with other arguments is an error) */
   int heartbeat_s;
   int timeout_s;         /* deadline of one write or RPC; the connection is dropped after it */
   const char *client_id; /* shown in the broker's connection list (connection_name) */

@@ -86,14 +86,40 @@ static int build_args(const char *const *kv, amqp_table_t *t, amqp_table_entry_t
   return MQPROC_OK;
 }
 
+/* The job queue of a server with --max-priority: declared actively with x-max-priority,
+ * so that a queue that exists without it (or with another maximum) is an error the
+ * operator sees, not priorities silently ignored. */
+static int declare_priority_queue(amqp_broker_t *b, const char *queue, amqp_table_t *args,
+                                  char *err) {
+  int code, rc;
+  args->entries[args->num_entries].key = amqp_cstring_bytes("x-max-priority");
+  args->entries[args->num_entries].value.kind = AMQP_FIELD_KIND_I32;
+  args->entries[args->num_entries].value.value.i32 = b->topo.max_priority;
+  args->num_entries++;
+  amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 0, b->topo.durable, 0, 0,
+                     *args);
+  rc = mqproc__amqp_rpc_status(b, CH_DECLARE, "queue.declare", MQPROC_EBROKER_DECLARE, &code, err);
+  if (rc == MQPROC_EBROKER_DECLARE && code == 406) {
+    char why[MQPROC_ERR_LEN];
+    snprintf(why, sizeof(why), "%s", err);
+    return mqproc__err(err, MQPROC_EBROKER_DECLARE,
+                       "%.600s (queue '%.200s' exists with other arguments: --max-priority %d "
+                       "must match how it was declared; delete it, or use its x-max-priority)",
+                       why, queue, b->topo.max_priority);
+  }
+  return rc;
+}
+
 /* Passive declare first so an existing queue is used as it is (its arguments may
  * differ from ours); declare it with our arguments only when it does not exist. */
 static int declare_queue_inner(amqp_broker_t *b, const char *queue, char *err) {
-  amqp_table_entry_t ents[32];
+  amqp_table_entry_t ents[33];
   amqp_table_t args;
-  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents), err);
+  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents) - 1, err);
   if (rc != MQPROC_OK)
     return rc;
+  if (b->topo.max_priority > 0 && strcmp(queue, b->topo.queue) == 0)
+    return declare_priority_queue(b, queue, &args, err);
   amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 1, b->topo.durable, 0, 0,
                      amqp_empty_table);
   rc = mqproc__amqp_rpc_status(b, CH_DECLARE, "queue.declare (passive)", MQPROC_EBROKER_DECLARE,

@@ -59,6 +59,10 @@ static const opt_t OPTS[] = {
     {"queue-arg", "MQPROC_QUEUE_ARGS", OPT_LIST, F(queue_args), NULL, 0, 0, 0,
      "extra queue argument key=value, repeatable (env: comma-separated); used only when the "
      "queue does not exist yet"},
+    {"max-priority", "MQPROC_MAX_PRIORITY", OPT_INT, F(max_priority), "0", 0, 255, 0,
+     "declare the job queue with x-max-priority N (1-255, RabbitMQ advises <= 10), so a "
+     "message's priority orders delivery; every party declaring the queue must use the same "
+     "N (a queue that exists with another is an error); 0 = no priorities"},
     {"queue-durable", "MQPROC_QUEUE_DURABLE", OPT_BOOL, F(queue_durable), "true", 0, 0, 0,
      "declare queues durable (OCR-D core <= 3.12 declares them non-durable)"},
     {"concurrency", "MQPROC_CONCURRENCY", OPT_INT, F(concurrency), NULL, 1, 1024, 0,

@@ -26,6 +26,7 @@ typedef struct mqproc__config {
   char **queue_args;          /* --queue-arg key=value (repeatable), NULL-terminated */
   int queue_durable;          /* --queue-durable */
   int prefetch;               /* --prefetch: deliveries in flight */
+  int max_priority;           /* --max-priority: x-max-priority of the job queue, 0 = none */
   int concurrency;            /* --concurrency: tries running at once */
   int retries;                /* --retries: extra local tries after a failure */
   int retry_backoff_ms;       /* --retry-backoff-ms: first wait, doubled per retry */

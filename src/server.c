@@ -483,6 +483,7 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .dead_queue = srv->dead_queue,
                                    .durable = cfg->queue_durable,
                                    .queue_args = (const char *const *)cfg->queue_args,
+                                   .max_priority = cfg->max_priority,
                                    .heartbeat_s = cfg->heartbeat_s,
                                    .timeout_s = cfg->broker_timeout_s,
                                    .client_id = srv->worker_id};

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -187,4 +188,56 @@ Test(fleet, systemd_hears_ready_status_watchdog_and_stopping) {
   it_server_stop(srv);
   close(fd);
   unlink(path);
+}
+
+/* ---- priorities ----------------------------------------------------------------------------- */
+
+/* Lines of a marker file (ocrd-example's "marker": "<job_id> <attempt> <try>" per run), in
+ * the order the jobs ran; the position (0-based) of the first line starting with job_id,
+ * or -1. */
+static int run_position(const char *marker, const char *job_id) {
+  char *text = it_read_file(marker), *line, *save = NULL;
+  int i = 0;
+  cr_assert_not_null(text, "no marker file %s", marker);
+  for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save), i++)
+    if (strncmp(line, job_id, strlen(job_id)) == 0 && line[strlen(job_id)] == ' ')
+      return i;
+  return -1;
+}
+
+Test(fleet, a_priority_job_overtakes_two_hundred_queued_ones) {
+  char *proc = it_name("prio"), *out, *marker = it_fmt("%s/runs", it_tmpdir());
+  char *param = it_fmt("marker=%s", marker);
+  const char *extra[] = {"--max-priority", "10", "--prefetch", "1", "--concurrency", "1", NULL};
+  it_server_t *srv = it_server_start(proc, NULL, extra, NULL);
+  int pos;
+  /* paused: the jobs queue up in the broker, none prefetched */
+  cr_assert_eq(it_mq(&out, "pause", proc, NULL), 0);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--param",
+                     param, "--job-id", "low", "--count", "200", "--priority", "0", NULL),
+               0);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN", "--param",
+                     param, "--job-id", "urgent", "--priority", "9", NULL),
+               0);
+  cr_assert_eq(it_mq(&out, "resume", proc, NULL), 0);
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "201"),
+            "not all 201 jobs ended SUCCESS");
+  pos = run_position(marker, "urgent");
+  cr_expect(pos >= 0 && pos < 1 + 1, "the priority-9 job ran as number %d of 201", pos + 1);
+  cr_expect_eq(it_sql_long("SELECT priority FROM mqproc_jobs WHERE job_id = 'urgent'", 0), 9);
+  it_server_stop(srv);
+}
+
+Test(fleet, a_server_whose_max_priority_differs_from_the_queue_stops_with_the_reason) {
+  char *proc = it_name("prio2");
+  const char *a[] = {"--max-priority", "5", NULL}, *b[] = {"--max-priority", "9", NULL};
+  it_server_t *first = it_server_start(proc, NULL, a, NULL), *second;
+  int st;
+  second = it_server_spawn(proc, NULL, b, NULL);
+  st = it_server_wait_exit(second, WAIT_MS);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1, "wait status %d", st);
+  cr_expect(it_server_count_log(second, "--max-priority 9 must match") > 0,
+            "the reason is not in the log");
+  it_server_stop(second);
+  it_server_stop(first);
 }
