@@ -38,6 +38,12 @@ static const opt_t OPTS[] = {
     {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, FOR_GENERIC,
      "command run per job, split like sh words (no shell); gets the job as JSON on stdin; "
      "always a process of its own, so --time-limit applies (--isolation is for C processors)"},
+    {"on-failure", "MQPROC_ON_FAILURE", OPT_STR, F(on_failure), NULL, 0, 0, 0,
+     "command run once when a job ends FAILED, split like sh words (no shell): gets the job, "
+     "its last error and its request as JSON on stdin, its output goes to the job's log; "
+     "time-limited (--on-failure-timeout), its failure is logged, never retried"},
+    {"on-failure-timeout", "MQPROC_ON_FAILURE_TIMEOUT", OPT_INT, F(on_failure_timeout_s), "60", 1,
+     86400, 0, "seconds an --on-failure command may run before its process group is killed"},
     {"isolation", "MQPROC_ISOLATION", OPT_STR, F(isolation), "thread", 0, 0, FOR_C,
      "where the processing function runs: thread (a thread of the server: least overhead, for "
      "trusted code; a crash takes the server down and --time-limit cannot stop it) or process "

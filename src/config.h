@@ -17,6 +17,8 @@ typedef struct mqproc__config {
   char *database;             /* --database */
   char *processor;            /* --processor: queue name = processor name */
   char *exec;                 /* --exec: command line of an external processor */
+  char *on_failure;           /* --on-failure: command run when a job ends FAILED */
+  int on_failure_timeout_s;   /* --on-failure-timeout */
   char *isolation;            /* --isolation thread|process: where a C processor runs */
   char *ocrd_cli;             /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
   char *ocrd_log_level;       /* --ocrd-log-level: their --log-level */

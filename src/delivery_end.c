@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "on_failure.h"
 #include "util.h"
 
 /* How the last try ended, as the store records it. */
@@ -105,6 +106,8 @@ static int failed(mqproc__delivery_t *d) {
                   d->tries_in_attempt, d->last.error);
     to_dead_letter(d, S_PUBLISH, "job FAILED after %d attempts: %s", d->attempt, d->last.error);
   }
+  mqproc__on_failure_run(d->srv, d->job_id, d->attempt, d->last.error, d->request_json,
+                         d->log_path);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return 1;
 }
@@ -126,6 +129,7 @@ static int gave_up(mqproc__delivery_t *d) {
   d->send_result = d->send_callbacks = 1;
   to_dead_letter(d, S_PUBLISH, "job FAILED: out of attempts: %d of --max-attempts=%d used",
                  d->attempt, cfg(d)->max_attempts);
+  mqproc__on_failure_run(d->srv, d->job_id, d->attempt, d->reason, d->request_json, d->log_path);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return 1;
 }

@@ -21,6 +21,7 @@
 #include "joblog.h"
 #include "ocrd_cli.h"
 #include "log.h"
+#include "on_failure.h"
 #include "sdnotify.h"
 #include "sweeper.h"
 #include "util.h"
@@ -476,7 +477,9 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
   if ((rc = setup_limits(srv, cfg, err)) != MQPROC_OK ||
       (rc = mqproc__joblog_prepare(cfg->log_dir, err)) != MQPROC_OK ||
       (rc = mqproc__loop_new(&srv->loop, err)) != MQPROC_OK ||
-      (rc = make_runner(srv, proc, err)) != MQPROC_OK || (rc = open_store(srv, err)) != MQPROC_OK)
+      (rc = make_runner(srv, proc, err)) != MQPROC_OK ||
+      (rc = mqproc__on_failure_init(srv, err)) != MQPROC_OK ||
+      (rc = open_store(srv, err)) != MQPROC_OK)
     return rc;
   srv->topo = (mqproc__topology_t){.exchange = cfg->exchange,
                                    .queue = cfg->processor,
@@ -504,6 +507,7 @@ static void teardown(mqproc__server_t *srv) {
   }
   mqproc__broker_destroy(srv->broker);
   mqproc__sd_free(srv);
+  mqproc__on_failure_free(srv);
   if (srv->store != NULL)
     mqproc__fleet_free(srv);
   mqproc__store_destroy(srv->store);

@@ -65,6 +65,7 @@ typedef struct mqproc__server {
   uint64_t slot_timer;         /* wakes the oldest delivery waiting for a slot */
   struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */
   struct mqproc__sd *sd;       /* sdnotify.c: what systemd was told; NULL when not under it */
+  struct mqproc__on_failure *on_failure; /* on_failure.c: --on-failure; NULL without it */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.

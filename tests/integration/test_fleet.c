@@ -241,3 +241,68 @@ Test(fleet, a_server_whose_max_priority_differs_from_the_queue_stops_with_the_re
   it_server_stop(second);
   it_server_stop(first);
 }
+
+/* ---- the error handler ---------------------------------------------------------------------- */
+
+Test(fleet, on_failure_runs_once_per_failed_job_with_the_job_on_stdin) {
+  char *proc = it_name("onfail"), *out, *runs = it_fmt("%s/handler-runs", it_tmpdir()), *text;
+  char *handler =
+      it_fmt("sh -c 'cat >> \"$0\"; echo >> \"$0\"; echo handler saw $MQPROC_JOB_ID' %s", runs);
+  const char *extra[] = {"--retries", "1", "--max-requeues", "0", "--on-failure", handler, NULL};
+  const char *envp[] = {"PROC_FAIL_MATCH=bad", NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  json_t *in;
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "bad-1", "--wait", NULL),
+               1, "the job must end FAILED");
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "good-1", "--wait", NULL),
+               0);
+  cr_assert(it_server_wait_log(srv, "--on-failure handler done", WAIT_MS));
+  text = it_read_file(runs);
+  cr_assert_not_null(text);
+  cr_expect_eq(it_file_lines(runs), 1, "one run, for the failed job only: %s", text);
+  in = it_json(text);
+  cr_expect_str_eq(json_string_value(json_object_get(in, "job_id")), "bad-1");
+  cr_expect_str_eq(json_string_value(json_object_get(in, "state")), "FAILED");
+  cr_expect(strstr(json_string_value(json_object_get(in, "error")), "status 3") != NULL, "%s",
+            text);
+  cr_expect_str_eq(
+      json_string_value(json_object_get(json_object_get(in, "request"), "processor_name")), proc);
+  json_decref(in);
+  cr_assert_eq(it_mq(&out, "jobs", "log", "bad-1", NULL), 0);
+  cr_expect(strstr(out, "handler saw bad-1") != NULL, "the handler's output is in the job log: %s",
+            out);
+  it_server_stop(srv);
+}
+
+Test(fleet, a_failing_or_hanging_on_failure_handler_is_logged_and_never_retried) {
+  char *proc = it_name("onfail2"), *out;
+  const char *extra[] = {"--retries",
+                         "1",
+                         "--max-requeues",
+                         "0",
+                         "--on-failure-timeout",
+                         "1",
+                         "--on-failure",
+                         "sh -c 'echo x >> \"$0\"; [ \"$MQPROC_JOB_ID\" = bad-hang ] "
+                         "&& sleep 600; exit 3'",
+                         NULL};
+  const char *envp[] = {"PROC_FAIL_MATCH=bad", NULL};
+  char *runs = it_fmt("%s/runs", it_tmpdir());
+  extra[7] = it_fmt("%s %s", extra[7], runs);
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "bad-exit", "--wait", NULL),
+               1);
+  cr_assert(it_server_wait_log(srv, "handler exited with status 3 (not retried)", WAIT_MS));
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "bad-hang", "--wait", NULL),
+               1);
+  cr_assert(it_server_wait_log(srv, "still running after 1 s: killing its process group", WAIT_MS));
+  cr_assert(it_server_wait_log(srv, "handler killed by signal 9 (not retried)", WAIT_MS));
+  cr_expect_eq(it_file_lines(runs), 2, "each handler ran once");
+  cr_expect_str_eq(it_sql("SELECT string_agg(state, ',' ORDER BY job_id) FROM mqproc_jobs", 0),
+                   "FAILED,FAILED");
+  it_server_stop(srv);
+}

@@ -1,0 +1,191 @@
+/* --on-failure: the error handler (see on_failure.h). */
+#include "on_failure.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "argv.h"
+#include "log.h"
+#include "runner_int.h"
+#include "util.h"
+
+typedef struct handler {
+  mqproc__server_t *srv;
+  pid_t pid; /* also its process group */
+  uint64_t timer;
+  char job_id[256];
+  struct handler *next;
+} handler_t;
+
+struct mqproc__on_failure {
+  char **argv;
+  handler_t *running;
+};
+
+int mqproc__on_failure_init(mqproc__server_t *srv, char *err) {
+  char why[MQPROC_ERR_LEN];
+  int argc;
+  if (srv->cfg->on_failure == NULL || srv->cfg->on_failure[0] == '\0')
+    return MQPROC_OK;
+  if ((srv->on_failure = mqproc__calloc(1, sizeof(*srv->on_failure))) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (mqproc__argv_split(srv->cfg->on_failure, &srv->on_failure->argv, &argc, why) != MQPROC_OK ||
+      argc == 0)
+    return mqproc__err(err, MQPROC_ECONFIG, "--on-failure: %s", argc == 0 ? "empty" : why);
+  return MQPROC_OK;
+}
+
+static void unlink_handler(mqproc__server_t *srv, handler_t *h) {
+  for (handler_t **p = &srv->on_failure->running; *p != NULL; p = &(*p)->next)
+    if (*p == h) {
+      *p = h->next;
+      break;
+    }
+}
+
+static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
+  handler_t *h = ud;
+  (void)pid;
+  mqproc__loop_timer_cancel(loop, h->timer);
+  kill(-h->pid, SIGKILL); /* what it left behind in its group */
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
+    MQPROC__INFO("job %s: --on-failure handler done", h->job_id);
+  else if (WIFEXITED(wstatus))
+    MQPROC__WARN("job %s: --on-failure handler exited with status %d (not retried)", h->job_id,
+                 WEXITSTATUS(wstatus));
+  else
+    MQPROC__WARN("job %s: --on-failure handler killed by signal %d (not retried)", h->job_id,
+                 WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
+  unlink_handler(h->srv, h);
+  free(h);
+}
+
+static void on_timeout(mqproc__loop_t *loop, void *ud) {
+  handler_t *h = ud;
+  (void)loop;
+  h->timer = 0;
+  MQPROC__WARN("job %s: --on-failure handler still running after %d s: killing its process group",
+               h->job_id, h->srv->cfg->on_failure_timeout_s);
+  kill(-h->pid, SIGKILL);
+}
+
+/* The JSON the handler reads on stdin. */
+static char *input_json(const mqproc__server_t *srv, const char *job_id, int attempt,
+                        const char *error, const char *request_json, const char *log_path) {
+  json_t *req = request_json != NULL ? json_loads(request_json, 0, NULL) : NULL;
+  json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s?, s:s, s:o}", "job_id", job_id,
+                        "processor_name", srv->processor, "state", "FAILED", "attempt", attempt,
+                        "error", error != NULL ? error : "", "log_path", log_path, "worker_id",
+                        srv->worker_id, "request", req != NULL ? req : json_null());
+  char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  return text;
+}
+
+/* posix_spawn: no page of the server is copied, and the attributes reset what the loop
+ * set up (blocked signals, SIGPIPE ignored) before the command runs. */
+static int spawn(mqproc__server_t *srv, int in_fd, int out_fd, char **env, pid_t *pid) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  sigset_t none, all;
+  int rc;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  posix_spawnattr_setflags(&at,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&at, 0);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &all);
+  rc = posix_spawnp(pid, srv->on_failure->argv[0], &fa, &at, srv->on_failure->argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  return rc;
+}
+
+void mqproc__on_failure_run(mqproc__server_t *srv, const char *job_id, int attempt,
+                            const char *error, const char *request_json, const char *log_path) {
+  char *text, **env = NULL, *vars[2] = {NULL, NULL}, err[MQPROC_ERR_LEN];
+  handler_t *h = NULL;
+  int in_fd = -1, out_fd = -1, rc;
+  size_t n = 0;
+  if (srv->on_failure == NULL)
+    return;
+  if ((text = input_json(srv, job_id, attempt, error, request_json, log_path)) == NULL ||
+      (h = mqproc__calloc(1, sizeof(*h))) == NULL ||
+      (env = mqproc__runner_env(srv->cfg->pass_env, 2)) == NULL ||
+      asprintf(&vars[0], "MQPROC_JOB_ID=%s", job_id) < 0 ||
+      asprintf(&vars[1], "MQPROC_ATTEMPT=%d", attempt) < 0) {
+    MQPROC__ERROR("job %s: --on-failure handler not started: out of memory", job_id);
+    goto out;
+  }
+  while (env[n] != NULL)
+    n++;
+  env[n] = vars[0];
+  env[n + 1] = vars[1];
+  if ((in_fd = mqproc__runner_memfd("mqproc-on-failure", text, strlen(text), err)) < 0) {
+    MQPROC__ERROR("job %s: --on-failure handler not started: %s", job_id, err);
+    goto out;
+  }
+  if ((out_fd = open(log_path != NULL && log_path[0] != '\0' ? log_path : "/dev/null",
+                     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640)) < 0)
+    out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  h->srv = srv;
+  snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
+  if (out_fd < 0 || (rc = spawn(srv, in_fd, out_fd, env, &h->pid)) != 0) {
+    MQPROC__WARN("job %s: --on-failure handler '%s' not started: %s (not retried)", job_id,
+                 srv->on_failure->argv[0], strerror(out_fd < 0 ? errno : rc));
+    goto out;
+  }
+  if (mqproc__loop_child(srv->loop, h->pid, on_exit_, h) != MQPROC_OK) {
+    kill(-h->pid, SIGKILL);
+    waitpid(h->pid, NULL, 0);
+    MQPROC__ERROR("job %s: --on-failure handler killed: out of memory", job_id);
+    goto out;
+  }
+  h->timer = mqproc__loop_timer(srv->loop, srv->cfg->on_failure_timeout_s * 1000LL, on_timeout, h);
+  h->next = srv->on_failure->running;
+  srv->on_failure->running = h;
+  MQPROC__INFO("job %s: FAILED: --on-failure handler started (pid %d)", job_id, (int)h->pid);
+  h = NULL;
+out:
+  if (in_fd >= 0)
+    close(in_fd);
+  if (out_fd >= 0)
+    close(out_fd);
+  free(vars[0]);
+  free(vars[1]);
+  free(env);
+  free(text);
+  free(h);
+}
+
+void mqproc__on_failure_free(mqproc__server_t *srv) {
+  if (srv->on_failure == NULL)
+    return;
+  while (srv->on_failure->running != NULL) {
+    handler_t *h = srv->on_failure->running;
+    srv->on_failure->running = h->next;
+    MQPROC__WARN("job %s: --on-failure handler still running at exit: killed", h->job_id);
+    mqproc__loop_child_forget(srv->loop, h->pid);
+    kill(-h->pid, SIGKILL);
+    waitpid(h->pid, NULL, 0);
+    free(h);
+  }
+  mqproc__argv_free(srv->on_failure->argv);
+  free(srv->on_failure);
+  srv->on_failure = NULL;
+}
