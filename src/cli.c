@@ -12,6 +12,7 @@
 #include "log.h"
 #include "server.h"
 #include "store.h"
+#include "supervisor.h"
 #include "util.h"
 
 #define MQPROC_API __attribute__((visibility("default")))
@@ -130,7 +131,10 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     mqproc__config_free(&cfg);
     return 2;
   }
-  rc = mqproc__server_run(&cfg, proc); /* libcurl is set up when a callback is due */
+  if (cfg.instances > 1 && getenv(MQPROC__INSTANCE_ENV) == NULL)
+    rc = mqproc__supervise(&cfg, argc, argv); /* the children run the line below */
+  else
+    rc = mqproc__server_run(&cfg, proc); /* libcurl is set up when a callback is due */
   mqproc__callback_shutdown();
   mqproc__config_free(&cfg);
   return rc;

@@ -38,6 +38,14 @@ static const opt_t OPTS[] = {
     {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, FOR_GENERIC,
      "command run per job, split like sh words (no shell); gets the job as JSON on stdin; "
      "always a process of its own, so --time-limit applies (--isolation is for C processors)"},
+    {"instances", "MQPROC_INSTANCES", OPT_INT, F(instances), "1", 1, 256, 0,
+     "run N servers as child processes of a supervisor that restarts one that dies (at once "
+     "when it had run 10 s, else after 1 s doubling to 60 s: a crash loop), forwards "
+     "SIGTERM/SIGINT to all and speaks for them to systemd"},
+    {"max-jobs-per-child", "MQPROC_MAX_JOBS_PER_CHILD", OPT_INT, F(max_jobs_per_child), "0", 0,
+     1000000000, 0,
+     "after N jobs a server takes no more, finishes the ones in hand and exits with status 75 "
+     "for a fresh one (the supervisor starts it at once): for processors that leak; 0 = never"},
     {"on-failure", "MQPROC_ON_FAILURE", OPT_STR, F(on_failure), NULL, 0, 0, 0,
      "command run once when a job ends FAILED, split like sh words (no shell): gets the job, "
      "its last error and its request as JSON on stdin, its output goes to the job's log; "

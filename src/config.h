@@ -29,6 +29,8 @@ typedef struct mqproc__config {
   int queue_durable;          /* --queue-durable */
   int prefetch;               /* --prefetch: deliveries in flight */
   int max_priority;           /* --max-priority: x-max-priority of the job queue, 0 = none */
+  int instances;              /* --instances: servers run by a supervisor (1 = no supervisor) */
+  int max_jobs_per_child;     /* --max-jobs-per-child: recycle after so many jobs, 0 = never */
   int concurrency;            /* --concurrency: tries running at once */
   int retries;                /* --retries: extra local tries after a failure */
   int retry_backoff_ms;       /* --retry-backoff-ms: first wait, doubled per retry */

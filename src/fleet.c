@@ -18,6 +18,8 @@
 typedef struct mqproc__fleet {
   mqproc__server_t *srv;
   char version[64];
+  int restarts;   /* MQPROC_RESTARTS: set by the --instances supervisor */
+  char note[128]; /* its crash-loop delay before this start, "" when none */
   long long started_ms;
   uint64_t timer;        /* the next refresh */
   uint64_t finish_timer; /* the last write's deadline */
@@ -137,7 +139,9 @@ static int send_beat(fleet_t *f) {
                              .jobs_done = srv->jobs_done,
                              .jobs_failed = srv->jobs_failed,
                              .current_jobs = ids,
-                             .n_current = n};
+                             .n_current = n,
+                             .restarts = f->restarts,
+                             .note = f->note[0] != '\0' ? f->note : NULL};
   rc = mqproc__store_beat(srv->store, &f->beat, on_cancel, beat_done, f);
   f->in_flight = rc == MQPROC_OK;
   return rc;
@@ -163,6 +167,11 @@ int mqproc__fleet_start(mqproc__server_t *srv, const char *version) {
   f->srv = srv;
   snprintf(f->version, sizeof(f->version), "%s", version);
   f->started_ms = mqproc__wall_ms();
+  if (getenv("MQPROC_INSTANCE") != NULL && getenv("MQPROC_RESTARTS") != NULL) /* supervised */
+    f->restarts = atoi(getenv("MQPROC_RESTARTS"));
+  if (getenv("MQPROC_RESTART_DELAY_MS") != NULL && atoll(getenv("MQPROC_RESTART_DELAY_MS")) > 0)
+    snprintf(f->note, sizeof(f->note), "crash loop: restarted after a %lld ms delay",
+             atoll(getenv("MQPROC_RESTART_DELAY_MS")));
   srv->fleet = f;
   mqproc__store_listen(srv->store, on_notice, f);
   f->timer = mqproc__loop_timer(srv->loop, 0, on_timer, f);

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "on_failure.h"
 #include "sdnotify.h"
+#include "supervisor.h"
 #include "sweeper.h"
 #include "util.h"
 
@@ -294,6 +295,13 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
     srv->abandoned++; /* its thread still uses it: freed when that ends, or at exit */
   else
     mqproc__delivery_free(d);
+  if (srv->cfg->max_jobs_per_child > 0 && !srv->stopping &&
+      srv->jobs_done + srv->jobs_failed >= srv->cfg->max_jobs_per_child) {
+    MQPROC__INFO("%lld jobs done: recycling this server (--max-jobs-per-child), taking no more",
+                 srv->jobs_done + srv->jobs_failed);
+    srv->recycle = 1;
+    mqproc__server_drain(srv);
+  }
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__fleet_finish(srv);
   else
@@ -464,7 +472,10 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
   srv->processor = cfg->processor;
   if (gethostname(srv->host, sizeof(srv->host) - 1) != 0)
     snprintf(srv->host, sizeof(srv->host), "localhost");
-  if (cfg->worker_id != NULL)
+  if (cfg->worker_id != NULL && getenv(MQPROC__INSTANCE_ENV) != NULL) /* one per instance */
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%.100s-%.8s", cfg->worker_id,
+             getenv(MQPROC__INSTANCE_ENV));
+  else if (cfg->worker_id != NULL)
     snprintf(srv->worker_id, sizeof(srv->worker_id), "%s", cfg->worker_id);
   else
     snprintf(srv->worker_id, sizeof(srv->worker_id), "%.64s:%d", srv->host, (int)getpid());
@@ -565,7 +576,7 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
     _exit(rc != MQPROC_OK || srv.fatal ? 1 : 0);
   }
   MQPROC__INFO("stopped");
-  rc = rc != MQPROC_OK || srv.fatal ? 1 : 0;
+  rc = rc != MQPROC_OK || srv.fatal ? 1 : (srv.recycle ? MQPROC__EXIT_RECYCLE : 0);
   teardown(&srv);
   return rc;
 }

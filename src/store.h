@@ -76,6 +76,8 @@ typedef struct mqproc__beat {
   long long jobs_done, jobs_failed;
   const char *const *current_jobs; /* job ids held now */
   size_t n_current;
+  int restarts;     /* --instances: how often the supervisor restarted this slot */
+  const char *note; /* e.g. the crash-loop delay before this start; NULL: none */
   /* out */
   char wish[16]; /* the operator's wish for this server: "", "pause" or "drain" */
 } mqproc__beat_t;

@@ -16,16 +16,17 @@
 static const char BEAT_SQL[] =
     "WITH w AS (INSERT INTO mqproc_workers AS w (worker_id, processor_name, host, pid,"
     "   version, started_at, last_seen, interval_ms, state, concurrency, in_flight,"
-    "   jobs_done, jobs_failed, current_jobs)"
+    "   jobs_done, jobs_failed, current_jobs, restarts, note)"
     " VALUES ($1, $2, $3, $4::int, $5, to_timestamp($6::bigint / 1000.0), now(), $7::int,"
-    "   $8, $9::int, $10::int, $11::bigint, $12::bigint, $13::text[])"
+    "   $8, $9::int, $10::int, $11::bigint, $12::bigint, $13::text[], $14::int, $15)"
     " ON CONFLICT (worker_id) DO UPDATE SET processor_name = EXCLUDED.processor_name,"
     "   host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,"
     "   started_at = EXCLUDED.started_at, last_seen = now(),"
     "   interval_ms = EXCLUDED.interval_ms, state = EXCLUDED.state,"
     "   concurrency = EXCLUDED.concurrency, in_flight = EXCLUDED.in_flight,"
     "   jobs_done = EXCLUDED.jobs_done, jobs_failed = EXCLUDED.jobs_failed,"
-    "   current_jobs = EXCLUDED.current_jobs, note = NULL"
+    "   current_jobs = EXCLUDED.current_jobs, restarts = EXCLUDED.restarts,"
+    "   note = EXCLUDED.note"
     " RETURNING 1)"
     " (SELECT 'wish', c.wish, 0 FROM mqproc_control c"
     "   WHERE c.processor_name = $2 AND c.worker_id IN ($1, '')"
@@ -50,7 +51,7 @@ static int parse_beat(pg_req_t *r, PGresult *res, const int *rows, int n) {
   return MQPROC_OK;
 }
 
-static const pg_stmt_t BEAT = {"mqproc_beat", BEAT_SQL, 13, 0, 0, parse_beat};
+static const pg_stmt_t BEAT = {"mqproc_beat", BEAT_SQL, 15, 0, 0, parse_beat};
 
 int mqproc__pg_beat(mqproc__store_t *s, mqproc__beat_t *b,
                     void (*cancel)(void *ud, const char *job_id, int attempt),
@@ -59,10 +60,10 @@ int mqproc__pg_beat(mqproc__store_t *s, mqproc__beat_t *b,
   int rc;
   if (jobs == NULL)
     return MQPROC_ENOMEM;
-  rc = mqproc__pg_request(s, &BEAT, b, (void *)cancel, done, ud, "sssislisiills", b->worker_id,
+  rc = mqproc__pg_request(s, &BEAT, b, (void *)cancel, done, ud, "sssislisiillsis", b->worker_id,
                           b->processor, b->host, b->pid, b->version, b->started_ms, b->interval_ms,
                           b->state, b->concurrency, b->in_flight, b->jobs_done, b->jobs_failed,
-                          jobs);
+                          jobs, b->restarts, b->note);
   free(jobs);
   return rc;
 }

@@ -306,3 +306,94 @@ Test(fleet, a_failing_or_hanging_on_failure_handler_is_logged_and_never_retried)
                    "FAILED,FAILED");
   it_server_stop(srv);
 }
+
+/* ---- the supervisor ---------------------------------------------------------------------------
+ */
+
+/* The children of pid (up to max), from /proc; returns how many. */
+static int children_of(pid_t pid, pid_t *out, int max) {
+  char *text = it_read_file(it_fmt("/proc/%d/task/%d/children", (int)pid, (int)pid)), *save = NULL;
+  int n = 0;
+  if (text == NULL)
+    return 0;
+  for (char *t = strtok_r(text, " \n", &save); t != NULL && n < max;
+       t = strtok_r(NULL, " \n", &save))
+    out[n++] = (pid_t)atoi(t);
+  return n;
+}
+
+static int contains(const pid_t *v, int n, pid_t p) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == p)
+      return 1;
+  return 0;
+}
+
+Test(fleet, instances_3_a_killed_child_is_back_and_no_job_is_lost_or_doubled) {
+  char *proc = it_name("sup"), *out;
+  const char *extra[] = {"--instances", "3", NULL};
+  const char *envp[] = {"PROC_SLEEP=0.2", NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  pid_t kids[8], after[8], victim;
+  int n, back = 0;
+  cr_assert(it_server_wait_count(srv, "consuming", 3, WAIT_MS), "not all 3 instances consume");
+  cr_assert_eq(children_of(it_server_pid(srv), kids, 8), 3);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "sup", "--count", "60", NULL),
+               0);
+  cr_assert(it_sql_becomes("SELECT count(*) >= 5 FROM mqproc_jobs WHERE state = 'SUCCESS'", "t"));
+  victim = kids[1];
+  kill(victim, SIGKILL);
+  /* back: a new child in its place within 2 s (polled every 20 ms) */
+  for (int i = 0; i < 100 && !back; i++) {
+    usleep(20 * 1000);
+    n = children_of(it_server_pid(srv), after, 8);
+    back = n == 3 && !contains(after, n, victim);
+  }
+  cr_expect(back, "the killed instance was not replaced within 2 s");
+  cr_assert(it_server_wait_log(srv, "killed by signal 9", WAIT_MS));
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "60"),
+            "not all 60 jobs ended SUCCESS");
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs", 0), 60);
+  cr_expect(it_sql_becomes("SELECT max(restarts) FROM mqproc_workers", "1"),
+            "the workers row of the new instance does not count the restart");
+  cr_expect_eq(it_sql_long("SELECT count(DISTINCT worker_id) FROM mqproc_workers"
+                           " WHERE state IN ('running', 'dead')",
+                           0),
+               4, "3 instances and the killed one");
+  it_server_stop(srv);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_workers WHERE state = 'running'", 0), 0,
+               "every instance stopped with the supervisor");
+}
+
+Test(fleet, a_crash_looping_instance_is_restarted_ever_more_slowly) {
+  char *proc = it_name("loop");
+  const char *a[] = {"--max-priority", "5", NULL},
+             *b[] = {"--max-priority", "9", "--instances", "2", NULL};
+  it_server_t *first = it_server_start(proc, NULL, a, NULL), *sup;
+  /* every instance of the second dies at once: the queue exists with another priority */
+  sup = it_server_spawn(proc, NULL, b, NULL);
+  cr_expect(it_server_wait_log(sup, "restart 1 in 1000 ms", WAIT_MS));
+  cr_expect(it_server_wait_log(sup, "restart 2 in 2000 ms", WAIT_MS));
+  cr_expect(it_server_wait_log(sup, "restart 3 in 4000 ms", WAIT_MS));
+  it_server_stop(sup);
+  it_server_stop(first);
+}
+
+Test(fleet, max_jobs_per_child_recycles_a_server_between_jobs) {
+  char *proc = it_name("recycle"), *out;
+  const char *extra[] = {"--instances", "2", "--max-jobs-per-child", "4", NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "rc", "--count", "20", "--wait", NULL),
+               0);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 20);
+  cr_expect_geq(it_sql_long("SELECT count(DISTINCT worker_id) FROM mqproc_jobs", 0), 5,
+                "20 jobs at most 4 per server: at least 5 servers");
+  cr_expect_leq(it_sql_long("SELECT max(n) FROM (SELECT count(*) AS n FROM mqproc_jobs"
+                            " GROUP BY worker_id) c",
+                            0),
+                4);
+  cr_expect(it_server_count_log(srv, "recycled after --max-jobs-per-child") >= 3);
+  it_server_stop(srv);
+}
