@@ -359,7 +359,10 @@ def test_decoding(channel):
               "decoding: the job succeeds")
         with open(os.path.join(WORK, msg["job_id"] + ".json")) as f:
             decoded = json.load(f)
+        headers = decoded.pop("headers", None)
         check(decoded == msg, "decoding: stdin JSON == the dict the client sent")
+        check(headers == {"ocrd_network default header": "ocrd_network default header value"},
+              "decoding: the AMQP headers under 'headers' on stdin")
         check(decoded["path_to_mets"] == mets, "decoding: unicode path intact")
         check(decoded["parameters"]["note"] == long_text, "decoding: folded string joined")
         check(decoded["callback_url"].startswith("https://"), "decoding: https callback accepted")
