@@ -39,6 +39,25 @@ static const char *const INTS[] = {"attempt",     "tries", "exec_time_ms", "requ
                                    "deliveries",  "try",   "exit_code",    "term_signal",
                                    "duration_ms", NULL};
 
+/* Newest first by the table's queued_at (qualified: the output column of that name is
+ * text, and ordering by it would sort the whole table instead of walking
+ * mqproc_jobs_list_idx); the cursor is "<epoch us>:<job id>". */
+/* clang-format off */
+static const char LIST_SQL[] =
+    "SELECT job_id, processor_name, state, attempt, tries, worker_id,"
+    " " TS("j.created_time") " AS created_time, " TS("j.queued_at") " AS queued_at,"
+    " " TS("j.start_time") " AS start_time, " TS("j.end_time") " AS end_time,"
+    " exec_time_ms, last_error,"
+    " (extract(epoch FROM j.queued_at) * 1000000)::bigint || ':' || job_id AS cursor"
+    " FROM mqproc_jobs j"
+    " WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR processor_name = $2)"
+    "   AND ($3::bigint IS NULL OR j.queued_at >= now() - $3::bigint * interval '1 second')"
+    "   AND ($4::text IS NULL OR (j.queued_at, j.job_id) <"
+    "     (to_timestamp(split_part($4, ':', 1)::bigint / 1000000.0),"
+    "      substr($4, strpos($4, ':') + 1)))"
+    " ORDER BY j.queued_at DESC, j.job_id DESC LIMIT $5::int";
+/* clang-format on */
+
 static int list(PGconn *c, const args_t *a) {
   const char *limit = mqproc__arg(a, "limit"), *after = mqproc__arg(a, "after");
   char since[32] = "", lim[16];
@@ -58,50 +77,7 @@ static int list(PGconn *c, const args_t *a) {
   vals[2] = s >= 0 ? since : NULL;
   vals[3] = after != NULL ? after : NULL; /* "<epoch us>:<job id>" */
   vals[4] = lim;
-  r = mqproc__admin_q(
-      c,
-      "SELECT job_id, processor_name, state, attempt, tries, worker_id, " TS(
-          "creat"
-          "ed_"
-          "time") " AS created_time, " TS("queued_at") " AS queued_at, " TS("start_time") " AS "
-                                                                                          "start_"
-                                                                                          "time,"
-                                                                                          " " TS(
-                                                                                              "e"
-                                                                                              "n"
-                                                                                              "d"
-                                                                                              "_"
-                                                                                              "t"
-                                                                                              "i"
-                                                                                              "m"
-                                                                                              "e") " AS end_time, "
-                                                                                                   "exec_time_ms, "
-                                                                                                   "last_error,"
-                                                                                                   " (extract(epoch FROM "
-                                                                                                   "queued_at) * "
-                                                                                                   "1000000)::bigint || ':' "
-                                                                                                   "|| job_id AS cursor"
-                                                                                                   " FROM mqproc_jobs WHERE "
-                                                                                                   "($1::text IS NULL OR "
-                                                                                                   "state = $1)"
-                                                                                                   " AND ($2::text IS NULL "
-                                                                                                   "OR processor_name = $2)"
-                                                                                                   " AND ($3::bigint IS "
-                                                                                                   "NULL OR queued_at >= "
-                                                                                                   "now() - $3::bigint * "
-                                                                                                   "interval '1 second')"
-                                                                                                   " AND ($4::text IS NULL "
-                                                                                                   "OR (queued_at, job_id) "
-                                                                                                   "< "
-                                                                                                   "(to_timestamp(split_"
-                                                                                                   "part($4, ':', 1)::bigint"
-                                                                                                   "   / 1000000.0), "
-                                                                                                   "substr($4, strpos($4, "
-                                                                                                   "':') + 1)))"
-                                                                                                   " ORDER BY queued_at "
-                                                                                                   "DESC, job_id DESC LIMIT "
-                                                                                                   "$5::int",
-      5, vals);
+  r = mqproc__admin_q(c, LIST_SQL, 5, vals);
   if (r == NULL)
     return 1;
   if (PQntuples(r) == atoi(lim))
@@ -264,13 +240,13 @@ static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange
     unsigned char *body = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 2), &len);
     const char *ctype =
         !strcmp(PQgetvalue(r, i, 3), "yaml") ? "application/yaml" : "application/json";
-    const char *id[1] = {PQgetvalue(r, i, 0)}, *headers[32];
+    const char *id[1] = {PQgetvalue(r, i, 0)};
     char *kv[32];
     size_t nh = stored_headers(PQgetvalue(r, i, 5), kv);
-    memcpy(headers, kv, sizeof(kv));
     /* the request as it came, with its priority and headers (as text) */
-    if (body == NULL || mqproc__amqp_send(amqp, exchange, PQgetvalue(r, i, 1), body, len, ctype,
-                                          id[0], atoi(PQgetvalue(r, i, 4)), headers, nh) != 0) {
+    if (body == NULL ||
+        mqproc__amqp_send(amqp, exchange, PQgetvalue(r, i, 1), body, len, ctype, id[0],
+                          atoi(PQgetvalue(r, i, 4)), (const char *const *)kv, nh) != 0) {
       fprintf(stderr,
               "mqproc jobs retry: %s: not published; a server's sweep publishes it "
               "within a minute\n",

@@ -24,7 +24,9 @@ static const aopt_t OPTS[] = {
     {"parameters", 0, 1, NULL, "parameters as a JSON object"},
     {"result-queue", 0, 1, NULL, "result_queue_name"},
     {"callback", 0, 1, NULL, "callback_url"},
-    {"priority", 0, 1, NULL, "AMQP priority 0-9 (the queue needs --max-priority)"},
+    {"priority", 0, 1, NULL,
+     "AMQP priority 0-255 (orders delivery only on a queue declared with --max-priority, up "
+     "to that value)"},
     {"job-id", 0, 1, NULL, "job id (default: a random UUID; with --count, ID-1 ... ID-N)"},
     {"header", 0, 1, NULL, "AMQP header k=v, repeatable"},
     {"format", 0, 1, NULL, "json (default) or yaml (as OCR-D's Python side sends)"},

@@ -310,18 +310,6 @@ Test(fleet, a_failing_or_hanging_on_failure_handler_is_logged_and_never_retried)
 /* ---- the supervisor ---------------------------------------------------------------------------
  */
 
-/* The children of pid (up to max), from /proc; returns how many. */
-static int children_of(pid_t pid, pid_t *out, int max) {
-  char *text = it_read_file(it_fmt("/proc/%d/task/%d/children", (int)pid, (int)pid)), *save = NULL;
-  int n = 0;
-  if (text == NULL)
-    return 0;
-  for (char *t = strtok_r(text, " \n", &save); t != NULL && n < max;
-       t = strtok_r(NULL, " \n", &save))
-    out[n++] = (pid_t)atoi(t);
-  return n;
-}
-
 static int contains(const pid_t *v, int n, pid_t p) {
   for (int i = 0; i < n; i++)
     if (v[i] == p)
@@ -337,7 +325,7 @@ Test(fleet, instances_3_a_killed_child_is_back_and_no_job_is_lost_or_doubled) {
   pid_t kids[8], after[8], victim;
   int n, back = 0;
   cr_assert(it_server_wait_count(srv, "consuming", 3, WAIT_MS), "not all 3 instances consume");
-  cr_assert_eq(children_of(it_server_pid(srv), kids, 8), 3);
+  cr_assert_eq(it_children_of(it_server_pid(srv), kids, 8), 3);
   cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
                      "--job-id", "sup", "--count", "60", NULL),
                0);
@@ -347,7 +335,7 @@ Test(fleet, instances_3_a_killed_child_is_back_and_no_job_is_lost_or_doubled) {
   /* back: a new child in its place within 2 s (polled every 20 ms) */
   for (int i = 0; i < 100 && !back; i++) {
     usleep(20 * 1000);
-    n = children_of(it_server_pid(srv), after, 8);
+    n = it_children_of(it_server_pid(srv), after, 8);
     back = n == 3 && !contains(after, n, victim);
   }
   cr_expect(back, "the killed instance was not replaced within 2 s");

@@ -529,17 +529,24 @@ double it_cpu_seconds(pid_t pid) {
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-pid_t it_child_of(pid_t pid) {
-  char path[96], buf[256];
-  long child = 0;
+int it_children_of(pid_t pid, pid_t *out, int max) {
+  char path[96], buf[4096], *p = buf, *end;
+  int n = 0;
   FILE *f;
   snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
   if ((f = fopen(path, "r")) == NULL)
     return 0;
-  if (fgets(buf, sizeof(buf), f) != NULL)
-    child = strtol(buf, NULL, 10);
+  if (fgets(buf, sizeof(buf), f) == NULL)
+    buf[0] = '\0';
   fclose(f);
-  return (pid_t)child;
+  for (long c; n < max && (c = strtol(p, &end, 10)) > 0; p = end)
+    out[n++] = (pid_t)c;
+  return n;
+}
+
+pid_t it_child_of(pid_t pid) {
+  pid_t child = 0;
+  return it_children_of(pid, &child, 1) == 1 ? child : 0;
 }
 
 pid_t it_supervisor_of(pid_t server) {

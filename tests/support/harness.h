@@ -90,6 +90,8 @@ int it_server_connections(it_server_t *s);
 double it_cpu_seconds(pid_t pid);
 /* The (first) child process of pid, 0 when it has none. */
 pid_t it_child_of(pid_t pid);
+/* The child processes of pid (up to max) into out; returns how many. */
+int it_children_of(pid_t pid, pid_t *out, int max);
 /* The supervisor of a command server's running try: the child of its spawn helper
  * (runner_spawner.c), which is the server's only child; 0 when there is none. */
 pid_t it_supervisor_of(pid_t server);
