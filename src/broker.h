@@ -72,6 +72,7 @@ typedef struct mqproc__publish {
   const char *message_id;   /* NULL = none */
   int persistent;           /* delivery_mode 2 */
   int mandatory;            /* ask for basic.return when unroutable */
+  int priority;             /* 1-255: the AMQP priority; 0: none (the same to the broker) */
   const mqproc__broker_header_t *headers;
   size_t n_headers;
 } mqproc__publish_t;

@@ -102,6 +102,10 @@ int mqproc__amqp_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uin
     props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
     props.content_type = amqp_cstring_bytes(p->content_type);
   }
+  if (p->priority > 0 && p->priority <= 255) {
+    props._flags |= AMQP_BASIC_PRIORITY_FLAG;
+    props.priority = (uint8_t)p->priority;
+  }
   if (p->message_id != NULL) {
     props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
     props.message_id = amqp_cstring_bytes(p->message_id);

@@ -90,6 +90,8 @@ typedef struct mqproc__sweep_row {
   const char *format; /* "json" or "yaml" */
   const void *body;   /* the original message; NULL for rows older than schema 4 */
   size_t body_len;
+  int priority;             /* the message's AMQP priority; -1: none */
+  const char *headers_json; /* its AMQP headers as a JSON object; NULL: none */
 } mqproc__sweep_row_t;
 
 /* A final job whose outcome still has to be sent (mqproc__store_sweep_outbox). */

@@ -24,7 +24,8 @@ static const char SWEEP_SQL[] =
     "       AND " LEASE_END("lease_until", "$2::int") " < now())"
     "     OR (state = 'QUEUED' AND republish AND coalesce(lease_until, now()) <= now()))"
     "   ORDER BY lease_until NULLS FIRST LIMIT $3::int FOR UPDATE SKIP LOCKED)"
-    " RETURNING job_id, request::text, request_format, request_body, attempt";
+    " RETURNING job_id, request::text, request_format, request_body, attempt,"
+    "   coalesce(priority, -1), headers::text";
 
 /* Final jobs whose early-acked holder died before it sent their result or callbacks
  * (nothing would replay them: their message was acked). Taken for a grace lease. */
@@ -56,7 +57,10 @@ static int parse_sweep(pg_req_t *r, PGresult *res, const int *rows, int n) {
     mqproc__sweep_row_t row = {.job_id = PQgetvalue(res, i, 0),
                                .request_json = PQgetvalue(res, i, 1),
                                .format = PQgetvalue(res, i, 2),
-                               .attempt = atoi(PQgetvalue(res, i, 4))};
+                               .attempt = atoi(PQgetvalue(res, i, 4)),
+                               .priority = atoi(PQgetvalue(res, i, 5)),
+                               .headers_json =
+                                   PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6)};
     unsigned char *body = bytea_value(res, i, 3, &row.body_len);
     row.body = body;
     if (!PQgetisnull(res, i, 1))

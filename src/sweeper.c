@@ -54,15 +54,44 @@ static void republish_refused(mqproc__server_t *srv, const mqproc__sweep_row_t *
   mqproc__store_give_up(srv->store, r->job_id, r->attempt, reason, logged, srv);
 }
 
+/* The stored headers of a job (a JSON object) as publish headers, values as text (as
+ * `mqproc jobs retry` sends them): up to max, the texts owned by *doc and texts[]. */
+#define SWEEP_HEADERS 16
+static size_t stored_headers(const char *json, json_t **doc, mqproc__broker_header_t *h,
+                             char **texts) {
+  const char *k;
+  json_t *v;
+  size_t n = 0;
+  *doc = json != NULL ? json_loads(json, 0, NULL) : NULL;
+  json_object_foreach(*doc, k, v) {
+    if (n == SWEEP_HEADERS) {
+      MQPROC__WARN("a republished job keeps its first %d headers only", SWEEP_HEADERS);
+      break;
+    }
+    texts[n] = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    h[n].key = k;
+    h[n].value = texts[n] != NULL ? texts[n] : json_string_value(v);
+    if (h[n].value != NULL)
+      n++;
+  }
+  return n;
+}
+
 static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
   mqproc__server_t *srv = ud;
-  char err[MQPROC_ERR_LEN], *copy;
+  char err[MQPROC_ERR_LEN], *copy, *texts[SWEEP_HEADERS] = {0};
+  mqproc__broker_header_t h[SWEEP_HEADERS];
+  json_t *doc;
+  /* the message as it came: its bytes, priority and headers */
   mqproc__publish_t p = {.exchange = srv->cfg->exchange,
                          .routing_key = srv->processor,
                          .content_type = "application/json", /* as OCR-D labels both */
                          .message_id = r->job_id,
                          .persistent = srv->cfg->queue_durable,
-                         .mandatory = 1};
+                         .mandatory = 1,
+                         .priority = r->priority > 0 ? r->priority : 0,
+                         .headers = h,
+                         .n_headers = stored_headers(r->headers_json, &doc, h, texts)};
   int rc = republish_body(r, &copy, &p.body, &p.len, err);
   if (rc == MQPROC_OK)
     rc = mqproc__server_publish_job(srv, r->job_id, &p, err);
@@ -73,6 +102,9 @@ static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
   else
     MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", r->job_id, err);
   free(copy);
+  for (size_t i = 0; i < SWEEP_HEADERS; i++)
+    free(texts[i]);
+  json_decref(doc);
 }
 
 void mqproc__sweeper_confirmed(mqproc__server_t *srv, const char *job_id, int status) {

@@ -133,16 +133,20 @@ Test(claims, an_early_acked_job_of_a_dead_server_is_republished_by_another) {
   char *marker = it_fmt("%s/marker", it_tmpdir());
   /* A's try outlasts anything the test does before the kill; B's is short */
   const char *envp_a[] = {it_fmt("PROC_MARKER=%s", marker), "PROC_SLEEP=120", NULL};
-  const char *envp_b[] = {it_fmt("PROC_MARKER=%s", marker), "PROC_SLEEP=1", NULL};
+  const char *envp_b[] = {it_fmt("PROC_MARKER=%s", marker), "PROC_SLEEP=1",
+                          it_fmt("PROC_COPY=%s", it_tmpdir()), NULL};
   const char *extra_a[] = {"--lease=3", "--ack-after=1", "--worker-id=A", NULL};
   const char *extra_b[] = {"--lease=3", "--ack-after=1", "--worker-id=B", NULL};
   it_server_t *a, *b;
   long ready, unacked;
   it_msg_t m;
+  char *out, *in;
   it_declare(results);
   a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp_a);
-  it_publish(proc,
-             it_job_json(proc, "sweep-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "sweep-1", "--result-queue", results, "--header", "tenant=acme",
+                     "--priority", "7", NULL),
+               0);
   cr_assert(it_server_wait_log(a, "job sweep-1: still running after 1 s; delivery acked", WAIT_MS));
   it_queue_counts(proc, &ready, &unacked);
   cr_expect_eq(ready + unacked, 0, "the broker no longer holds the job");
@@ -156,6 +160,10 @@ Test(claims, an_early_acked_job_of_a_dead_server_is_republished_by_another) {
   it_msg_free(&m);
   cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'sweep-1'", 0), "SUCCESS");
   cr_expect_str_eq(it_sql("SELECT worker_id FROM mqproc_jobs WHERE job_id = 'sweep-1'", 0), "B");
+  in = it_read_file(it_fmt("%s/sweep-1.json", it_tmpdir()));
+  cr_assert_not_null(in);
+  cr_expect(strstr(in, "\"tenant\":\"acme\"") != NULL || strstr(in, "\"tenant\": \"acme\"") != NULL,
+            "the republished message kept its headers: %s", in);
   it_server_stop(a);
   it_server_stop(b);
   it_queue_counts(proc, &ready, &unacked);

@@ -48,6 +48,34 @@ Test(fleet, headers_are_stored_and_reach_a_command_on_stdin) {
   it_server_stop(srv);
 }
 
+/* The sweeper republishes a dead holder's early-acked job as it came: bytes, priority and
+ * headers (the new server is paused, so the message waits in the queue to be looked at). */
+Test(fleet, a_dead_holders_job_is_republished_with_its_priority_and_headers) {
+  char *proc = it_name("rep"), *out;
+  const char *envp_a[] = {"PROC_SLEEP=120", NULL};
+  const char *extra_a[] = {"--lease=3", "--ack-after=1", "--worker-id=A", NULL};
+  const char *extra_b[] = {"--lease=3", "--worker-id=B", NULL};
+  it_server_t *a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp_a), *b;
+  it_msg_t m;
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "rep-1", "--header", "tenant=acme", "--priority", "7", NULL),
+               0);
+  cr_assert(it_server_wait_log(a, "job rep-1: still running after 1 s; delivery acked", WAIT_MS));
+  cr_assert_eq(it_mq(&out, "pause", proc, NULL), 0, "%s", out);
+  it_server_signal(a, SIGKILL);
+  cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
+  b = it_server_spawn(proc, it_proc("proc.sh"), extra_b, NULL);
+  cr_assert(it_server_wait_log(b, "job rep-1: its holder is gone; republished", WAIT_MS));
+  cr_assert(it_get(proc, WAIT_MS, &m));
+  cr_expect_str_eq(m.message_id, "rep-1");
+  cr_expect_eq(m.priority, 7);
+  cr_expect(strstr(m.headers, "tenant=acme\n") != NULL, "%s", m.headers);
+  cr_expect(strstr(m.body, "rep-1") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  it_server_stop(a);
+  it_server_stop(b);
+}
+
 /* A C processor reads a header with mqproc_job_header(), on a thread and in a worker
  * process (the header crosses the worker protocol). */
 static void c_processor_sees_header(const char *isolation) {

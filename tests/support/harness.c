@@ -280,10 +280,14 @@ static void copy_msg(const amqp_envelope_t *env, it_msg_t *out) {
   out->message_id =
       (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? dup_bytes(p->message_id) : strdup("");
   out->reason = out->attempt = NULL;
+  out->priority = (p->_flags & AMQP_BASIC_PRIORITY_FLAG) ? p->priority : -1;
+  out->headers = it_fmt("%s", "");
   for (int i = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && i < p->headers.num_entries; i++) {
     const amqp_table_entry_t *e = &p->headers.entries[i];
     if (e->value.kind != AMQP_FIELD_KIND_UTF8)
       continue;
+    out->headers = it_fmt("%s%.*s=%.*s\n", out->headers, (int)e->key.len, (char *)e->key.bytes,
+                          (int)e->value.value.bytes.len, (char *)e->value.value.bytes.bytes);
     if (e->key.len == 15 && memcmp(e->key.bytes, "x-mqproc-reason", 15) == 0)
       out->reason = dup_bytes(e->value.value.bytes);
     else if (e->key.len == 16 && memcmp(e->key.bytes, "x-mqproc-attempt", 16) == 0)
@@ -347,6 +351,7 @@ void it_msg_free(it_msg_t *m) {
   free(m->attempt);
   free(m->reason);
   memset(m, 0, sizeof(*m));
+  /* headers: it_fmt()'s, freed by it_cleanup() */
 }
 
 void it_queue_counts(const char *queue, long *ready, long *unacked) {

@@ -40,6 +40,8 @@ typedef struct it_msg {
   char *message_id;
   char *reason;  /* x-mqproc-reason header, "" when absent */
   char *attempt; /* x-mqproc-attempt header, "" when absent */
+  char *headers; /* every text header as "key=value\n", in order */
+  int priority;  /* -1 when absent */
   int redelivered;
 } it_msg_t;
 
