@@ -16,6 +16,7 @@ PACKAGES=(
   rabbitmq-server postgresql
   python3 python3-pika python3-yaml python3-jsonschema
   docker-compose curl procps iproute2 systemd
+  prometheus chromium
 )
 
 log() { printf 'setup: %s\n' "$*"; }

@@ -52,6 +52,12 @@ static const opt_t OPTS[] = {
      "time-limited (--on-failure-timeout), its failure is logged, never retried"},
     {"on-failure-timeout", "MQPROC_ON_FAILURE_TIMEOUT", OPT_INT, F(on_failure_timeout_s), "60", 1,
      86400, 0, "seconds an --on-failure command may run before its process group is killed"},
+    {"http", "MQPROC_HTTP", OPT_STR, F(http), NULL, 0, 0, 0,
+     "serve /metrics (Prometheus), /healthz, /readyz and the status page on ADDR:PORT "
+     "(e.g. 127.0.0.1:9464; off by default); read-only"},
+    {"metrics-buckets", "MQPROC_METRICS_BUCKETS", OPT_STR, F(metrics_buckets),
+     "0.1,0.5,1,2.5,5,10,30,60,120,300,600,1200,1800,3600,7200,14400", 0, 0, 0,
+     "upper bounds in seconds of the queue-wait and run-time histograms of /metrics"},
     {"isolation", "MQPROC_ISOLATION", OPT_STR, F(isolation), "thread", 0, 0, FOR_C,
      "where the processing function runs: thread (a thread of the server: least overhead, for "
      "trusted code; a crash takes the server down and --time-limit cannot stop it) or process "

@@ -19,6 +19,8 @@ typedef struct mqproc__config {
   char *exec;                 /* --exec: command line of an external processor */
   char *on_failure;           /* --on-failure: command run when a job ends FAILED */
   int on_failure_timeout_s;   /* --on-failure-timeout */
+  char *http;                 /* --http ADDR:PORT: /metrics, /healthz, /readyz, the page */
+  char *metrics_buckets;      /* --metrics-buckets: histogram bounds in seconds */
   char *isolation;            /* --isolation thread|process: where a C processor runs */
   char *ocrd_cli;             /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
   char *ocrd_log_level;       /* --ocrd-log-level: their --log-level */

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "callback.h"
@@ -150,6 +151,9 @@ static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
 
 static int claimed(mqproc__delivery_t *d, int attempt) {
   d->attempt = attempt;
+  if (d->msg->created_time > 0) /* message created -> claimed */
+    mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.queue_wait,
+                            (double)(time(NULL) - d->msg->created_time));
   MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
                d->redelivered ? " (redelivered)" : "");
   mqproc__delivery_arm_ack_timer(d); /* --ack-after, in delivery_ctl.c */
@@ -214,6 +218,7 @@ static int claim_done(mqproc__delivery_t *d) {
     d->first_try_open = 1;
     return claimed(d, c->attempt);
   case MQPROC__CLAIM_REPLAY:
+    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FINISHED_REDELIV);
     MQPROC__INFO("job %s: already %s; sending what was not sent, not running it again%s", jid(d),
                  c->state, d->redelivered ? " (redelivered)" : "");
     d->outcome = mqproc__job_state_name(mqproc__job_state_parse(c->state)); /* or CANCELLED */
@@ -223,6 +228,7 @@ static int claim_done(mqproc__delivery_t *d) {
     d->state = S_PUBLISH;
     return 1;
   case MQPROC__CLAIM_ACK:
+    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FINISHED_REDELIV);
     MQPROC__INFO("job %s: already %s; acked without running%s", jid(d), c->state,
                  d->redelivered ? " (redelivered)" : "");
     d->state = S_ACK;
@@ -241,6 +247,7 @@ static int claim_done(mqproc__delivery_t *d) {
     return 1;
   if (!d->holder_checked && holder_gone_here(d, c)) { /* kill -9'd beside us: take it now */
     d->holder_checked = 1;
+    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_TAKEOVERS);
     MQPROC__INFO("job %s: its holder %s (pid %d on this host) is gone; taking the job over", jid(d),
                  c->worker_id_now, c->holder_pid);
     return store_call(d,
@@ -330,6 +337,8 @@ static int run_try(mqproc__delivery_t *d) {
     d->state = S_END_TRY;
     return 1;
   }
+  mqproc__metrics_inc(&d->srv->metrics,
+                      d->tries_in_attempt > 1 ? MQPROC__M_RETRIED : MQPROC__M_STARTED);
   MQPROC__INFO("job %s: attempt %d try %d started (log %s)", jid(d), d->attempt, d->try_no,
                d->log_path);
   d->state = S_RUNNING;
@@ -368,6 +377,8 @@ static int step_start_try(mqproc__delivery_t *d) {
 static int try_ended(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
+  mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.run_time,
+                          (double)d->last.duration_ms / 1000.0);
   MQPROC__WARN("job %s: attempt %d try %d failed: %s", jid(d), d->attempt, d->try_no,
                d->last.error);
   if (d->stop_requested)

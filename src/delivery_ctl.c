@@ -151,6 +151,7 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
     d->after_dead = S_PUBLISH;
     d->state = S_DEAD_LETTER;
   }
+  mqproc__metrics_inc(&srv->metrics, MQPROC__M_OUTBOX_RESENT);
   MQPROC__INFO("job %s: its holder died before sending its outcome (%s); sending it", d->job_id,
                d->outcome);
   return d;
@@ -166,6 +167,7 @@ static void renewed(void *ud, int rc, const char *err) {
   if (rc == MQPROC_OK) {
     d->last_renew_ms = d->renew_sent_ms;
   } else if (rc == MQPROC_ESTORE_FENCED) {
+    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FENCED);
     MQPROC__ERROR("job %s: lease of attempt %d lost to a newer attempt; stopping this try", jid(d),
                   d->attempt);
     d->fenced = 1;

@@ -55,12 +55,16 @@ static int succeeded(mqproc__delivery_t *d) {
   MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
                (long long)d->last.duration_ms, d->attempt, d->try_no);
   d->srv->jobs_done++;
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_SUCCEEDED);
+  mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.run_time,
+                          (double)d->last.duration_ms / 1000.0);
   return ended(d, "SUCCESS");
 }
 
 static int cancelled(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_CANCELLED);
   MQPROC__WARN("job %s: CANCELLED by an operator (attempt %d try %d)", jid(d), d->attempt,
                d->try_no);
   return ended(d, "CANCELLED");
@@ -89,12 +93,14 @@ static int failed(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
   if (d->requeued) {
+    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_REQUEUED);
     MQPROC__WARN("job %s: attempt %d failed after %d tries; requeued", jid(d), d->attempt,
                  d->tries_in_attempt);
     return store_ok(d, S_NACK);
   }
   d->outcome = "FAILED";
   d->srv->jobs_failed++;
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FAILED);
   d->send_result = d->send_callbacks = 1;
   if (d->final_failure) {
     MQPROC__ERROR("job %s: FAILED for good: %s (--final-exit-code: no retry, no requeue)", jid(d),
@@ -126,6 +132,7 @@ static int gave_up(mqproc__delivery_t *d) {
   MQPROC__ERROR("job %s: FAILED, %s", jid(d), d->reason);
   d->outcome = "FAILED";
   d->srv->jobs_failed++;
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FAILED);
   d->send_result = d->send_callbacks = 1;
   to_dead_letter(d, S_PUBLISH, "job FAILED: out of attempts: %d of --max-attempts=%d used",
                  d->attempt, cfg(d)->max_attempts);
@@ -159,6 +166,7 @@ int mqproc__dl_step_release(mqproc__delivery_t *d) {
 }
 
 int mqproc__dl_step_fenced(mqproc__delivery_t *d) {
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FENCED);
   MQPROC__WARN("job %s: attempt %d was fenced off by a newer attempt: not recording, not "
                "publishing, requeueing this copy",
                jid(d), d->attempt);

@@ -31,6 +31,7 @@ static int publish_dead_letter(mqproc__delivery_t *d) {
                          .headers = h,
                          .n_headers = d->job_id != NULL ? 4 : 3};
   int rc;
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_DEAD_LETTERED);
   MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
   rc = mqproc__server_publish(d->srv, d, &p, err);
   if (rc == MQPROC_EBROKER_BLOCKED)

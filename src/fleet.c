@@ -96,6 +96,7 @@ static void beat_done(void *ud, int rc, const char *err) {
     mqproc__loop_stop(f->srv->loop);
     return;
   }
+  mqproc__server_db_seen(f->srv, rc == MQPROC_OK || rc == MQPROC_ESTORE_FENCED);
   if (rc != MQPROC_OK) {
     MQPROC__DEBUG("workers row not refreshed: %s", err);
   } else {

@@ -25,6 +25,7 @@
 #include "sdnotify.h"
 #include "supervisor.h"
 #include "sweeper.h"
+#include "http/serve.h"
 #include "util.h"
 
 /* A publish awaiting its confirm: for a delivery, or a sweeper's republish (job_id). */
@@ -118,6 +119,7 @@ static void on_closing(void *ud, int fd) {
 static void on_down(void *ud, const char *reason) {
   mqproc__server_t *srv = ud;
   MQPROC__ERROR("broker connection lost: %s", reason);
+  mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
   srv->broker_up = 0;
   srv->broker_blocked = 0;
   srv->consuming = 0;
@@ -173,6 +175,7 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   rc = mqproc__broker_connect(srv->broker, err);
   if (rc != MQPROC_OK) {
     MQPROC__ERROR("cannot connect to the broker: %s", err);
+    mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
     if ((rc == MQPROC_ECONFIG || rc == MQPROC_EBROKER_DECLARE) && srv->deliveries == NULL) {
       MQPROC__ERROR("this will not fix itself; stopping");
       srv->fatal = 1;
@@ -186,6 +189,10 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   srv->broker_up = 1;
   srv->reconnects = 0;
   srv->connections++;
+  mqproc__metrics_up(&srv->metrics.broker_down_since, &srv->metrics.broker_down_ms,
+                     mqproc__now_ms());
+  if (srv->connections > 1)
+    mqproc__metrics_inc(&srv->metrics, MQPROC__M_BROKER_RECONNECTS);
   srv->consuming = 0;
   srv->broker_fd = mqproc__broker_fd(srv->broker);
   mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
@@ -492,6 +499,10 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
       (rc = mqproc__on_failure_init(srv, err)) != MQPROC_OK ||
       (rc = open_store(srv, err)) != MQPROC_OK)
     return rc;
+  if (mqproc__metrics_init(&srv->metrics, cfg->metrics_buckets, err) != 0)
+    return MQPROC_ECONFIG;
+  if ((rc = mqproc__serve_start(srv, err)) != MQPROC_OK)
+    return rc;
   srv->topo = (mqproc__topology_t){.exchange = cfg->exchange,
                                    .queue = cfg->processor,
                                    .dead_queue = srv->dead_queue,
@@ -516,6 +527,7 @@ static void teardown(mqproc__server_t *srv) {
     srv->deliveries = *mqproc__delivery_next(d);
     mqproc__delivery_free(d);
   }
+  mqproc__serve_stop(srv);
   mqproc__broker_destroy(srv->broker);
   mqproc__sd_free(srv);
   mqproc__on_failure_free(srv);
@@ -524,6 +536,7 @@ static void teardown(mqproc__server_t *srv) {
   mqproc__store_destroy(srv->store);
   mqproc__runner_destroy(srv->runner);
   mqproc__loop_free(srv->loop);
+  mqproc__serve_free(srv);
   clear_declared(srv);
   free(srv->acks);
   free(srv->dead_queue);

@@ -10,6 +10,7 @@
 #include "callback.h"
 #include "config.h"
 #include "loop.h"
+#include "metrics.h"
 #include "mqproc/mqproc.h"
 #include "runner.h"
 #include "store.h"
@@ -67,6 +68,9 @@ typedef struct mqproc__server {
   struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */
   struct mqproc__sd *sd;       /* sdnotify.c: what systemd was told; NULL when not under it */
   struct mqproc__on_failure *on_failure; /* on_failure.c: --on-failure; NULL without it */
+  mqproc__metrics_t metrics;             /* what /metrics shows (metrics.h) */
+  int db_ok;                             /* the last store request reached the database */
+  struct mqproc__serve *http;            /* http/serve.c: --http; NULL without it */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
@@ -106,6 +110,9 @@ void mqproc__server_update_consuming(mqproc__server_t *srv, int extra);
 /* Stop taking jobs, let the running ones finish however long they take, then exit 0
  * (an operator's `mqproc drain`). */
 void mqproc__server_drain(mqproc__server_t *srv);
+/* Whether a store request reached the database (ok 1) or not (0): /readyz and the
+ * database's outage time and reconnects in /metrics. */
+void mqproc__server_db_seen(mqproc__server_t *srv, int ok);
 /* A delivery found the store unreachable: stop taking deliveries until it answers. */
 void mqproc__server_store_down(mqproc__server_t *srv);
 /* An abandoned delivery's thread finished after all: free it. */

@@ -154,6 +154,7 @@ static void store_pinged(void *ud, int rc, const char *err) {
   }
   srv->store_paused = 0;
   srv->store_back_ms = mqproc__now_ms();
+  mqproc__server_db_seen(srv, 1);
   MQPROC__INFO("job store reachable again; renewing leases, recording what waited, consuming "
                "again");
   for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
@@ -185,7 +186,18 @@ static void on_store_pause(mqproc__loop_t *loop, void *ud) {
   srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
 }
 
+void mqproc__server_db_seen(mqproc__server_t *srv, int ok) {
+  if (ok && srv->metrics.db_down_since != 0) { /* it was down: reached again */
+    mqproc__metrics_up(&srv->metrics.db_down_since, &srv->metrics.db_down_ms, mqproc__now_ms());
+    mqproc__metrics_inc(&srv->metrics, MQPROC__M_DB_RECONNECTS);
+  } else if (!ok) {
+    mqproc__metrics_down(&srv->metrics.db_down_since, mqproc__now_ms());
+  }
+  srv->db_ok = ok;
+}
+
 void mqproc__server_store_down(mqproc__server_t *srv) {
+  mqproc__server_db_seen(srv, 0);
   if (srv->store_paused)
     return;
   srv->store_paused = 1;

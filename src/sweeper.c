@@ -95,12 +95,14 @@ static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
   int rc = republish_body(r, &copy, &p.body, &p.len, err);
   if (rc == MQPROC_OK)
     rc = mqproc__server_publish_job(srv, r->job_id, &p, err);
-  if (rc == MQPROC_OK)
+  if (rc == MQPROC_OK) {
+    mqproc__metrics_inc(&srv->metrics, MQPROC__M_TAKEOVERS);
     MQPROC__INFO("job %s: its holder is gone; republished the stored request", r->job_id);
-  else if (rc == MQPROC_EINVAL)
+  } else if (rc == MQPROC_EINVAL) {
     republish_refused(srv, r, err);
-  else
+  } else {
     MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", r->job_id, err);
+  }
   free(copy);
   for (size_t i = 0; i < SWEEP_HEADERS; i++)
     free(texts[i]);

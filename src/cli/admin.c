@@ -190,35 +190,6 @@ void mqproc__print_json(json_t *v) {
   json_decref(v);
 }
 
-static int listed(const char *name, const char *const *list) {
-  for (; list != NULL && *list != NULL; list++)
-    if (!strcmp(name, *list))
-      return 1;
-  return 0;
-}
-
-json_t *mqproc__rows_json(PGresult *res, const char *const *ints, const char *const *jsons) {
-  json_t *arr = json_array();
-  for (int i = 0; i < PQntuples(res); i++) {
-    json_t *o = json_object();
-    for (int k = 0; k < PQnfields(res); k++) {
-      const char *name = PQfname(res, k), *v = PQgetvalue(res, i, k);
-      json_t *x;
-      if (PQgetisnull(res, i, k))
-        x = json_null();
-      else if (listed(name, ints))
-        x = json_integer(strtoll(v, NULL, 10));
-      else if (listed(name, jsons) && (x = json_loads(v, JSON_DECODE_ANY, NULL)) != NULL)
-        ;
-      else
-        x = json_string(v);
-      json_object_set_new(o, name, x != NULL ? x : json_null());
-    }
-    json_array_append_new(arr, o);
-  }
-  return arr;
-}
-
 void mqproc__print_table(PGresult *res, int width) {
   int nf = PQnfields(res), w[64] = {0};
   nf = nf > 64 ? 64 : nf;
@@ -236,6 +207,41 @@ void mqproc__print_table(PGresult *res, int width) {
     for (int k = 0; k < nf; k++)
       printf("%-*.*s%s", w[k], w[k], PQgetisnull(res, i, k) ? "-" : PQgetvalue(res, i, k),
              k + 1 < nf ? "  " : "\n");
+}
+
+static char *cell(json_t *v) {
+  if (v == NULL || json_is_null(v))
+    return strdup("-");
+  if (json_is_string(v))
+    return strdup(json_string_value(v));
+  return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+void mqproc__print_rows(json_t *rows, const char *const *cols, int width) {
+  int nf = 0, w[64] = {0};
+  size_t i;
+  json_t *row;
+  while (cols[nf] != NULL && nf < 64)
+    nf++;
+  for (int k = 0; k < nf; k++) {
+    w[k] = (int)strlen(cols[k]);
+    json_array_foreach(rows, i, row) {
+      char *s = cell(json_object_get(row, cols[k]));
+      int l = s != NULL ? (int)strlen(s) : 0;
+      w[k] = l > w[k] ? l : w[k];
+      free(s);
+    }
+    w[k] = w[k] > width ? width : w[k];
+  }
+  for (int k = 0; k < nf; k++)
+    printf("%-*s%s", w[k], cols[k], k + 1 < nf ? "  " : "\n");
+  json_array_foreach(rows, i, row) {
+    for (int k = 0; k < nf; k++) {
+      char *s = cell(json_object_get(row, cols[k]));
+      printf("%-*.*s%s", w[k], w[k], s != NULL ? s : "", k + 1 < nf ? "  " : "\n");
+      free(s);
+    }
+  }
 }
 
 /* ---- dispatch ----------------------------------------------------------------------- */

@@ -9,6 +9,8 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
+#include "ops/ops.h"
+
 /* ---- arguments ---------------------------------------------------------------------- */
 
 typedef struct aopt {
@@ -61,25 +63,11 @@ const char *mqproc__admin_actor(void);
 
 /* Prints v (stolen) as JSON on stdout. */
 void mqproc__print_json(json_t *v);
-/* The rows of res as an array of objects; columns whose name is in ints are numbers,
- * in arrays are parsed as JSON. */
-json_t *mqproc__rows_json(PGresult *res, const char *const *ints, const char *const *jsons);
+/* Prints the columns cols (NULL-terminated) of rows (an array of objects) as an aligned
+ * table (at most width characters per cell; null as "-"). */
+void mqproc__print_rows(json_t *rows, const char *const *cols, int width);
 /* Prints res as an aligned table (at most width characters per cell). */
 void mqproc__print_table(PGresult *res, int width);
-
-/* ---- broker ------------------------------------------------------------------------- */
-
-typedef struct admin_amqp admin_amqp_t;
-/* Connects (--queue / MQPROC_QUEUE) with confirms on; NULL after printing why not. */
-admin_amqp_t *mqproc__amqp_open(const char *url);
-/* Publishes with mandatory and waits for the confirm: 0, or -1 after printing why not
- * (unroutable, nacked, connection lost). priority < 0: none. headers: "k=v" or NULL. */
-int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, const void *body,
-                      size_t len, const char *content_type, const char *message_id, int priority,
-                      const char *const *headers, size_t n_headers);
-/* Passive declare: ready messages and consumers; -1 when the queue does not exist. */
-int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers);
-void mqproc__amqp_close(admin_amqp_t *a);
 
 /* ---- commands ----------------------------------------------------------------------- */
 

@@ -19,21 +19,19 @@ static const aopt_t OPTS[] = {
     {"json", 0, 0, NULL, "machine-readable output"},
     {NULL, 0, 0, NULL, NULL}};
 
-/* A server refreshes its row every interval_ms (fleet.h); three missed refreshes: dead. */
-#define SEEN_LATELY "w.last_seen > now() - 3 * w.interval_ms * interval '1 millisecond'"
-/* A server's state as operators see it. */
-#define WORKER_STATE                                                                               \
-  "CASE WHEN w.state NOT IN ('stopped', 'dead') AND NOT " SEEN_LATELY " THEN 'dead'"               \
-  " ELSE w.state END"
+#define SEEN_LATELY MQPROC__SEEN_LATELY
+#define WORKER_STATE MQPROC__WORKER_STATE
+
+static const char *const WORKER_COLS[] = {"worker_id",   "processor_name", "state",     "host",
+                                          "pid",         "concurrency",    "in_flight", "jobs_done",
+                                          "jobs_failed", "started_at",     "last_seen", "version",
+                                          "restarts",    "current_jobs",   "note",      NULL};
 
 int mqproc__cmd_workers(int argc, char **argv) {
-  static const char *const ints[] = {"pid",         "concurrency", "in_flight", "jobs_done",
-                                     "jobs_failed", "restarts",    NULL};
-  static const char *const jsons[] = {"current_jobs", NULL};
   args_t a;
   PGconn *c;
-  PGresult *r;
-  const char *vals[2];
+  json_t *rows;
+  char err[512];
   int rc;
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "workers")) != 0)
     return rc;
@@ -46,91 +44,22 @@ int mqproc__cmd_workers(int argc, char **argv) {
   }
   if ((c = mqproc__admin_db(&a)) == NULL)
     return 1;
-  vals[0] = mqproc__arg(&a, "processor");
-  vals[1] = mqproc__has(&a, "all") ? "t" : "f";
-  r = mqproc__admin_q(
-      c,
-      "SELECT w.worker_id, w.processor_name, " WORKER_STATE " AS state, w.host, w.pid,"
-      " w.concurrency, w.in_flight, w.jobs_done, w.jobs_failed,"
-      " to_char(w.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS started_at,"
-      " to_char(w.last_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS last_seen,"
-      " w.version, w.restarts, array_to_json(w.current_jobs)::text AS current_jobs, w.note"
-      " FROM mqproc_workers w WHERE ($1::text IS NULL OR w.processor_name = $1)"
-      " AND ($2::bool OR w.last_seen > now() - interval '1 hour')"
-      " ORDER BY w.processor_name, w.worker_id",
-      2, vals);
-  if (r != NULL) {
-    if (mqproc__has(&a, "json"))
-      mqproc__print_json(mqproc__rows_json(r, ints, jsons));
-    else
-      mqproc__print_table(r, 40);
-  }
-  PQclear(r);
+  rows = mqproc__ops_workers(c, mqproc__arg(&a, "processor"), mqproc__has(&a, "all"), err);
   PQfinish(c);
-  return r != NULL ? 0 : 1;
+  if (rows == NULL) {
+    fprintf(stderr, "mqproc workers: %s", err);
+    return 1;
+  }
+  if (mqproc__has(&a, "json")) {
+    mqproc__print_json(rows);
+    return 0;
+  }
+  mqproc__print_rows(rows, WORKER_COLS, 40);
+  json_decref(rows);
+  return 0;
 }
 
 /* ---- stats -------------------------------------------------------------------------- */
-
-static json_t *stats_of(PGconn *c, admin_amqp_t *amqp, const char *proc) {
-  const char *vals[1] = {proc};
-  json_t *o = json_pack("{s:s}", "processor", proc), *states = json_object();
-  long msgs, cons;
-  PGresult *r;
-  if (amqp != NULL && mqproc__amqp_depth(amqp, proc, &msgs, &cons) == 0) {
-    json_object_set_new(o, "queue_depth", json_integer(msgs));
-    json_object_set_new(o, "consumers", json_integer(cons));
-  } else {
-    json_object_set_new(o, "queue_depth", json_null());
-    json_object_set_new(o, "consumers", json_null());
-  }
-  /* QUEUED and RUNNING exactly (few rows, by the (processor, state) index); the finished
-   * ones over the last 24 hours (by the end_time index): no count over the whole table */
-  r = mqproc__admin_q(c,
-                      "SELECT state, count(*) FROM mqproc_jobs WHERE processor_name = $1"
-                      " AND state IN ('QUEUED', 'RUNNING') GROUP BY state"
-                      " UNION ALL SELECT state || '_24h', count(*) FROM mqproc_jobs"
-                      " WHERE processor_name = $1 AND end_time > now() - interval '24 hours'"
-                      " GROUP BY state",
-                      1, vals);
-  for (const char *s = "QUEUED\0RUNNING\0SUCCESS_24h\0FAILED_24h\0CANCELLED_24h\0"; *s != '\0';
-       s += strlen(s) + 1)
-    json_object_set_new(states, s, json_integer(0));
-  for (int i = 0; r != NULL && i < PQntuples(r); i++)
-    json_object_set_new(states, PQgetvalue(r, i, 0), json_integer(atoll(PQgetvalue(r, i, 1))));
-  PQclear(r);
-  json_object_set_new(o, "jobs", states);
-  r = mqproc__admin_q(
-      c,
-      "SELECT count(*) FILTER (WHERE end_time > now() - interval '1 minute'),"
-      " count(*) FILTER (WHERE end_time > now() - interval '15 minutes') / 15.0,"
-      " count(*) / 60.0,"
-      " percentile_cont(0.5) WITHIN GROUP (ORDER BY exec_time_ms) FILTER (WHERE state = 'SUCCESS'),"
-      " percentile_cont(0.95) WITHIN GROUP (ORDER BY exec_time_ms) FILTER (WHERE state = "
-      "'SUCCESS'),"
-      " max(exec_time_ms) FILTER (WHERE state = 'SUCCESS'),"
-      " coalesce(count(*) FILTER (WHERE state = 'FAILED')::float8 / nullif(count(*), 0), 0),"
-      " (SELECT count(*) FROM mqproc_workers w WHERE w.processor_name = $1"
-      "   AND w.state NOT IN ('stopped', 'dead')"
-      "   AND " SEEN_LATELY ")"
-      " FROM mqproc_jobs WHERE processor_name = $1 AND end_time > now() - interval '60 minutes'",
-      1, vals);
-  if (r != NULL && PQntuples(r) == 1) {
-    json_object_set_new(o, "finished_per_minute",
-                        json_pack("{s:f, s:f, s:f}", "1m", atof(PQgetvalue(r, 0, 0)), "15m",
-                                  atof(PQgetvalue(r, 0, 1)), "60m", atof(PQgetvalue(r, 0, 2))));
-    json_object_set_new(
-        o, "exec_time_ms_60m",
-        json_pack("{s:o, s:o, s:o}", "p50",
-                  PQgetisnull(r, 0, 3) ? json_null() : json_real(atof(PQgetvalue(r, 0, 3))), "p95",
-                  PQgetisnull(r, 0, 4) ? json_null() : json_real(atof(PQgetvalue(r, 0, 4))), "max",
-                  PQgetisnull(r, 0, 5) ? json_null() : json_integer(atoll(PQgetvalue(r, 0, 5)))));
-    json_object_set_new(o, "failure_rate_60m", json_real(atof(PQgetvalue(r, 0, 6))));
-    json_object_set_new(o, "live_workers", json_integer(atoll(PQgetvalue(r, 0, 7))));
-  }
-  PQclear(r);
-  return o;
-}
 
 static void print_stats(json_t *o) {
   json_t *j = json_object_get(o, "jobs"), *f = json_object_get(o, "finished_per_minute"),
@@ -166,7 +95,6 @@ static void print_stats(json_t *o) {
 int mqproc__cmd_stats(int argc, char **argv) {
   args_t a;
   PGconn *c;
-  PGresult *r = NULL;
   admin_amqp_t *amqp = NULL;
   json_t *all = json_array();
   const char *proc;
@@ -193,15 +121,16 @@ int mqproc__cmd_stats(int argc, char **argv) {
   if (mqproc__arg(&a, "queue") != NULL)
     amqp = mqproc__amqp_open(mqproc__arg(&a, "queue"));
   if ((proc = mqproc__arg(&a, "processor")) != NULL) {
-    json_array_append_new(all, stats_of(c, amqp, proc));
+    json_array_append_new(all, mqproc__ops_stats(c, amqp, proc));
   } else { /* the processors with a server seen in the last day (no scan of the job table) */
-    r = mqproc__admin_q(c,
-                        "SELECT DISTINCT processor_name FROM mqproc_workers"
-                        " WHERE last_seen > now() - interval '24 hours' ORDER BY 1",
-                        0, NULL);
-    for (int k = 0; r != NULL && k < PQntuples(r); k++)
-      json_array_append_new(all, stats_of(c, amqp, PQgetvalue(r, k, 0)));
-    PQclear(r);
+    char err[512];
+    json_t *procs = mqproc__ops_processors(c, err);
+    if (procs == NULL)
+      fprintf(stderr, "mqproc stats: %s", err);
+    json_array_foreach(procs, i, v) {
+      json_array_append_new(all, mqproc__ops_stats(c, amqp, json_string_value(v)));
+    }
+    json_decref(procs);
   }
   mqproc__amqp_close(amqp);
   PQfinish(c);

@@ -33,94 +33,50 @@ static const char USAGE[] =
     "       mqproc jobs cancel ID... [--processor P]   (P: cancel jobs not delivered yet)\n"
     "       mqproc jobs purge --older-than 30d [--state S] [--processor P] [--yes]\n";
 
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-
-static const char *const INTS[] = {"attempt",     "tries", "exec_time_ms", "requeues",
-                                   "deliveries",  "try",   "exit_code",    "term_signal",
-                                   "duration_ms", NULL};
-
-/* Newest first by the table's queued_at (qualified: the output column of that name is
- * text, and ordering by it would sort the whole table instead of walking
- * mqproc_jobs_list_idx); the cursor is "<epoch us>:<job id>". */
-/* clang-format off */
-static const char LIST_SQL[] =
-    "SELECT job_id, processor_name, state, attempt, tries, worker_id,"
-    " " TS("j.created_time") " AS created_time, " TS("j.queued_at") " AS queued_at,"
-    " " TS("j.start_time") " AS start_time, " TS("j.end_time") " AS end_time,"
-    " exec_time_ms, last_error,"
-    " (extract(epoch FROM j.queued_at) * 1000000)::bigint || ':' || job_id AS cursor"
-    " FROM mqproc_jobs j"
-    " WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR processor_name = $2)"
-    "   AND ($3::bigint IS NULL OR j.queued_at >= now() - $3::bigint * interval '1 second')"
-    "   AND ($4::text IS NULL OR (j.queued_at, j.job_id) <"
-    "     (to_timestamp(split_part($4, ':', 1)::bigint / 1000000.0),"
-    "      substr($4, strpos($4, ':') + 1)))"
-    " ORDER BY j.queued_at DESC, j.job_id DESC LIMIT $5::int";
-/* clang-format on */
+static const char *const LIST_COLS[] = {
+    "job_id",       "processor_name", "state",     "attempt",    "tries",
+    "worker_id",    "created_time",   "queued_at", "start_time", "end_time",
+    "exec_time_ms", "last_error",     "cursor",    NULL};
 
 static int list(PGconn *c, const args_t *a) {
-  const char *limit = mqproc__arg(a, "limit"), *after = mqproc__arg(a, "after");
-  char since[32] = "", lim[16];
-  const char *vals[6];
-  long long s = -1;
-  PGresult *r;
+  const char *limit = mqproc__arg(a, "limit");
+  mqproc__jobs_filter_t f = {.state = mqproc__arg(a, "state"),
+                             .processor = mqproc__arg(a, "processor"),
+                             .after = mqproc__arg(a, "after"),
+                             .since_s = -1,
+                             .limit = limit != NULL && atoi(limit) > 0 ? atoi(limit) : 50};
+  char err[512];
+  json_t *rows;
   if (mqproc__arg(a, "since") != NULL &&
-      (s = mqproc__parse_duration(mqproc__arg(a, "since"))) < 0) {
+      (f.since_s = mqproc__parse_duration(mqproc__arg(a, "since"))) < 0) {
     fprintf(stderr, "mqproc jobs list: --since: expected a duration like 15m, 2h, 7d\n");
     return 2;
   }
-  if (s >= 0)
-    snprintf(since, sizeof(since), "%lld", s);
-  snprintf(lim, sizeof(lim), "%d", limit != NULL && atoi(limit) > 0 ? atoi(limit) : 50);
-  vals[0] = mqproc__arg(a, "state");
-  vals[1] = mqproc__arg(a, "processor");
-  vals[2] = s >= 0 ? since : NULL;
-  vals[3] = after != NULL ? after : NULL; /* "<epoch us>:<job id>" */
-  vals[4] = lim;
-  r = mqproc__admin_q(c, LIST_SQL, 5, vals);
-  if (r == NULL)
+  if ((rows = mqproc__ops_jobs(c, &f, err)) == NULL) {
+    fprintf(stderr, "mqproc jobs list: %s", err);
     return 1;
-  if (PQntuples(r) == atoi(lim))
-    fprintf(stderr, "more: --after '%s'\n", PQgetvalue(r, PQntuples(r) - 1, 12));
-  if (mqproc__has(a, "json")) {
-    mqproc__print_json(mqproc__rows_json(r, INTS, NULL));
-  } else {
-    mqproc__print_table(r, 40);
   }
-  PQclear(r);
+  if ((int)json_array_size(rows) == f.limit)
+    fprintf(stderr, "more: --after '%s'\n",
+            json_string_value(
+                json_object_get(json_array_get(rows, json_array_size(rows) - 1), "cursor")));
+  if (mqproc__has(a, "json")) {
+    mqproc__print_json(rows);
+  } else {
+    mqproc__print_rows(rows, LIST_COLS, 40);
+    json_decref(rows);
+  }
   return 0;
 }
 
 static int show(PGconn *c, const args_t *a, const char *id) {
-  const char *vals[1] = {id};
-  PGresult *r =
-      mqproc__admin_q(c,
-                      "SELECT (to_jsonb(j) - 'request_body' - 'request')::text,"
-                      " coalesce((SELECT jsonb_agg(to_jsonb(t) - 'job_id' ORDER BY t.try)"
-                      "   FROM mqproc_job_tries t WHERE t.job_id = j.job_id), '[]')::text,"
-                      " j.request::text FROM mqproc_jobs j WHERE job_id = $1",
-                      1, vals);
-  json_t *job, *tries, *req;
+  char err[512];
+  json_t *job = mqproc__ops_job(c, id, err), *v;
   const char *key;
-  json_t *v;
-  if (r == NULL)
-    return 1;
-  if (PQntuples(r) == 0) {
-    fprintf(stderr, "mqproc jobs show: no job '%s'\n", id);
-    PQclear(r);
-    return 1;
-  }
-  job = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
-  tries = json_loads(PQgetvalue(r, 0, 1), 0, NULL);
-  req = PQgetisnull(r, 0, 2) ? json_null() : json_loads(PQgetvalue(r, 0, 2), 0, NULL);
-  PQclear(r);
   if (job == NULL) {
-    json_decref(tries);
-    json_decref(req);
+    fprintf(stderr, "mqproc jobs show: %s\n", err);
     return 1;
   }
-  json_object_set_new(job, "request", req != NULL ? req : json_null());
-  json_object_set_new(job, "tries", tries != NULL ? tries : json_array());
   if (mqproc__has(a, "json")) {
     mqproc__print_json(job);
     return 0;

@@ -107,6 +107,23 @@ Test(faults, database_restart_during_a_job) {
   cr_expect_eq(ready + unacked, 0);
 }
 
+/* /readyz asks the database on every call: the first call after it stops says 503 with
+ * the reason, the first call after it is back says 200 (each answered within 0.9 s). */
+Test(faults, readyz_flips_when_the_database_stops_and_returns) {
+  char *proc = it_name("rdydb"), *body;
+  const char *extra[] = {"--http", "127.0.0.1:0", NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  int port = it_http_port(srv);
+  cr_expect_eq(it_http_get(port, "/readyz", &body), 200, "%s", body);
+  it_services("pg-stop");
+  cr_expect_eq(it_http_get(port, "/readyz", &body), 503, "%s", body);
+  cr_expect(strstr(body, "database") != NULL, "the reason: %s", body);
+  cr_expect_eq(it_http_get(port, "/healthz", &body), 200, "the loop still answers");
+  it_services("pg-start");
+  cr_expect_eq(it_http_get(port, "/readyz", &body), 200, "%s", body);
+  it_server_stop(srv);
+}
+
 Test(faults, kill_9_mid_job_another_server_finishes_it) {
   char *proc = it_name("kill"), *results = it_name("kill-result");
   char *marker = it_fmt("%s/marker", it_tmpdir());

@@ -903,3 +903,28 @@ int it_sql_becomes(const char *sql, const char *want) {
   }
   return 0;
 }
+
+int it_http_port(it_server_t *s) {
+  char *line;
+  cr_assert(it_server_wait_log(s, "status page on", 30000), "the server serves no --http");
+  for (size_t i = 0; (line = it_server_line(s, i)) != NULL; i++) {
+    const char *p = strstr(line, "(port ");
+    if (strstr(line, "status page on") != NULL && p != NULL)
+      return atoi(p + 6);
+  }
+  return 0;
+}
+
+int it_http_get(int port, const char *path, char **body) {
+  char *url = it_fmt("http://127.0.0.1:%d%s", port, path), *out = NULL, *nl;
+  const char *argv[] = {"/usr/bin/curl",  "-s", "--max-time", "20", "-w",
+                        "\n%{http_code}", url,  NULL};
+  it_run(argv, NULL, NULL, &out);
+  if (out == NULL || (nl = strrchr(out, '\n')) == NULL) {
+    *body = it_fmt("%s", "");
+    return 0;
+  }
+  *nl = '\0';
+  *body = out;
+  return atoi(nl + 1);
+}

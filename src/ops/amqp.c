@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "admin.h"
 #include "log.h"
+#include "ops/ops.h"
 
 #define TIMEOUT_S 10
 
@@ -159,8 +159,9 @@ int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long 
       amqp_send_method(a->conn, 1, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
       if (amqp_channel_open(a->conn, 1) != NULL)
         amqp_confirm_select(a->conn, 1);
+      return -1;
     }
-    return -1;
+    return -2;
   }
   *messages = (long)ok->message_count;
   *consumers = (long)ok->consumer_count;

@@ -1,0 +1,40 @@
+/* The status page's routes and its reader: the page shows the whole fleet, so it reads
+ * the job table (and the broker's queue depths) with blocking clients of its own (the
+ * fleet reads of ops/ops.h) on a reader thread, one read at a time, and renders on the
+ * loop. The loop's own store connection never waits for a page.
+ *
+ *   GET  /              processors, workers, last failures
+ *   GET  /jobs          ?state=&processor=&after=   newest first, 50 a page
+ *   GET  /jobs/ID       every column, every try, the request, the end of its log
+ */
+#ifndef MQPROC_HTTP_DASH_H
+#define MQPROC_HTTP_DASH_H
+
+#include "http/http.h"
+#include "loop.h"
+
+typedef struct mqproc__dash mqproc__dash_t;
+
+typedef struct mqproc__dash_cfg {
+  const char *database; /* PostgreSQL URL */
+  const char *queue;    /* AMQP URL for queue depths (and retry); NULL: none */
+  const char *title;    /* shown on every page */
+} mqproc__dash_cfg_t;
+
+int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__dash_cfg_t *cfg,
+                     char *err);
+/* Frees it; reads still running finish on their thread first. NULL is ignored. */
+void mqproc__dash_free(mqproc__dash_t *d);
+/* Answers req when its path is one of the page's (1), else 0. */
+int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req);
+
+/* The depth and consumers of queue, read on the reader thread; cb runs on the loop
+ * (messages -1 when unknown). At most one such read waits at a time. */
+typedef void (*mqproc__dash_depth_cb)(void *ud, long messages, long consumers);
+void mqproc__dash_depth(mqproc__dash_t *d, const char *queue, mqproc__dash_depth_cb cb, void *ud);
+
+/* Whether the reader reaches the database (a SELECT 1 on the reader thread). */
+typedef void (*mqproc__dash_ping_cb)(void *ud, int ok, const char *why);
+void mqproc__dash_ping(mqproc__dash_t *d, mqproc__dash_ping_cb cb, void *ud);
+
+#endif

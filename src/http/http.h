@@ -1,0 +1,51 @@
+/* A small HTTP server inside the server's own event loop: libmicrohttpd with its epoll fd
+ * watched by the loop (no thread of its own), limits on connections, header and body
+ * size and idle time. A handler answers a request at once or later from the loop (the
+ * connection waits suspended meanwhile, e.g. while a reader thread queries the database).
+ *
+ *   mqproc__http_start(&h, loop, "127.0.0.1:9464", handler, ud, err)
+ *   handler(ud, req) ... mqproc__http_reply(req, 200, "text/plain", body, len)
+ *   mqproc__http_stop(h)
+ */
+#ifndef MQPROC_HTTP_H
+#define MQPROC_HTTP_H
+
+#include <stddef.h>
+
+#include "loop.h"
+
+typedef struct mqproc__http mqproc__http_t;
+typedef struct mqproc__http_req mqproc__http_req_t;
+
+/* Called on the loop once a request is complete (headers and body). It must call
+ * mqproc__http_reply() exactly once, now or later (from the loop). */
+typedef void (*mqproc__http_handler)(void *ud, mqproc__http_req_t *req);
+
+#define MQPROC__HTTP_MAX_CONNECTIONS 64
+#define MQPROC__HTTP_MAX_BODY 16384 /* a larger request body is refused with 413 */
+
+/* Listens on addr ("HOST:PORT", "[V6]:PORT"); MQPROC_EINVAL/EIO with err. */
+int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *addr,
+                       mqproc__http_handler handler, void *ud, char *err);
+/* Answers what waits with 503 and stops listening. NULL is ignored. */
+void mqproc__http_stop(mqproc__http_t *h);
+/* The port it listens on (for ADDR:0). */
+int mqproc__http_port(const mqproc__http_t *h);
+
+const char *mqproc__http_method(const mqproc__http_req_t *req);
+const char *mqproc__http_path(const mqproc__http_req_t *req);
+/* A query-string (GET) or form-field (POST, urlencoded) argument, or a header; NULL. */
+const char *mqproc__http_arg(const mqproc__http_req_t *req, const char *name);
+const char *mqproc__http_header(const mqproc__http_req_t *req, const char *name);
+/* The body (POST), NUL-terminated; "" when none. */
+const char *mqproc__http_body(const mqproc__http_req_t *req);
+
+/* Sends the answer: body (malloc()ed, taken; NULL for none) of len bytes. extra_header:
+ * one more "Name: value" (NULL: none), e.g. a Location for 303. */
+void mqproc__http_reply(mqproc__http_req_t *req, int status, const char *content_type, char *body,
+                        size_t len, const char *extra_header);
+/* mqproc__http_reply() with a copy of a NUL-terminated text. */
+void mqproc__http_reply_text(mqproc__http_req_t *req, int status, const char *content_type,
+                             const char *text);
+
+#endif

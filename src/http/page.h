@@ -1,0 +1,28 @@
+/* The status page's HTML, rendered from the JSON the fleet reads return (ops/ops.h).
+ * Pure functions: no I/O, every user-supplied text HTML-escaped (job ids, errors,
+ * parameters, processor and worker names), every link argument URL-encoded too. One
+ * self-contained document per answer: inline CSS, an inline SVG chart, a small inline
+ * script that refreshes <main> every 5 s (with JavaScript off, a meta refresh does). */
+#ifndef MQPROC_HTTP_PAGE_H
+#define MQPROC_HTTP_PAGE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct mqproc__page_opts {
+  const char *title;   /* e.g. "mqproc: ocrd-tesserocr-recognize (host:pid)" */
+  const char *message; /* a note to show on top (after an action), or NULL */
+} mqproc__page_opts_t;
+
+/* overview: {"processors": [stats + "per_minute"], "workers": [...], "failures": [...]} */
+char *mqproc__page_overview(const json_t *overview, const mqproc__page_opts_t *o, size_t *len);
+/* rows: a page of jobs; filters: the state / processor asked for (NULL: any). */
+char *mqproc__page_jobs(const json_t *rows, const char *state, const char *processor,
+                        const mqproc__page_opts_t *o, size_t *len);
+/* job: mqproc__ops_job()'s object; log_tail: the end of its log, or NULL. */
+char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__page_opts_t *o,
+                       size_t *len);
+/* An error page (e.g. no such job, the database away). */
+char *mqproc__page_error(const char *what, const mqproc__page_opts_t *o, size_t *len);
+
+#endif

@@ -1,0 +1,214 @@
+/* A processing server's HTTP endpoint (--http): /metrics from the server's counters,
+ * /healthz (the loop answers), /readyz (broker connected with its topology, database
+ * answering, not paused or stopping), and the status page (dash.c). */
+#include "http/serve.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "delivery.h"
+#include "fleet.h"
+#include "http/dash.h"
+#include "http/http.h"
+#include "log.h"
+#include "util.h"
+
+#define DEPTH_EVERY_MS 5000
+#define READY_DEADLINE_MS 900
+
+struct mqproc__serve {
+  mqproc__server_t *srv;
+  mqproc__http_t *http;
+  mqproc__dash_t *dash;
+  long messages, consumers; /* the job queue, from the reader's last passive declare */
+  int64_t depth_at;         /* when that read was asked for */
+};
+
+/* ---- /readyz ------------------------------------------------------------------------ */
+
+typedef struct ready {
+  mqproc__serve_t *s;
+  mqproc__http_req_t *req; /* NULL once answered */
+  json_t *reasons;
+  uint64_t timer;
+  int pending; /* the ping and the timer: freed when both are done */
+} ready_t;
+
+static void ready_answer(ready_t *r) {
+  json_t *o;
+  char *text;
+  if (r->req == NULL)
+    return;
+  o = json_pack("{s:b, s:O}", "ready", json_array_size(r->reasons) == 0, "reasons", r->reasons);
+  text = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  if (text != NULL) {
+    size_t n = strlen(text);
+    char *body = realloc(text, n + 2);
+    if (body != NULL) {
+      body[n] = '\n';
+      body[n + 1] = '\0';
+      text = body;
+    }
+  }
+  mqproc__http_reply(r->req, json_array_size(r->reasons) == 0 ? 200 : 503, "application/json", text,
+                     text != NULL ? strlen(text) : 0, NULL);
+  r->req = NULL;
+}
+
+static void ready_release(ready_t *r) {
+  if (--r->pending > 0)
+    return;
+  json_decref(r->reasons);
+  free(r);
+}
+
+static void ready_pinged(void *ud, int rc, const char *err) {
+  ready_t *r = ud;
+  mqproc__server_db_seen(r->s->srv, rc == MQPROC_OK);
+  if (rc != MQPROC_OK && r->req != NULL) {
+    char why[300];
+    snprintf(why, sizeof(why), "database: %.280s", err != NULL ? err : "unreachable");
+    json_array_append_new(r->reasons, json_string(why));
+  }
+  ready_answer(r);
+  if (r->timer != 0) { /* the deadline will not fire: its share goes too */
+    mqproc__loop_timer_cancel(r->s->srv->loop, r->timer);
+    r->timer = 0;
+    ready_release(r);
+  }
+  ready_release(r);
+}
+
+static void ready_late(mqproc__loop_t *loop, void *ud) {
+  ready_t *r = ud;
+  (void)loop;
+  r->timer = 0;
+  if (r->req != NULL)
+    json_array_append_new(r->reasons, json_string("database: no answer within 0.9 s"));
+  ready_answer(r);
+  ready_release(r);
+}
+
+static void readyz(mqproc__serve_t *s, mqproc__http_req_t *req) {
+  mqproc__server_t *srv = s->srv;
+  ready_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    mqproc__http_reply_text(req, 500, "text/plain", "out of memory\n");
+    return;
+  }
+  r->s = s;
+  r->req = req;
+  r->reasons = json_array();
+  if (!srv->broker_up)
+    json_array_append_new(r->reasons, json_string("broker: not connected"));
+  if (mqproc__fleet_holds_back(srv))
+    json_array_append_new(r->reasons, json_string("paused by an operator"));
+  if (srv->stopping)
+    json_array_append_new(r->reasons, json_string("stopping"));
+  r->pending = 2;
+  r->timer = mqproc__loop_timer(srv->loop, READY_DEADLINE_MS, ready_late, r);
+  if (mqproc__store_ping(srv->store, ready_pinged, r) != MQPROC_OK) {
+    json_array_append_new(r->reasons, json_string("database: cannot ask"));
+    r->pending = 1;
+    mqproc__loop_timer_cancel(srv->loop, r->timer);
+    r->timer = 0;
+    ready_answer(r);
+    ready_release(r);
+  }
+}
+
+/* ---- /metrics ----------------------------------------------------------------------- */
+
+static void depth_read(void *ud, long messages, long consumers) {
+  mqproc__serve_t *s = ud;
+  s->messages = messages;
+  s->consumers = consumers;
+}
+
+static void metrics(mqproc__serve_t *s, mqproc__http_req_t *req) {
+  mqproc__server_t *srv = s->srv;
+  int held = 0;
+  mqproc__metrics_now_t now;
+  char *text;
+  size_t len;
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    held += mqproc__delivery_job_held(d) != NULL;
+  now = (mqproc__metrics_now_t){.processor = srv->processor,
+                                .version = MQPROC_VERSION,
+                                .in_flight = held,
+                                .concurrency = srv->cfg->concurrency,
+                                .paused = mqproc__fleet_holds_back(srv),
+                                .draining = srv->stopping,
+                                .broker_up = srv->broker_up,
+                                .db_up = srv->db_ok,
+                                .queue_messages = s->messages,
+                                .queue_consumers = s->consumers,
+                                .now_ms = mqproc__now_ms()};
+  text = mqproc__metrics_render(&srv->metrics, &now, &len);
+  if (text == NULL)
+    mqproc__http_reply_text(req, 500, "text/plain", "out of memory\n");
+  else
+    mqproc__http_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL);
+  /* the queue's depth for the next scrape: read off the loop, at most every 5 s */
+  if (now.now_ms - s->depth_at >= DEPTH_EVERY_MS) {
+    s->depth_at = now.now_ms;
+    mqproc__dash_depth(s->dash, srv->processor, depth_read, s);
+  }
+}
+
+static void handle(void *ud, mqproc__http_req_t *req) {
+  mqproc__serve_t *s = ud;
+  const char *path = mqproc__http_path(req);
+  if (!strcmp(path, "/metrics"))
+    metrics(s, req);
+  else if (!strcmp(path, "/healthz"))
+    mqproc__http_reply_text(req, 200, "text/plain; charset=utf-8", "ok\n");
+  else if (!strcmp(path, "/readyz"))
+    readyz(s, req);
+  else if (!mqproc__dash_handle(s->dash, req))
+    mqproc__http_reply_text(req, 404, "text/plain; charset=utf-8", "not found\n");
+}
+
+int mqproc__serve_start(mqproc__server_t *srv, char *err) {
+  mqproc__serve_t *s;
+  char title[300];
+  mqproc__dash_cfg_t dc;
+  int rc;
+  if (srv->cfg->http == NULL || srv->cfg->http[0] == '\0')
+    return MQPROC_OK;
+  if ((s = calloc(1, sizeof(*s))) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  s->srv = srv;
+  s->messages = s->consumers = -1;
+  snprintf(title, sizeof(title), "mqproc: %.100s (%.150s)", srv->processor, srv->worker_id);
+  dc = (mqproc__dash_cfg_t){
+      .database = srv->cfg->database, .queue = srv->cfg->queue_url, .title = title};
+  if ((rc = mqproc__dash_new(&s->dash, srv->loop, &dc, err)) != MQPROC_OK ||
+      (rc = mqproc__http_start(&s->http, srv->loop, srv->cfg->http, handle, s, err)) != MQPROC_OK) {
+    mqproc__dash_free(s->dash);
+    free(s);
+    return rc == MQPROC_ENOMEM ? rc : MQPROC_ECONFIG;
+  }
+  srv->http = s;
+  MQPROC__INFO("serving /metrics, /healthz, /readyz and the status page on %s (port %d)",
+               srv->cfg->http, mqproc__http_port(s->http));
+  return MQPROC_OK;
+}
+
+void mqproc__serve_stop(mqproc__server_t *srv) {
+  if (srv->http == NULL)
+    return;
+  mqproc__http_stop(srv->http->http);
+  srv->http->http = NULL;
+}
+
+void mqproc__serve_free(mqproc__server_t *srv) {
+  if (srv->http == NULL)
+    return;
+  mqproc__http_stop(srv->http->http);
+  mqproc__dash_free(srv->http->dash);
+  free(srv->http);
+  srv->http = NULL;
+}

@@ -1,0 +1,67 @@
+/* What operators' tools share, the CLI (src/cli/) and the status page (src/http/): a
+ * blocking broker client (publish with confirms, passive declares) and job-table rows as
+ * JSON. Both block: a server calls them only from a reader thread, never on its loop. */
+#ifndef MQPROC_OPS_H
+#define MQPROC_OPS_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stddef.h>
+
+/* ---- broker ------------------------------------------------------------------------- */
+
+typedef struct admin_amqp admin_amqp_t;
+/* Connects (--queue / MQPROC_QUEUE) with confirms on; NULL after printing why not. */
+admin_amqp_t *mqproc__amqp_open(const char *url);
+/* Publishes with mandatory and waits for the confirm: 0, or -1 after printing why not
+ * (unroutable, nacked, connection lost). priority < 0: none. headers: "k=v" or NULL. */
+int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, const void *body,
+                      size_t len, const char *content_type, const char *message_id, int priority,
+                      const char *const *headers, size_t n_headers);
+/* Passive declare: ready messages and consumers; -1 when the queue does not exist (the
+ * channel is opened again), -2 when the connection is gone. */
+int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers);
+void mqproc__amqp_close(admin_amqp_t *a);
+
+/* ---- rows --------------------------------------------------------------------------- */
+
+/* The rows of res as an array of objects; columns whose name is in ints are numbers,
+ * in jsons are parsed as JSON. */
+json_t *mqproc__rows_json(PGresult *res, const char *const *ints, const char *const *jsons);
+/* The columns of a job row that are numbers. */
+extern const char *const MQPROC__JOB_INTS[];
+/* PQexecParams that keeps only good results: NULL with err (errlen bytes) otherwise. */
+PGresult *mqproc__ops_q(PGconn *c, const char *sql, int n, const char *const *vals, char *err,
+                        size_t errlen);
+
+/* ---- fleet reads (err: 512 bytes; NULL on failure) ------------------------------------ */
+
+/* A server refreshes its row every interval_ms (fleet.h); three missed refreshes: dead. */
+#define MQPROC__SEEN_LATELY "w.last_seen > now() - 3 * w.interval_ms * interval '1 millisecond'"
+/* A server's state as operators see it. */
+#define MQPROC__WORKER_STATE                                                                       \
+  "CASE WHEN w.state NOT IN ('stopped', 'dead') AND NOT " MQPROC__SEEN_LATELY " THEN 'dead'"       \
+  " ELSE w.state END"
+
+/* The servers (of processor, or all), seen in the last hour (all: ever). */
+json_t *mqproc__ops_workers(PGconn *c, const char *processor, int all, char *err);
+/* The processors with a server seen in the last day (no scan of the job table). */
+json_t *mqproc__ops_processors(PGconn *c, char *err);
+/* One processor's figures (`mqproc stats`); amqp NULL: depth and consumers unknown. */
+json_t *mqproc__ops_stats(PGconn *c, admin_amqp_t *amqp, const char *proc);
+/* Jobs finished per minute over the last hour, oldest minute first (60 numbers). */
+json_t *mqproc__ops_per_minute(PGconn *c, const char *proc, char *err);
+
+typedef struct mqproc__jobs_filter {
+  const char *state, *processor, *after; /* NULL: any / the first page */
+  long long since_s;                     /* < 0: any age */
+  int limit;                             /* <= 0: 50 */
+} mqproc__jobs_filter_t;
+/* A page of jobs, newest first; each row has a "cursor" for the next page. */
+json_t *mqproc__ops_jobs(PGconn *c, const mqproc__jobs_filter_t *f, char *err);
+/* Every column of a job, its request and "tries". */
+json_t *mqproc__ops_job(PGconn *c, const char *id, char *err);
+/* The last FAILED jobs, newest first. */
+json_t *mqproc__ops_failures(PGconn *c, int limit, char *err);
+
+#endif
