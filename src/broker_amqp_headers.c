@@ -5,6 +5,7 @@
  * a byte array become "\xNN" hex text. Nesting deeper than MAX_DEPTH and tables beyond
  * MAX_JSON bytes are cut (the job still runs: headers are metadata, never the job). */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,8 +51,9 @@ static json_t *value_json(const amqp_field_value_t *v, int depth) {
   case AMQP_FIELD_KIND_I64:
     return json_integer(v->value.i64);
   case AMQP_FIELD_KIND_U64:
-  case AMQP_FIELD_KIND_TIMESTAMP:
-    return json_integer((json_int_t)v->value.u64);
+  case AMQP_FIELD_KIND_TIMESTAMP: /* above JSON's (and jansson's) int64: a real, not negative */
+    return v->value.u64 > INT64_MAX ? json_real((double)v->value.u64)
+                                    : json_integer((json_int_t)v->value.u64);
   case AMQP_FIELD_KIND_F32:
     return json_real(v->value.f32); /* NULL (dropped) for NaN and infinities */
   case AMQP_FIELD_KIND_F64:

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "callback.h"
+#include "metrics.h"
 #include "util.h"
 
 typedef enum opt_type { OPT_STR, OPT_INT, OPT_LONG, OPT_BOOL, OPT_LIST } opt_type_t;
@@ -56,7 +57,7 @@ static const opt_t OPTS[] = {
      "serve /metrics (Prometheus), /healthz, /readyz and the status page on ADDR:PORT "
      "(e.g. 127.0.0.1:9464; off by default); read-only"},
     {"metrics-buckets", "MQPROC_METRICS_BUCKETS", OPT_STR, F(metrics_buckets),
-     "0.1,0.5,1,2.5,5,10,30,60,120,300,600,1200,1800,3600,7200,14400", 0, 0, 0,
+     MQPROC__DEFAULT_BUCKETS, 0, 0, 0,
      "upper bounds in seconds of the queue-wait and run-time histograms of /metrics"},
     {"isolation", "MQPROC_ISOLATION", OPT_STR, F(isolation), "thread", 0, 0, FOR_C,
      "where the processing function runs: thread (a thread of the server: least overhead, for "

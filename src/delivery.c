@@ -151,7 +151,8 @@ static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
 
 static int claimed(mqproc__delivery_t *d, int attempt) {
   d->attempt = attempt;
-  if (d->msg->created_time > 0) /* message created -> claimed */
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_STARTED);
+  if (attempt == 1 && d->msg->created_time > 0) /* created -> first claimed */
     mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.queue_wait,
                             (double)(time(NULL) - d->msg->created_time));
   MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
@@ -195,9 +196,11 @@ static int holder_gone_here(const mqproc__delivery_t *d, const mqproc__claim_t *
   return mqproc__pid_is_zombie(c->holder_pid); /* dead, not reaped yet */
 }
 
+/* The store marked the dead holder's job for takeover: claim it again. */
 static int claim_again(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
+  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_TAKEOVERS);
   return store_ok(d, S_CLAIM);
 }
 
@@ -247,7 +250,6 @@ static int claim_done(mqproc__delivery_t *d) {
     return 1;
   if (!d->holder_checked && holder_gone_here(d, c)) { /* kill -9'd beside us: take it now */
     d->holder_checked = 1;
-    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_TAKEOVERS);
     MQPROC__INFO("job %s: its holder %s (pid %d on this host) is gone; taking the job over", jid(d),
                  c->worker_id_now, c->holder_pid);
     return store_call(d,
@@ -327,6 +329,8 @@ static int run_try(mqproc__delivery_t *d) {
                              .max_log_bytes = cfg(d)->max_log_bytes};
   int rc;
   d->tries_in_attempt++;
+  if (d->tries_in_attempt > 1)
+    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_RETRIED);
   d->last_renew_ms = mqproc__now_ms();
   rc = mqproc__runner_start(d->srv->runner, d->srv->loop, &spec, on_run_done, d, &d->run, err);
   if (rc != MQPROC_OK) { /* could not start: a failed try like any other */
@@ -337,8 +341,6 @@ static int run_try(mqproc__delivery_t *d) {
     d->state = S_END_TRY;
     return 1;
   }
-  mqproc__metrics_inc(&d->srv->metrics,
-                      d->tries_in_attempt > 1 ? MQPROC__M_RETRIED : MQPROC__M_STARTED);
   MQPROC__INFO("job %s: attempt %d try %d started (log %s)", jid(d), d->attempt, d->try_no,
                d->log_path);
   d->state = S_RUNNING;

@@ -167,7 +167,6 @@ static void renewed(void *ud, int rc, const char *err) {
   if (rc == MQPROC_OK) {
     d->last_renew_ms = d->renew_sent_ms;
   } else if (rc == MQPROC_ESTORE_FENCED) {
-    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FENCED);
     MQPROC__ERROR("job %s: lease of attempt %d lost to a newer attempt; stopping this try", jid(d),
                   d->attempt);
     d->fenced = 1;

@@ -54,7 +54,6 @@ static int succeeded(mqproc__delivery_t *d) {
     return store_failed(d);
   MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
                (long long)d->last.duration_ms, d->attempt, d->try_no);
-  d->srv->jobs_done++;
   mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_SUCCEEDED);
   mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.run_time,
                           (double)d->last.duration_ms / 1000.0);
@@ -99,7 +98,6 @@ static int failed(mqproc__delivery_t *d) {
     return store_ok(d, S_NACK);
   }
   d->outcome = "FAILED";
-  d->srv->jobs_failed++;
   mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FAILED);
   d->send_result = d->send_callbacks = 1;
   if (d->final_failure) {
@@ -131,7 +129,6 @@ static int gave_up(mqproc__delivery_t *d) {
     return store_failed(d);
   MQPROC__ERROR("job %s: FAILED, %s", jid(d), d->reason);
   d->outcome = "FAILED";
-  d->srv->jobs_failed++;
   mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FAILED);
   d->send_result = d->send_callbacks = 1;
   to_dead_letter(d, S_PUBLISH, "job FAILED: out of attempts: %d of --max-attempts=%d used",

@@ -31,7 +31,6 @@ static int publish_dead_letter(mqproc__delivery_t *d) {
                          .headers = h,
                          .n_headers = d->job_id != NULL ? 4 : 3};
   int rc;
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_DEAD_LETTERED);
   MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
   rc = mqproc__server_publish(d->srv, d, &p, err);
   if (rc == MQPROC_EBROKER_BLOCKED)
@@ -268,6 +267,7 @@ int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack) {
 void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
   if (d->state == S_DEAD_WAIT) {
     if (status == MQPROC_OK) {
+      mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_DEAD_LETTERED); /* once: on its confirm */
       d->state = d->after_dead;
       /* an early-acked job's row said "dead letter pending" for the outbox sweep; if
        * this write fails, outbox_done clears it, or a sweep sends a second copy */

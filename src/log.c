@@ -308,7 +308,8 @@ static const char *job_of_line(const char *msg, size_t *len) {
 
 /* {"ts":…,"level":…,"worker_id":…,"msg":…[,"job_id":…,"attempt":…,"try":…,"processor":…]}
  * The message is cut (with "…") so that the line stays under LOG_LINE_MAX. */
-static size_t format_json(char *line, size_t cap, mqproc__log_level_t level, const char *msg) {
+static size_t format_json(char *line, size_t cap, mqproc__log_level_t level, const char *msg,
+                          bool cut) {
   sink_t s = {.out = line, .cap = cap};
   char ts[64], tag[LOG_TAG_MAX], num[32], tail[1024];
   sink_t t = {.out = tail, .cap = sizeof(tail) - 1};
@@ -349,7 +350,7 @@ static size_t format_json(char *line, size_t cap, mqproc__log_level_t level, con
   s.cap = cap - t.len - 8 - sizeof(ELLIPSIS); /* room for the tail, quote, brace, "…" */
   put_json_text(&s, msg, strlen(msg));
   s.cap = cap;
-  if (s.truncated) {
+  if (s.truncated || cut) { /* cut here, or already when it was masked */
     s.truncated = false;
     puts_(&s, ELLIPSIS);
   }
@@ -385,7 +386,7 @@ void mqproc__log(mqproc__log_level_t level, const char *fmt, ...) {
   masked[m.len] = '\0';
   free(msg);
   if (atomic_load(&log_json)) {
-    s.len = format_json(line, s.cap, level, masked);
+    s.len = format_json(line, s.cap, level, masked, m.truncated);
     line[s.len++] = '\n';
     write_line(line, s.len);
     return;

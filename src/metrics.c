@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "mqproc/mqproc.h"
 #include "util.h"
 
 int mqproc__metrics_init(mqproc__metrics_t *m, const char *buckets, char *err) {
@@ -40,7 +41,7 @@ int mqproc__metrics_init(mqproc__metrics_t *m, const char *buckets, char *err) {
   return 0;
 }
 
-void mqproc__metrics_observe(const mqproc__metrics_t *m, mqproc__histogram_t *h, double seconds) {
+void mqproc__metrics_observe(mqproc__metrics_t *m, mqproc__histogram_t *h, double seconds) {
   size_t i = 0;
   if (seconds < 0)
     seconds = 0;
@@ -74,6 +75,15 @@ static void label(FILE *f, const char *s) {
   }
 }
 
+/* The shortest text that reads back as v (0.1, not 0.10000000000000001). */
+static void number(char *buf, size_t n, double v) {
+  for (int digits = 6; digits <= 17; digits++) {
+    snprintf(buf, n, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v)
+      return;
+  }
+}
+
 static void family(FILE *f, const char *name, const char *type, const char *help) {
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -82,7 +92,9 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 static void sample(FILE *f, const char *name, const char *proc, const char *extra, double v) {
   fprintf(f, "%s{processor=\"", name);
   label(f, proc);
-  fprintf(f, "\"%s%s} %.17g\n", extra != NULL ? "," : "", extra != NULL ? extra : "", v);
+  char text[40];
+  number(text, sizeof(text), v);
+  fprintf(f, "\"%s%s} %s\n", extra != NULL ? "," : "", extra != NULL ? extra : "", text);
 }
 
 static void counter(FILE *f, const char *name, const char *help, const char *proc, uint64_t v) {
@@ -97,16 +109,17 @@ static void gauge(FILE *f, const char *name, const char *help, const char *proc,
 
 static void histogram(FILE *f, const mqproc__metrics_t *m, const char *name, const char *help,
                       const char *proc, const mqproc__histogram_t *h) {
-  char key[160], le[64];
+  char key[160], le[64], bound[40];
   uint64_t cum = 0;
   family(f, name, "histogram", help);
   snprintf(key, sizeof(key), "%s_bucket", name);
   for (size_t i = 0; i <= m->n_bounds; i++) {
     cum += h->counts[i];
     if (i < m->n_bounds)
-      snprintf(le, sizeof(le), "le=\"%g\"", m->bounds[i]);
+      number(bound, sizeof(bound), m->bounds[i]);
     else
-      snprintf(le, sizeof(le), "le=\"+Inf\"");
+      snprintf(bound, sizeof(bound), "+Inf");
+    snprintf(le, sizeof(le), "le=\"%s\"", bound);
     sample(f, key, proc, le, (double)cum);
   }
   snprintf(key, sizeof(key), "%s_sum", name);
@@ -151,7 +164,7 @@ char *mqproc__metrics_render(const mqproc__metrics_t *m, const mqproc__metrics_n
   if (f == NULL)
     return NULL;
   family(f, "mqproc_build_info", "gauge", "The mqproc version of this server (always 1).");
-  snprintf(extra, sizeof(extra), "version=\"%.40s\"", now->version);
+  snprintf(extra, sizeof(extra), "version=\"%s\"", MQPROC_VERSION);
   sample(f, "mqproc_build_info", p, extra, 1);
   counter(f, "mqproc_jobs_started_total", "Attempts this server started (their first try).", p,
           m->c[MQPROC__M_STARTED]);
@@ -180,8 +193,7 @@ char *mqproc__metrics_render(const mqproc__metrics_t *m, const mqproc__metrics_n
           "Outcomes and requests of a dead holder's jobs published again by the sweeper.", p,
           m->c[MQPROC__M_OUTBOX_RESENT]);
   family(f, "mqproc_reconnects_total", "counter", "Connections made again after a loss, by peer.");
-  sample(f, "mqproc_reconnects_total", p, "peer=\"broker\"",
-         (double)m->c[MQPROC__M_BROKER_RECONNECTS]);
+  sample(f, "mqproc_reconnects_total", p, "peer=\"broker\"", now->broker_reconnects);
   sample(f, "mqproc_reconnects_total", p, "peer=\"database\"",
          (double)m->c[MQPROC__M_DB_RECONNECTS]);
   family(f, "mqproc_outage_seconds_total", "counter",

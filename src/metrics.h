@@ -20,7 +20,6 @@ typedef enum {
   MQPROC__M_FENCED,           /* writes refused because a newer attempt owns the job */
   MQPROC__M_FINISHED_REDELIV, /* deliveries of jobs already final: acked without running */
   MQPROC__M_OUTBOX_RESENT,    /* outcomes of a dead holder's jobs sent again (sweeper) */
-  MQPROC__M_BROKER_RECONNECTS,
   MQPROC__M_DB_RECONNECTS,
   MQPROC__M_COUNT
 } mqproc__counter_t;
@@ -46,7 +45,7 @@ typedef struct mqproc__metrics {
 /* What the server knows at scrape time. */
 typedef struct mqproc__metrics_now {
   const char *processor;
-  const char *version;
+  int broker_reconnects; /* connections made after the first */
   int in_flight, concurrency, paused, draining;
   int broker_up, db_up;
   long queue_messages, queue_consumers; /* -1: not known (yet) */
@@ -61,10 +60,10 @@ typedef struct mqproc__metrics_now {
 int mqproc__metrics_init(mqproc__metrics_t *m, const char *buckets, char *err);
 
 static inline void mqproc__metrics_inc(mqproc__metrics_t *m, mqproc__counter_t c) {
-  if (m != NULL)
-    m->c[c]++;
+  m->c[c]++;
 }
-void mqproc__metrics_observe(const mqproc__metrics_t *m, mqproc__histogram_t *h, double seconds);
+/* Counts seconds into h, one of m's histograms. */
+void mqproc__metrics_observe(mqproc__metrics_t *m, mqproc__histogram_t *h, double seconds);
 /* A peer (broker or database) went down / came back at now_ms (monotonic). */
 void mqproc__metrics_down(int64_t *since, int64_t now_ms);
 void mqproc__metrics_up(int64_t *since, int64_t *total, int64_t now_ms);

@@ -127,8 +127,8 @@ void mqproc__on_failure_run(mqproc__server_t *srv, const char *job_id, int attem
   if ((text = input_json(srv, job_id, attempt, error, request_json, log_path)) == NULL ||
       (h = mqproc__calloc(1, sizeof(*h))) == NULL ||
       (env = mqproc__runner_env(srv->cfg->pass_env, 2)) == NULL ||
-      asprintf(&vars[0], "MQPROC_JOB_ID=%s", job_id) < 0 ||
-      asprintf(&vars[1], "MQPROC_ATTEMPT=%d", attempt) < 0) {
+      (vars[0] = mqproc__asprintf("MQPROC_JOB_ID=%s", job_id)) == NULL ||
+      (vars[1] = mqproc__asprintf("MQPROC_ATTEMPT=%d", attempt)) == NULL) {
     MQPROC__ERROR("job %s: --on-failure handler not started: out of memory", job_id);
     goto out;
   }

@@ -191,8 +191,6 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   srv->connections++;
   mqproc__metrics_up(&srv->metrics.broker_down_since, &srv->metrics.broker_down_ms,
                      mqproc__now_ms());
-  if (srv->connections > 1)
-    mqproc__metrics_inc(&srv->metrics, MQPROC__M_BROKER_RECONNECTS);
   srv->consuming = 0;
   srv->broker_fd = mqproc__broker_fd(srv->broker);
   mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
@@ -303,9 +301,11 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
   else
     mqproc__delivery_free(d);
   if (srv->cfg->max_jobs_per_child > 0 && !srv->stopping &&
-      srv->jobs_done + srv->jobs_failed >= srv->cfg->max_jobs_per_child) {
-    MQPROC__INFO("%lld jobs done: recycling this server (--max-jobs-per-child), taking no more",
-                 srv->jobs_done + srv->jobs_failed);
+      (long long)(srv->metrics.c[MQPROC__M_SUCCEEDED] + srv->metrics.c[MQPROC__M_FAILED]) >=
+          srv->cfg->max_jobs_per_child) {
+    MQPROC__INFO(
+        "%lld jobs done: recycling this server (--max-jobs-per-child), taking no more",
+        (long long)(srv->metrics.c[MQPROC__M_SUCCEEDED] + srv->metrics.c[MQPROC__M_FAILED]));
     srv->recycle = 1;
     mqproc__server_drain(srv);
   }

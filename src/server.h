@@ -32,7 +32,6 @@ typedef struct mqproc__server {
   mqproc__cidr_list_t callback_deny;  /* --callback-deny */
   int stopping;                       /* a signal asked us to stop: finish, take nothing new */
   char host[256];                     /* gethostname() */
-  long long jobs_done, jobs_failed;   /* outcomes recorded by this server (workers row) */
   int recycle;                        /* --max-jobs-per-child reached: exit for a new one */
   /* private */
   mqproc__topology_t topo;

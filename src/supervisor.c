@@ -70,7 +70,7 @@ static void start_child(sup_t *s, child_t *c);
 static int live(const sup_t *s) {
   int n = 0;
   for (int i = 0; i < s->n; i++)
-    n += s->kids[i].pid > 0;
+    n += s->kids[i].pid > 0 || s->kids[i].timer != 0; /* running, or waiting to restart */
   return n;
 }
 
@@ -123,9 +123,13 @@ static void on_child_exit(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud
                   (int)pid);
     s->exit_code = 2;
     s->stopping = 1;
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; i < s->n; i++) {
+      if (s->kids[i].timer != 0)
+        mqproc__loop_timer_cancel(loop, s->kids[i].timer);
+      s->kids[i].timer = 0;
       if (s->kids[i].pid > 0)
         kill(s->kids[i].pid, SIGTERM);
+    }
     if (live(s) == 0)
       mqproc__loop_stop(loop);
     return;
@@ -162,10 +166,11 @@ static void on_child_exit(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud
 
 static void start_child(sup_t *s, child_t *c) {
   char inst[16], restarts[16], delay[24];
-  pid_t pid;
+  pid_t pid, parent;
   snprintf(inst, sizeof(inst), "%d", c->instance);
   snprintf(restarts, sizeof(restarts), "%d", c->restarts);
   snprintf(delay, sizeof(delay), "%lld", (long long)c->last_delay);
+  parent = getpid();
   pid = fork();
   if (pid < 0) {
     MQPROC__ERROR("instance %d: cannot fork: %s; trying again in 1 s", c->instance,
@@ -176,8 +181,9 @@ static void start_child(sup_t *s, child_t *c) {
   if (pid == 0) { /* the supervisor is single-threaded: anything goes before execv */
     sigset_t none;
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* the supervisor died: stop gracefully */
-    if (getppid() == 1)
+    if (getppid() != parent)          /* it died before that took effect */
       _exit(1);
+    setpgid(0, 0); /* a terminal's Ctrl-C reaches the supervisor only, which forwards it once */
     setenv(MQPROC__INSTANCE_ENV, inst, 1);
     setenv("MQPROC_RESTARTS", restarts, 1);
     setenv("MQPROC_RESTART_DELAY_MS", delay, 1);
@@ -185,6 +191,8 @@ static void start_child(sup_t *s, child_t *c) {
     unsetenv("WATCHDOG_PID");
     if (s->notify_fd >= 0)
       setenv("NOTIFY_SOCKET", s->notify_name, 1);
+    else /* systemd's socket accepts the supervisor only (NotifyAccess=main) */
+      unsetenv("NOTIFY_SOCKET");
     signal(SIGPIPE, SIG_DFL);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

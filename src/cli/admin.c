@@ -143,13 +143,10 @@ PGconn *mqproc__admin_db(const args_t *a) {
 }
 
 PGresult *mqproc__admin_q(PGconn *c, const char *sql, int n, const char *const *vals) {
-  PGresult *r = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
-  ExecStatusType st = PQresultStatus(r);
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-    fprintf(stderr, "mqproc: query failed: %s", PQresultErrorMessage(r));
-    PQclear(r);
-    return NULL;
-  }
+  char err[512];
+  PGresult *r = mqproc__ops_q(c, sql, n, vals, err, sizeof(err));
+  if (r == NULL)
+    fprintf(stderr, "mqproc: %s", err);
   return r;
 }
 
@@ -188,25 +185,6 @@ void mqproc__print_json(json_t *v) {
     puts(s);
   free(s);
   json_decref(v);
-}
-
-void mqproc__print_table(PGresult *res, int width) {
-  int nf = PQnfields(res), w[64] = {0};
-  nf = nf > 64 ? 64 : nf;
-  for (int k = 0; k < nf; k++) {
-    w[k] = (int)strlen(PQfname(res, k));
-    for (int i = 0; i < PQntuples(res); i++) {
-      int l = PQgetisnull(res, i, k) ? 1 : (int)strlen(PQgetvalue(res, i, k));
-      w[k] = l > w[k] ? l : w[k];
-    }
-    w[k] = w[k] > width ? width : w[k];
-  }
-  for (int k = 0; k < nf; k++)
-    printf("%-*s%s", w[k], PQfname(res, k), k + 1 < nf ? "  " : "\n");
-  for (int i = 0; i < PQntuples(res); i++)
-    for (int k = 0; k < nf; k++)
-      printf("%-*.*s%s", w[k], w[k], PQgetisnull(res, i, k) ? "-" : PQgetvalue(res, i, k),
-             k + 1 < nf ? "  " : "\n");
 }
 
 static char *cell(json_t *v) {

@@ -66,8 +66,6 @@ void mqproc__print_json(json_t *v);
 /* Prints the columns cols (NULL-terminated) of rows (an array of objects) as an aligned
  * table (at most width characters per cell; null as "-"). */
 void mqproc__print_rows(json_t *rows, const char *const *cols, int width);
-/* Prints res as an aligned table (at most width characters per cell). */
-void mqproc__print_table(PGresult *res, int width);
 
 /* ---- commands ----------------------------------------------------------------------- */
 

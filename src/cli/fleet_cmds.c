@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "util.h"
 
 static const aopt_t OPTS[] = {
     {"database", 0, 1, "MQPROC_DATABASE", "PostgreSQL URL of the job store"},
@@ -18,9 +19,6 @@ static const aopt_t OPTS[] = {
     {"all", 0, 0, NULL, "workers: also servers stopped or dead for more than an hour"},
     {"json", 0, 0, NULL, "machine-readable output"},
     {NULL, 0, 0, NULL, NULL}};
-
-#define SEEN_LATELY MQPROC__SEEN_LATELY
-#define WORKER_STATE MQPROC__WORKER_STATE
 
 static const char *const WORKER_COLS[] = {"worker_id",   "processor_name", "state",     "host",
                                           "pid",         "concurrency",    "in_flight", "jobs_done",
@@ -145,12 +143,6 @@ int mqproc__cmd_stats(int argc, char **argv) {
 
 /* ---- pause / resume / drain --------------------------------------------------------- */
 
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
   const char *wish = !strcmp(cmd, "pause") ? "pause" : !strcmp(cmd, "drain") ? "drain" : NULL;
   const char *want = wish == NULL ? "running" : !strcmp(wish, "pause") ? "paused" : "draining";
@@ -200,14 +192,14 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
                       json_pack("{s:s}", "processor", vals[0]));
   PQclear(PQexec(c, "COMMIT"));
   timeout = mqproc__arg(&a, "timeout");
-  deadline = now_ms() + 1000LL * (timeout != NULL ? atoi(timeout) : 5);
+  deadline = mqproc__now_ms() + 1000LL * (timeout != NULL ? atoi(timeout) : 5);
   for (;;) { /* the live servers meant, and whether each shows the wished state */
     const char *v[3] = {vals[0], vals[1], want};
     r = mqproc__admin_q(
         c,
         "SELECT w.worker_id, w.state = $3 OR ($3 = 'draining' AND w.state = 'stopped')"
         " FROM mqproc_workers w WHERE w.processor_name = $1 AND ($2 = '' OR w.worker_id = $2)"
-        " AND " SEEN_LATELY
+        " AND " MQPROC__SEEN_LATELY
         " AND (w.state NOT IN ('stopped', 'dead') OR ($3 = 'draining' AND w.state = 'stopped'))"
         " ORDER BY 1",
         3, v);
@@ -216,7 +208,7 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
     pending = 0;
     for (int i = 0; i < PQntuples(r); i++)
       pending += PQgetvalue(r, i, 1)[0] != 't';
-    if (pending == 0 || now_ms() >= deadline) {
+    if (pending == 0 || mqproc__now_ms() >= deadline) {
       if (PQntuples(r) == 0)
         printf("%s %s: no live server now; servers started later obey it\n", cmd, vals[0]);
       for (int i = 0; i < PQntuples(r); i++)

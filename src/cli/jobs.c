@@ -266,16 +266,16 @@ static int retry(PGconn *c, const args_t *a) {
   do {
     n = retry_batch(c, amqp, exchange, ids, ids != NULL ? NULL : state, proc);
     total += n > 0 ? n : 0;
-  } while (n == BATCH && ids == NULL);
+  } while (n == BATCH); /* retried rows are QUEUED now: the next batch takes others */
   mqproc__amqp_close(amqp);
   detail = json_pack("{s:s?, s:s?, s:s?}", "ids", ids, "state", state, "processor", proc);
   mqproc__admin_audit(c, "retry", ids != NULL ? ids : (proc != NULL ? proc : "*"), total, detail);
-  free(ids);
   if (ids != NULL && total < a->npos - 1)
     fprintf(stderr,
             "mqproc jobs retry: %lld of %d job(s) retried (the others are unknown, "
             "QUEUED or RUNNING)\n",
             total, a->npos - 1);
+  free(ids);
   return n < 0 ? 1 : 0;
 }
 

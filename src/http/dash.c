@@ -12,12 +12,13 @@
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
+#include "store_pg_int.h"
 #include "util.h"
 
 #define LOG_TAIL 16384
 #define AMQP_RETRY_S 10
 
-enum { R_OVERVIEW, R_JOBS, R_JOB, R_DEPTH, R_PING };
+enum { R_OVERVIEW, R_JOBS, R_JOB, R_DEPTH };
 
 typedef struct read {
   mqproc__dash_t *dash;
@@ -30,7 +31,6 @@ typedef struct read {
   char err[512];
   long messages, consumers;
   mqproc__dash_depth_cb depth_cb;
-  mqproc__dash_ping_cb ping_cb;
   void *ud;
   struct read *next;
 } read_t;
@@ -49,14 +49,14 @@ struct mqproc__dash {
 /* ---- on the reader thread ----------------------------------------------------------- */
 
 static int db(mqproc__dash_t *d, char *err) {
-  /* the URL's own options (a search_path, say) stay: the timeout is SET afterwards */
-  static const char *const keys[] = {"dbname", "connect_timeout", "fallback_application_name",
-                                     NULL};
-  const char *vals[] = {d->database, "5", "mqproc-page", NULL};
+  const char *vals[MQPROC__PG_MAX_PARAMS];
   if (d->pg != NULL && PQstatus(d->pg) == CONNECTION_OK)
     return 1;
   PQfinish(d->pg);
-  d->pg = PQconnectdbParams(keys, vals, 1);
+  /* the store's settings (connect timeout, keepalives, tcp_user_timeout) and the URL's
+   * own options (a search_path, say); the statement timeout is SET afterwards */
+  mqproc__pg_conn_vals(d->database, vals);
+  d->pg = PQconnectdbParams(mqproc__pg_conn_keys, vals, 1);
   if (PQstatus(d->pg) == CONNECTION_OK) { /* a page never waits long for a slow query */
     PQclear(PQexec(d->pg, "SET statement_timeout = 5000"));
     return 1;
@@ -90,6 +90,14 @@ static char *tail_of(const char *path) {
     buf[n] = '\0';
   }
   fclose(f);
+  if (buf != NULL) { /* cut anywhere: the page is UTF-8 */
+    char *clean = NULL;
+    mqproc__utf8_clean(buf, &clean);
+    if (clean != NULL) {
+      free(buf);
+      buf = clean;
+    }
+  }
   return buf;
 }
 
@@ -144,12 +152,6 @@ static void run_read(void *ud) {
     if ((r->result = mqproc__ops_job(d->pg, r->arg, r->err)) != NULL)
       r->log_tail = tail_of(json_string_value(json_object_get(r->result, "log_path")));
     break;
-  case R_PING: {
-    PGresult *res = mqproc__ops_q(d->pg, "SELECT 1", 0, NULL, r->err, sizeof(r->err));
-    r->result = res != NULL ? json_true() : NULL;
-    PQclear(res);
-    break;
-  }
   }
   if (r->result == NULL && PQstatus(d->pg) != CONNECTION_OK) {
     PQfinish(d->pg);
@@ -189,7 +191,7 @@ static void answer(read_t *r) {
   if (html == NULL)
     mqproc__http_reply_text(r->req, 500, "text/plain; charset=utf-8", "out of memory\n");
   else
-    mqproc__http_reply(r->req, status, "text/html; charset=utf-8", html, len, NULL);
+    mqproc__http_reply(r->req, status, "text/html; charset=utf-8", html, len);
 }
 
 static void read_done(mqproc__loop_t *loop, void *ud) {
@@ -200,8 +202,6 @@ static void read_done(mqproc__loop_t *loop, void *ud) {
   if (r->kind == R_DEPTH) {
     d->depth_waiting = 0;
     r->depth_cb(r->ud, r->messages, r->consumers);
-  } else if (r->kind == R_PING) {
-    r->ping_cb(r->ud, r->result != NULL, r->err);
   } else {
     answer(r);
   }
@@ -281,17 +281,6 @@ void mqproc__dash_depth(mqproc__dash_t *d, const char *queue, mqproc__dash_depth
   d->depth_waiting = 1;
   r->arg = strdup(queue);
   r->depth_cb = cb;
-  r->ud = ud;
-  start_next(d);
-}
-
-void mqproc__dash_ping(mqproc__dash_t *d, mqproc__dash_ping_cb cb, void *ud) {
-  read_t *r = queue_read(d, R_PING);
-  if (r == NULL) {
-    cb(ud, 0, "out of memory");
-    return;
-  }
-  r->ping_cb = cb;
   r->ud = ud;
   start_next(d);
 }

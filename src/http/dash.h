@@ -33,8 +33,4 @@ int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req);
 typedef void (*mqproc__dash_depth_cb)(void *ud, long messages, long consumers);
 void mqproc__dash_depth(mqproc__dash_t *d, const char *queue, mqproc__dash_depth_cb cb, void *ud);
 
-/* Whether the reader reaches the database (a SELECT 1 on the reader thread). */
-typedef void (*mqproc__dash_ping_cb)(void *ud, int ok, const char *why);
-void mqproc__dash_ping(mqproc__dash_t *d, mqproc__dash_ping_cb cb, void *ud);
-
 #endif

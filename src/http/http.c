@@ -1,8 +1,9 @@
 /* libmicrohttpd driven by the loop: MHD_USE_EPOLL without a polling thread, its epoll fd
  * watched by our epoll, MHD_run() when it is readable or MHD's timeout passes. A handler
  * that cannot answer at once leaves the connection suspended; mqproc__http_reply() stores
- * the answer and resumes it (MHD's inter-thread channel wakes its epoll fd, so the loop
- * runs MHD again and the access callback queues the stored response). */
+ * the answer, resumes it and arms a 0 ms timer (a resume does not wake MHD's epoll fd
+ * here, and MHD_run must not be entered from inside itself), so the loop runs MHD on its
+ * next turn and the access callback queues the stored response. */
 #include "http.h"
 
 #include <microhttpd.h>
@@ -15,8 +16,6 @@
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "util.h"
-
-#define MAX_FIELDS 16
 
 struct mqproc__http {
   struct MHD_Daemon *d;
@@ -34,14 +33,10 @@ struct mqproc__http_req {
   struct MHD_Connection *conn;
   char method[16];
   char *path;
-  char *body;
-  size_t body_len;
-  int too_large;
+  int has_body; /* nothing here takes a body: refused with 413 */
   int dispatched, suspended;
   struct MHD_Response *response; /* ready to queue */
   int status;
-  char *fields[MAX_FIELDS][2]; /* urlencoded POST fields, unescaped */
-  int n_fields;
   mqproc__http_req_t *next_waiting;
 };
 
@@ -85,39 +80,6 @@ static void unlink_waiting(mqproc__http_req_t *r) {
     }
 }
 
-static void parse_form(mqproc__http_req_t *r) {
-  const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-  char *s, *save = NULL, *pair;
-  if (ct == NULL || strncmp(ct, "application/x-www-form-urlencoded", 33) != 0 || r->body == NULL)
-    return;
-  if ((s = strdup(r->body)) == NULL)
-    return;
-  for (pair = strtok_r(s, "&", &save); pair != NULL && r->n_fields < MAX_FIELDS;
-       pair = strtok_r(NULL, "&", &save)) {
-    char *eq = strchr(pair, '=');
-    if (eq == NULL)
-      continue;
-    *eq = '\0';
-    for (char *c = pair; *c != '\0'; c++) /* MHD_http_unescape leaves '+' alone */
-      if (*c == '+')
-        *c = ' ';
-    for (char *c = eq + 1; *c != '\0'; c++)
-      if (*c == '+')
-        *c = ' ';
-    MHD_http_unescape(pair);
-    MHD_http_unescape(eq + 1);
-    r->fields[r->n_fields][0] = strdup(pair);
-    r->fields[r->n_fields][1] = strdup(eq + 1);
-    if (r->fields[r->n_fields][0] != NULL && r->fields[r->n_fields][1] != NULL)
-      r->n_fields++;
-    else {
-      free(r->fields[r->n_fields][0]);
-      free(r->fields[r->n_fields][1]);
-    }
-  }
-  free(s);
-}
-
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_size, void **con_cls) {
@@ -135,29 +97,18 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     *con_cls = r;
     return MHD_YES;
   }
-  if (*upload_size > 0) { /* a piece of the body */
-    if (r->too_large || r->body_len + *upload_size > MQPROC__HTTP_MAX_BODY) {
-      r->too_large = 1;
-    } else {
-      char *b = realloc(r->body, r->body_len + *upload_size + 1);
-      if (b == NULL)
-        return MHD_NO;
-      memcpy(b + r->body_len, upload_data, *upload_size);
-      r->body = b;
-      r->body_len += *upload_size;
-      r->body[r->body_len] = '\0';
-    }
+  (void)upload_data;
+  if (*upload_size > 0) { /* a piece of a body: dropped */
+    r->has_body = 1;
     *upload_size = 0;
     return MHD_YES;
   }
   if (!r->dispatched) {
     r->dispatched = 1;
-    if (r->too_large) {
-      mqproc__http_reply_text(r, 413, "text/plain; charset=utf-8", "request body too large\n");
-    } else {
-      parse_form(r);
+    if (r->has_body)
+      mqproc__http_reply_text(r, 413, "text/plain; charset=utf-8", "no request body here\n");
+    else
       h->handler(h->ud, r);
-    }
     if (r->response == NULL) { /* answered later, from the loop */
       r->suspended = 1;
       r->next_waiting = h->waiting;
@@ -186,18 +137,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     return;
   if (r->response != NULL)
     MHD_destroy_response(r->response);
-  for (int i = 0; i < r->n_fields; i++) {
-    free(r->fields[i][0]);
-    free(r->fields[i][1]);
-  }
   free(r->path);
-  free(r->body);
   free(r);
   *con_cls = NULL;
 }
 
 void mqproc__http_reply(mqproc__http_req_t *r, int status, const char *content_type, char *body,
-                        size_t len, const char *extra_header) {
+                        size_t len) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(
       body != NULL ? len : 0, body != NULL ? body : (void *)"",
       body != NULL ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -214,31 +160,24 @@ void mqproc__http_reply(mqproc__http_req_t *r, int status, const char *content_t
     MHD_add_response_header(resp, "Content-Security-Policy",
                             "default-src 'none'; style-src 'unsafe-inline'; script-src "
                             "'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
-                            "form-action 'self'; frame-ancestors 'none'");
-    if (extra_header != NULL) {
-      const char *colon = strchr(extra_header, ':');
-      char name[64];
-      if (colon != NULL && (size_t)(colon - extra_header) < sizeof(name)) {
-        memcpy(name, extra_header, (size_t)(colon - extra_header));
-        name[colon - extra_header] = '\0';
-        MHD_add_response_header(resp, name, colon + 1 + (colon[1] == ' '));
-      }
-    }
+                            "frame-ancestors 'none'");
   }
   r->response = resp;
   r->status = status;
-  if (r->suspended) {
+  if (r->suspended) { /* MHD runs it from the loop's next turn (never from inside MHD_run) */
     r->suspended = 0;
     unlink_waiting(r);
     MHD_resume_connection(r->conn);
-    drive(r->h);
+    if (r->h->timer != 0)
+      mqproc__loop_timer_cancel(r->h->loop, r->h->timer);
+    r->h->timer = mqproc__loop_timer(r->h->loop, 0, on_timer, r->h);
   }
 }
 
 void mqproc__http_reply_text(mqproc__http_req_t *req, int status, const char *content_type,
                              const char *text) {
   char *copy = strdup(text);
-  mqproc__http_reply(req, status, content_type, copy, copy != NULL ? strlen(copy) : 0, NULL);
+  mqproc__http_reply(req, status, content_type, copy, copy != NULL ? strlen(copy) : 0);
 }
 
 const char *mqproc__http_method(const mqproc__http_req_t *r) {
@@ -247,19 +186,8 @@ const char *mqproc__http_method(const mqproc__http_req_t *r) {
 const char *mqproc__http_path(const mqproc__http_req_t *r) {
   return r->path;
 }
-const char *mqproc__http_body(const mqproc__http_req_t *r) {
-  return r->body != NULL ? r->body : "";
-}
-
 const char *mqproc__http_arg(const mqproc__http_req_t *r, const char *name) {
-  for (int i = 0; i < r->n_fields; i++)
-    if (strcmp(r->fields[i][0], name) == 0)
-      return r->fields[i][1];
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-const char *mqproc__http_header(const mqproc__http_req_t *r, const char *name) {
-  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
 /* ---- the daemon ---------------------------------------------------------------------- */
@@ -305,13 +233,12 @@ int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *a
   h->loop = loop;
   h->handler = handler;
   h->ud = ud;
-  h->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                              (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-                          0, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)MQPROC__HTTP_MAX_CONNECTIONS,
-                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                          (size_t)32768, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+  h->d = MHD_start_daemon(
+      MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0,
+      NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)MQPROC__HTTP_MAX_CONNECTIONS,
+      MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
   if (h->d == NULL) {
     free(h);
     return mqproc__err(err, MQPROC_ESYS,

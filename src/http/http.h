@@ -22,7 +22,6 @@ typedef struct mqproc__http_req mqproc__http_req_t;
 typedef void (*mqproc__http_handler)(void *ud, mqproc__http_req_t *req);
 
 #define MQPROC__HTTP_MAX_CONNECTIONS 64
-#define MQPROC__HTTP_MAX_BODY 16384 /* a larger request body is refused with 413 */
 
 /* Listens on addr ("HOST:PORT", "[V6]:PORT"); MQPROC_EINVAL/EIO with err. */
 int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *addr,
@@ -34,16 +33,12 @@ int mqproc__http_port(const mqproc__http_t *h);
 
 const char *mqproc__http_method(const mqproc__http_req_t *req);
 const char *mqproc__http_path(const mqproc__http_req_t *req);
-/* A query-string (GET) or form-field (POST, urlencoded) argument, or a header; NULL. */
+/* A query-string argument; NULL when absent. Requests with a body are refused (413). */
 const char *mqproc__http_arg(const mqproc__http_req_t *req, const char *name);
-const char *mqproc__http_header(const mqproc__http_req_t *req, const char *name);
-/* The body (POST), NUL-terminated; "" when none. */
-const char *mqproc__http_body(const mqproc__http_req_t *req);
 
-/* Sends the answer: body (malloc()ed, taken; NULL for none) of len bytes. extra_header:
- * one more "Name: value" (NULL: none), e.g. a Location for 303. */
+/* Sends the answer: body (malloc()ed, taken; NULL for none) of len bytes. */
 void mqproc__http_reply(mqproc__http_req_t *req, int status, const char *content_type, char *body,
-                        size_t len, const char *extra_header);
+                        size_t len);
 /* mqproc__http_reply() with a copy of a NUL-terminated text. */
 void mqproc__http_reply_text(mqproc__http_req_t *req, int status, const char *content_type,
                              const char *text);

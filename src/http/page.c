@@ -21,8 +21,8 @@ static const char CSS[] =
     ".running,.SUCCESS{background:#cfc}.paused,.draining,.QUEUED,.RUNNING{background:#ffd}"
     ".dead,.FAILED,.stopped{background:#fcc}.CANCELLED{background:#ddd}"
     ".err{color:#a00;max-width:60em;overflow-wrap:anywhere}pre{background:#fff;border:1px "
-    "solid #ddd;padding:.5em;overflow:auto;max-height:30em}.msg{background:#ffd;padding:.5em}"
-    "svg rect{fill:#58c}form.i{display:inline}";
+    "solid #ddd;padding:.5em;overflow:auto;max-height:30em}"
+    "svg rect{fill:#58c}";
 
 static const char SCRIPT[] =
     "setInterval(function(){fetch(location.href,{cache:'no-store'}).then(function(r){"
@@ -119,11 +119,6 @@ static FILE *begin(char **buf, size_t *len, const mqproc__page_opts_t *o, int re
   fputs("</a><a href=\"/jobs\">jobs</a><a href=\"/jobs?state=FAILED\">failed</a>"
         "<a href=\"/metrics\">metrics</a></header><main>",
         f);
-  if (o->message != NULL) {
-    fputs("<p class=\"msg\" id=\"message\">", f);
-    esc(f, o->message);
-    fputs("</p>", f);
-  }
   return f;
 }
 
@@ -218,74 +213,115 @@ static void processors(FILE *f, const json_t *procs) {
   fputs("</table></section>", f);
 }
 
-static void workers(FILE *f, const json_t *ws) {
-  size_t i, k;
-  json_t *w, *id;
-  fputs("<section id=\"workers\"><h2>Workers</h2><table><tr><th>worker</th><th>processor</th>"
-        "<th>state</th><th>host</th><th>pid</th><th>jobs now</th><th>current jobs</th>"
-        "<th>done</th><th>failed</th><th>restarts</th><th>last seen</th><th>version</th>"
-        "<th>note</th></tr>",
-        f);
-  json_array_foreach(ws, i, w) {
-    fputs("<tr class=\"worker\"><td>", f);
-    esc(f, str(w, "worker_id"));
-    fputs("</td><td>", f);
-    esc(f, str(w, "processor_name"));
-    fputs("</td><td>", f);
-    badge(f, str(w, "state"));
-    fputs("</td><td>", f);
-    esc(f, str(w, "host"));
-    fputs("</td>", f);
-    num(f, json_object_get(w, "pid"));
-    fprintf(f, "<td class=\"n\">%lld / %lld</td><td>",
-            (long long)json_integer_value(json_object_get(w, "in_flight")),
-            (long long)json_integer_value(json_object_get(w, "concurrency")));
-    json_array_foreach(json_object_get(w, "current_jobs"), k, id) {
+/* ---- tables of rows ----------------------------------------------------------------- */
+
+typedef enum { C_TEXT, C_NUM, C_STATE, C_JOB, C_JOBS, C_ERR, C_OF } col_kind_t;
+
+/* A column: its heading, the row's key, how it is written (C_OF: "key / key2"). */
+typedef struct col {
+  const char *title, *key;
+  col_kind_t kind;
+  const char *key2;
+} col_t;
+
+static void cell(FILE *f, const json_t *row, const col_t *c) {
+  const json_t *v = json_object_get(row, c->key), *id;
+  size_t k;
+  switch (c->kind) {
+  case C_NUM:
+    num(f, v);
+    return;
+  case C_OF:
+    fprintf(f, "<td class=\"n\">%lld / %lld</td>", (long long)json_integer_value(v),
+            (long long)json_integer_value(json_object_get(row, c->key2)));
+    return;
+  case C_STATE:
+    fputs("<td>", f);
+    badge(f, json_string_value(v));
+    break;
+  case C_JOB:
+    fputs("<td>", f);
+    job_link(f, json_string_value(v));
+    break;
+  case C_JOBS:
+    fputs("<td>", f);
+    json_array_foreach(v, k, id) {
       if (k > 0)
         fputs(" ", f);
       job_link(f, json_string_value(id));
     }
-    fputs("</td>", f);
-    num(f, json_object_get(w, "jobs_done"));
-    num(f, json_object_get(w, "jobs_failed"));
-    num(f, json_object_get(w, "restarts"));
+    break;
+  case C_ERR:
+    fputs("<td class=\"err\">", f);
+    val(f, v);
+    break;
+  case C_TEXT:
     fputs("<td>", f);
-    val(f, json_object_get(w, "last_seen"));
-    fputs("</td><td>", f);
-    val(f, json_object_get(w, "version"));
-    fputs("</td><td>", f);
-    val(f, json_object_get(w, "note"));
-    fputs("</td></tr>", f);
+    val(f, v);
+    break;
   }
-  if (json_array_size(ws) == 0)
-    fputs("<tr><td colspan=\"13\">no server seen in the last hour</td></tr>", f);
-  fputs("</table></section>", f);
+  fputs("</td>", f);
 }
 
-static void failures(FILE *f, const json_t *fs) {
-  size_t i;
-  json_t *j;
-  fputs("<section id=\"failures\"><h2>Last failures</h2><table><tr><th>job</th>"
-        "<th>processor</th><th>ended</th><th>attempt</th><th>tries</th><th>error</th></tr>",
-        f);
-  json_array_foreach(fs, i, j) {
-    fputs("<tr class=\"failure\"><td>", f);
-    job_link(f, str(j, "job_id"));
-    fputs("</td><td>", f);
-    esc(f, str(j, "processor_name"));
-    fputs("</td><td>", f);
-    val(f, json_object_get(j, "end_time"));
-    fputs("</td>", f);
-    num(f, json_object_get(j, "attempt"));
-    num(f, json_object_get(j, "tries"));
-    fputs("<td class=\"err\">", f);
-    val(f, json_object_get(j, "last_error"));
-    fputs("</td></tr>", f);
+/* <table id=ID> with a heading row and one row (class CLS) per element of rows. */
+static void table(FILE *f, const char *id, const char *cls, const col_t *cols, const json_t *rows,
+                  const char *empty) {
+  size_t i, n = 0;
+  const json_t *row;
+  fprintf(f, "<table id=\"%s\"><tr>", id);
+  for (; cols[n].title != NULL; n++)
+    fprintf(f, "<th>%s</th>", cols[n].title);
+  fputs("</tr>", f);
+  json_array_foreach(rows, i, row) {
+    fprintf(f, "<tr class=\"%s\">", cls);
+    for (size_t c = 0; c < n; c++)
+      cell(f, row, &cols[c]);
+    fputs("</tr>", f);
   }
-  if (json_array_size(fs) == 0)
-    fputs("<tr><td colspan=\"6\">none</td></tr>", f);
-  fputs("</table></section>", f);
+  if (json_array_size(rows) == 0 && empty != NULL)
+    fprintf(f, "<tr><td colspan=\"%zu\">%s</td></tr>", n, empty);
+  fputs("</table>", f);
 }
+
+static const col_t WORKER_COLS[] = {{"worker", "worker_id", C_TEXT, NULL},
+                                    {"processor", "processor_name", C_TEXT, NULL},
+                                    {"state", "state", C_STATE, NULL},
+                                    {"host", "host", C_TEXT, NULL},
+                                    {"pid", "pid", C_NUM, NULL},
+                                    {"jobs now", "in_flight", C_OF, "concurrency"},
+                                    {"current jobs", "current_jobs", C_JOBS, NULL},
+                                    {"done", "jobs_done", C_NUM, NULL},
+                                    {"failed", "jobs_failed", C_NUM, NULL},
+                                    {"restarts", "restarts", C_NUM, NULL},
+                                    {"last seen", "last_seen", C_TEXT, NULL},
+                                    {"version", "version", C_TEXT, NULL},
+                                    {"note", "note", C_TEXT, NULL},
+                                    {NULL, NULL, C_TEXT, NULL}};
+
+static const col_t FAILURE_COLS[] = {
+    {"job", "job_id", C_JOB, NULL},      {"processor", "processor_name", C_TEXT, NULL},
+    {"ended", "end_time", C_TEXT, NULL}, {"attempt", "attempt", C_NUM, NULL},
+    {"tries", "tries", C_NUM, NULL},     {"error", "last_error", C_ERR, NULL},
+    {NULL, NULL, C_TEXT, NULL}};
+
+static const col_t JOB_COLS[] = {{"job", "job_id", C_JOB, NULL},
+                                 {"processor", "processor_name", C_TEXT, NULL},
+                                 {"state", "state", C_STATE, NULL},
+                                 {"attempt", "attempt", C_NUM, NULL},
+                                 {"tries", "tries", C_NUM, NULL},
+                                 {"worker", "worker_id", C_TEXT, NULL},
+                                 {"queued", "queued_at", C_TEXT, NULL},
+                                 {"ended", "end_time", C_TEXT, NULL},
+                                 {"exec ms", "exec_time_ms", C_NUM, NULL},
+                                 {"last error", "last_error", C_ERR, NULL},
+                                 {NULL, NULL, C_TEXT, NULL}};
+
+static const col_t TRY_COLS[] = {
+    {"try", "try", C_NUM, NULL},           {"attempt", "attempt", C_NUM, NULL},
+    {"worker", "worker_id", C_TEXT, NULL}, {"started", "started_at", C_TEXT, NULL},
+    {"ended", "ended_at", C_TEXT, NULL},   {"ms", "duration_ms", C_NUM, NULL},
+    {"exit", "exit_code", C_NUM, NULL},    {"signal", "term_signal", C_NUM, NULL},
+    {"error", "error", C_ERR, NULL},       {NULL, NULL, C_TEXT, NULL}};
 
 char *mqproc__page_overview(const json_t *ov, const mqproc__page_opts_t *o, size_t *len) {
   char *buf = NULL;
@@ -293,8 +329,12 @@ char *mqproc__page_overview(const json_t *ov, const mqproc__page_opts_t *o, size
   if (f == NULL)
     return NULL;
   processors(f, json_object_get(ov, "processors"));
-  workers(f, json_object_get(ov, "workers"));
-  failures(f, json_object_get(ov, "failures"));
+  fputs("<section id=\"workers\"><h2>Workers</h2>", f);
+  table(f, "worker-table", "worker", WORKER_COLS, json_object_get(ov, "workers"),
+        "no server seen in the last hour");
+  fputs("</section><section id=\"failures\"><h2>Last failures</h2>", f);
+  table(f, "failure-table", "failure", FAILURE_COLS, json_object_get(ov, "failures"), "none");
+  fputs("</section>", f);
   return end(f, &buf, 1);
 }
 
@@ -306,8 +346,6 @@ char *mqproc__page_jobs(const json_t *rows, const char *state, const char *proce
                         const mqproc__page_opts_t *o, size_t *len) {
   char *buf = NULL;
   FILE *f = begin(&buf, len, o, 1);
-  size_t i;
-  json_t *j;
   if (f == NULL)
     return NULL;
   fputs("<h2>Jobs</h2><form method=\"get\" action=\"/jobs\">state <select name=\"state\">"
@@ -318,33 +356,8 @@ char *mqproc__page_jobs(const json_t *rows, const char *state, const char *proce
             state != NULL && strcmp(state, STATES[k]) == 0 ? " selected" : "", STATES[k]);
   fputs("</select> processor <input name=\"processor\" value=\"", f);
   esc(f, processor);
-  fputs("\"> <button>show</button></form><table id=\"jobs\"><tr><th>job</th><th>processor</th>"
-        "<th>state</th><th>attempt</th><th>tries</th><th>worker</th><th>queued</th>"
-        "<th>ended</th><th>exec ms</th><th>last error</th></tr>",
-        f);
-  json_array_foreach(rows, i, j) {
-    fputs("<tr class=\"job\"><td>", f);
-    job_link(f, str(j, "job_id"));
-    fputs("</td><td>", f);
-    esc(f, str(j, "processor_name"));
-    fputs("</td><td>", f);
-    badge(f, str(j, "state"));
-    fputs("</td>", f);
-    num(f, json_object_get(j, "attempt"));
-    num(f, json_object_get(j, "tries"));
-    fputs("<td>", f);
-    val(f, json_object_get(j, "worker_id"));
-    fputs("</td><td>", f);
-    val(f, json_object_get(j, "queued_at"));
-    fputs("</td><td>", f);
-    val(f, json_object_get(j, "end_time"));
-    fputs("</td>", f);
-    num(f, json_object_get(j, "exec_time_ms"));
-    fputs("<td class=\"err\">", f);
-    val(f, json_object_get(j, "last_error"));
-    fputs("</td></tr>", f);
-  }
-  fputs("</table>", f);
+  fputs("\"> <button>show</button></form>", f);
+  table(f, "jobs", "job", JOB_COLS, rows, "no such jobs");
   if (json_array_size(rows) == 50) {
     fputs("<p><a id=\"next\" href=\"/jobs?after=", f);
     url(f, str(json_array_get(rows, 49), "cursor"));
@@ -368,8 +381,7 @@ char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__pa
   char *buf = NULL, *s;
   FILE *f = begin(&buf, len, o, 0);
   const char *key;
-  json_t *v, *t;
-  size_t i;
+  json_t *v;
   if (f == NULL)
     return NULL;
   fputs("<h2>Job ", f);
@@ -388,29 +400,9 @@ char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__pa
     val(f, v);
     fputs("</td></tr>", f);
   }
-  fputs("</table><h2>Tries</h2><table id=\"tries\"><tr><th>try</th><th>attempt</th>"
-        "<th>worker</th><th>started</th><th>ended</th><th>ms</th><th>exit</th><th>signal</th>"
-        "<th>error</th></tr>",
-        f);
-  json_array_foreach(json_object_get(job, "tries"), i, t) {
-    fputs("<tr class=\"try\">", f);
-    num(f, json_object_get(t, "try"));
-    num(f, json_object_get(t, "attempt"));
-    fputs("<td>", f);
-    val(f, json_object_get(t, "worker_id"));
-    fputs("</td><td>", f);
-    val(f, json_object_get(t, "started_at"));
-    fputs("</td><td>", f);
-    val(f, json_object_get(t, "ended_at"));
-    fputs("</td>", f);
-    num(f, json_object_get(t, "duration_ms"));
-    num(f, json_object_get(t, "exit_code"));
-    num(f, json_object_get(t, "term_signal"));
-    fputs("<td class=\"err\">", f);
-    val(f, json_object_get(t, "error"));
-    fputs("</td></tr>", f);
-  }
-  fputs("</table><h2>Request</h2><pre id=\"request\">", f);
+  fputs("</table><h2>Tries</h2>", f);
+  table(f, "tries", "try", TRY_COLS, json_object_get(job, "tries"), NULL);
+  fputs("<h2>Request</h2><pre id=\"request\">", f);
   s = json_dumps(json_object_get(job, "request"), JSON_INDENT(2) | JSON_ENCODE_ANY);
   esc(f, s != NULL ? s : "-");
   free(s);

@@ -10,8 +10,7 @@
 #include <stddef.h>
 
 typedef struct mqproc__page_opts {
-  const char *title;   /* e.g. "mqproc: ocrd-tesserocr-recognize (host:pid)" */
-  const char *message; /* a note to show on top (after an action), or NULL */
+  const char *title; /* e.g. "mqproc: ocrd-tesserocr-recognize (host:pid)" */
 } mqproc__page_opts_t;
 
 /* overview: {"processors": [stats + "per_minute"], "workers": [...], "failures": [...]} */

@@ -23,72 +23,57 @@ struct mqproc__serve {
   mqproc__dash_t *dash;
   long messages, consumers; /* the job queue, from the reader's last passive declare */
   int64_t depth_at;         /* when that read was asked for */
+  struct ready *ready;      /* /readyz calls waiting for the database's answer */
+  int pinging;              /* a ping is on its way (its answer may come after a deadline) */
+  uint64_t ready_timer;     /* the deadline of the waiting calls */
 };
 
 /* ---- /readyz ------------------------------------------------------------------------ */
 
+/* /readyz calls wait for one ping of the database at a time, sent through the loop's own
+ * store connection, answered together when it answers or at the deadline. */
 typedef struct ready {
-  mqproc__serve_t *s;
-  mqproc__http_req_t *req; /* NULL once answered */
-  json_t *reasons;
-  uint64_t timer;
-  int pending; /* the ping and the timer: freed when both are done */
+  mqproc__http_req_t *req;
+  json_t *reasons; /* what was not ready when it was asked */
+  struct ready *next;
 } ready_t;
 
-static void ready_answer(ready_t *r) {
-  json_t *o;
-  char *text;
-  if (r->req == NULL)
-    return;
-  o = json_pack("{s:b, s:O}", "ready", json_array_size(r->reasons) == 0, "reasons", r->reasons);
-  text = json_dumps(o, JSON_COMPACT);
-  json_decref(o);
-  if (text != NULL) {
-    size_t n = strlen(text);
-    char *body = realloc(text, n + 2);
-    if (body != NULL) {
-      body[n] = '\n';
-      body[n + 1] = '\0';
-      text = body;
-    }
+static void ready_answer(mqproc__serve_t *s, const char *db_problem) {
+  while (s->ready != NULL) {
+    ready_t *r = s->ready;
+    json_t *o;
+    char *json, *text;
+    s->ready = r->next;
+    if (db_problem != NULL)
+      json_array_append_new(r->reasons, json_string(db_problem));
+    o = json_pack("{s:b, s:o}", "ready", json_array_size(r->reasons) == 0, "reasons", r->reasons);
+    json = json_dumps(o, JSON_COMPACT);
+    text = json != NULL ? mqproc__asprintf("%s\n", json) : NULL;
+    mqproc__http_reply(r->req, json_array_size(json_object_get(o, "reasons")) == 0 ? 200 : 503,
+                       "application/json", text, text != NULL ? strlen(text) : 0);
+    json_decref(o);
+    free(json);
+    free(r);
   }
-  mqproc__http_reply(r->req, json_array_size(r->reasons) == 0 ? 200 : 503, "application/json", text,
-                     text != NULL ? strlen(text) : 0, NULL);
-  r->req = NULL;
-}
-
-static void ready_release(ready_t *r) {
-  if (--r->pending > 0)
-    return;
-  json_decref(r->reasons);
-  free(r);
-}
-
-static void ready_pinged(void *ud, int rc, const char *err) {
-  ready_t *r = ud;
-  mqproc__server_db_seen(r->s->srv, rc == MQPROC_OK);
-  if (rc != MQPROC_OK && r->req != NULL) {
-    char why[300];
-    snprintf(why, sizeof(why), "database: %.280s", err != NULL ? err : "unreachable");
-    json_array_append_new(r->reasons, json_string(why));
-  }
-  ready_answer(r);
-  if (r->timer != 0) { /* the deadline will not fire: its share goes too */
-    mqproc__loop_timer_cancel(r->s->srv->loop, r->timer);
-    r->timer = 0;
-    ready_release(r);
-  }
-  ready_release(r);
+  if (s->ready_timer != 0)
+    mqproc__loop_timer_cancel(s->srv->loop, s->ready_timer);
+  s->ready_timer = 0;
 }
 
 static void ready_late(mqproc__loop_t *loop, void *ud) {
-  ready_t *r = ud;
+  mqproc__serve_t *s = ud;
   (void)loop;
-  r->timer = 0;
-  if (r->req != NULL)
-    json_array_append_new(r->reasons, json_string("database: no answer within 0.9 s"));
-  ready_answer(r);
-  ready_release(r);
+  s->ready_timer = 0;
+  ready_answer(s, "database: no answer within 0.9 s");
+}
+
+static void ready_pinged(void *ud, int rc, const char *err) {
+  mqproc__serve_t *s = ud;
+  char why[300];
+  s->pinging = 0;
+  mqproc__server_db_seen(s->srv, rc == MQPROC_OK);
+  snprintf(why, sizeof(why), "database: %.280s", err != NULL ? err : "unreachable");
+  ready_answer(s, rc == MQPROC_OK ? NULL : why);
 }
 
 static void readyz(mqproc__serve_t *s, mqproc__http_req_t *req) {
@@ -98,7 +83,6 @@ static void readyz(mqproc__serve_t *s, mqproc__http_req_t *req) {
     mqproc__http_reply_text(req, 500, "text/plain", "out of memory\n");
     return;
   }
-  r->s = s;
   r->req = req;
   r->reasons = json_array();
   if (!srv->broker_up)
@@ -107,15 +91,16 @@ static void readyz(mqproc__serve_t *s, mqproc__http_req_t *req) {
     json_array_append_new(r->reasons, json_string("paused by an operator"));
   if (srv->stopping)
     json_array_append_new(r->reasons, json_string("stopping"));
-  r->pending = 2;
-  r->timer = mqproc__loop_timer(srv->loop, READY_DEADLINE_MS, ready_late, r);
-  if (mqproc__store_ping(srv->store, ready_pinged, r) != MQPROC_OK) {
-    json_array_append_new(r->reasons, json_string("database: cannot ask"));
-    r->pending = 1;
-    mqproc__loop_timer_cancel(srv->loop, r->timer);
-    r->timer = 0;
-    ready_answer(r);
-    ready_release(r);
+  r->next = s->ready;
+  s->ready = r;
+  if (s->pinging) /* the ping on its way answers this call too */
+    return;
+  s->pinging = 1;
+  if (s->ready_timer == 0)
+    s->ready_timer = mqproc__loop_timer(srv->loop, READY_DEADLINE_MS, ready_late, s);
+  if (mqproc__store_ping(srv->store, ready_pinged, s) != MQPROC_OK) {
+    s->pinging = 0;
+    ready_answer(s, "database: cannot ask");
   }
 }
 
@@ -135,22 +120,23 @@ static void metrics(mqproc__serve_t *s, mqproc__http_req_t *req) {
   size_t len;
   for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
     held += mqproc__delivery_job_held(d) != NULL;
-  now = (mqproc__metrics_now_t){.processor = srv->processor,
-                                .version = MQPROC_VERSION,
-                                .in_flight = held,
-                                .concurrency = srv->cfg->concurrency,
-                                .paused = mqproc__fleet_holds_back(srv),
-                                .draining = srv->stopping,
-                                .broker_up = srv->broker_up,
-                                .db_up = srv->db_ok,
-                                .queue_messages = s->messages,
-                                .queue_consumers = s->consumers,
-                                .now_ms = mqproc__now_ms()};
+  now =
+      (mqproc__metrics_now_t){.processor = srv->processor,
+                              .broker_reconnects = srv->connections > 1 ? srv->connections - 1 : 0,
+                              .in_flight = held,
+                              .concurrency = srv->cfg->concurrency,
+                              .paused = mqproc__fleet_holds_back(srv),
+                              .draining = srv->stopping,
+                              .broker_up = srv->broker_up,
+                              .db_up = srv->db_ok,
+                              .queue_messages = s->messages,
+                              .queue_consumers = s->consumers,
+                              .now_ms = mqproc__now_ms()};
   text = mqproc__metrics_render(&srv->metrics, &now, &len);
   if (text == NULL)
     mqproc__http_reply_text(req, 500, "text/plain", "out of memory\n");
   else
-    mqproc__http_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL);
+    mqproc__http_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
   /* the queue's depth for the next scrape: read off the loop, at most every 5 s */
   if (now.now_ms - s->depth_at >= DEPTH_EVERY_MS) {
     s->depth_at = now.now_ms;
@@ -200,6 +186,7 @@ int mqproc__serve_start(mqproc__server_t *srv, char *err) {
 void mqproc__serve_stop(mqproc__server_t *srv) {
   if (srv->http == NULL)
     return;
+  ready_answer(srv->http, "stopping");
   mqproc__http_stop(srv->http->http);
   srv->http->http = NULL;
 }

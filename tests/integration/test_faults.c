@@ -119,6 +119,9 @@ Test(faults, readyz_flips_when_the_database_stops_and_returns) {
   cr_expect_eq(it_http_get(port, "/readyz", &body), 503, "%s", body);
   cr_expect(strstr(body, "database") != NULL, "the reason: %s", body);
   cr_expect_eq(it_http_get(port, "/healthz", &body), 200, "the loop still answers");
+  cr_expect_eq(it_http_get(port, "/", &body), 503, "the page says the database is away");
+  cr_expect(strstr(body, "not reachable") != NULL || strstr(body, "query failed") != NULL, "%s",
+            body);
   it_services("pg-start");
   cr_expect_eq(it_http_get(port, "/readyz", &body), 200, "%s", body);
   it_server_stop(srv);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -51,7 +52,14 @@ Test(http, metrics_equal_the_job_table_and_pass_promtool) {
   cr_assert(
       it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state IN ('SUCCESS', 'FAILED')", "5"));
   cr_assert(it_server_wait_log(srv, "dead-lettered", WAIT_MS));
-  cr_assert_eq(it_http_get(port, "/metrics", &text), 200);
+  /* a dead letter counts once the broker confirmed it: wait for that scrape */
+  series = it_fmt("mqproc_jobs_dead_lettered_total{processor=\"%s\"}", proc);
+  for (int i = 0; i < 100; i++) {
+    cr_assert_eq(it_http_get(port, "/metrics", &text), 200);
+    if (sample(text, series) == 1)
+      break;
+    usleep(100 * 1000);
+  }
   series = it_fmt("mqproc_jobs_finished_total{processor=\"%s\",outcome=\"success\"}", proc);
   cr_expect_eq(sample(text, series),
                it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), "%s",
@@ -169,4 +177,31 @@ Test(http, headless_chromium_renders_processors_workers_and_failures) {
     cr_expect_neq(it_read_file(shot), NULL, "the screenshot is kept: %s", shot);
   }
   it_server_stop(srv);
+}
+
+/* A listener that cannot be had, or buckets that make no sense: the server does not start,
+ * and says why (exit 2, a configuration error). */
+static void refused_start(const char *const *extra, const char *why) {
+  char *proc = it_name("bad");
+  it_server_t *srv = it_server_spawn(proc, it_proc("proc.sh"), extra, NULL);
+  int st = it_server_wait_exit(srv, WAIT_MS);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "wait status %d", st);
+  cr_expect(it_server_count_log(srv, why) > 0, "the reason '%s' is not in the log", why);
+  it_server_stop(srv);
+}
+
+Test(http, a_port_in_use_stops_the_server_with_the_reason) {
+  char *proc = it_name("first");
+  it_server_t *first = it_server_start(proc, it_proc("proc.sh"), HTTP, NULL);
+  char *addr = it_fmt("127.0.0.1:%d", it_http_port(first));
+  const char *extra[] = {"--http", addr, NULL};
+  refused_start(extra, "cannot listen");
+  it_server_stop(first);
+}
+
+Test(http, a_malformed_address_or_buckets_stop_the_server_with_the_reason) {
+  const char *no_port[] = {"--http", "localhost", NULL};
+  const char *buckets[] = {"--metrics-buckets", "1,0.5", NULL};
+  refused_start(no_port, "expected HOST:PORT");
+  refused_start(buckets, "the bounds must ascend");
 }

@@ -73,3 +73,16 @@ Test(headers, none_is_null_and_deep_nesting_is_cut) {
   cr_expect_str_eq(json_string_value(v), "(nested too deep)");
   json_decref(o);
 }
+
+Test(headers, a_u64_above_int64_stays_positive) {
+  amqp_table_entry_t e[2];
+  json_t *o;
+  e[0] = entry("big", (amqp_field_value_t){.kind = AMQP_FIELD_KIND_U64,
+                                           .value.u64 = 18446744073709551615ULL});
+  e[1] = entry("small", (amqp_field_value_t){.kind = AMQP_FIELD_KIND_U64, .value.u64 = 42});
+  o = converted(e, 2);
+  cr_expect(json_is_real(json_object_get(o, "big")));
+  cr_expect_gt(json_real_value(json_object_get(o, "big")), 1.8e19);
+  cr_expect_eq(json_integer_value(json_object_get(o, "small")), 42);
+  json_decref(o);
+}

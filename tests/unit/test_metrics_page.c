@@ -23,8 +23,7 @@ Test(metrics, buckets_parse_and_refuse_nonsense) {
 
 Test(metrics, histogram_buckets_are_cumulative_with_inf) {
   mqproc__metrics_t m;
-  mqproc__metrics_now_t now = {
-      .processor = "p\"x\\y", .version = "1", .queue_messages = -1, .now_ms = 5000};
+  mqproc__metrics_now_t now = {.processor = "p\"x\\y", .queue_messages = -1, .now_ms = 5000};
   char err[256], *text;
   size_t len;
   cr_assert_eq(mqproc__metrics_init(&m, "1,10", err), 0);
