@@ -55,7 +55,11 @@ static const opt_t OPTS[] = {
      86400, 0, "seconds an --on-failure command may run before its process group is killed"},
     {"http", "MQPROC_HTTP", OPT_STR, F(http), NULL, 0, 0, 0,
      "serve /metrics (Prometheus), /healthz, /readyz and the status page on ADDR:PORT "
-     "(e.g. 127.0.0.1:9464; off by default); read-only"},
+     "(e.g. 127.0.0.1:9464; off by default); read-only unless --http-admin-token"},
+    {"http-admin-token", "MQPROC_HTTP_ADMIN_TOKEN", OPT_STR, F(http_admin_token), NULL, 0, 0, 0,
+     "FILE whose first line is the token (16+ characters, not world-readable) that lets the "
+     "status page retry, cancel, pause and resume, audited (sign in on /login, or send "
+     "Authorization: Bearer TOKEN)"},
     {"metrics-buckets", "MQPROC_METRICS_BUCKETS", OPT_STR, F(metrics_buckets),
      MQPROC__DEFAULT_BUCKETS, 0, 0, 0,
      "upper bounds in seconds of the queue-wait and run-time histograms of /metrics"},

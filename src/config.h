@@ -20,6 +20,7 @@ typedef struct mqproc__config {
   char *on_failure;           /* --on-failure: command run when a job ends FAILED */
   int on_failure_timeout_s;   /* --on-failure-timeout */
   char *http;                 /* --http ADDR:PORT: /metrics, /healthz, /readyz, the page */
+  char *http_admin_token;     /* --http-admin-token FILE: the page may act */
   char *metrics_buckets;      /* --metrics-buckets: histogram bounds in seconds */
   char *isolation;            /* --isolation thread|process: where a C processor runs */
   char *ocrd_cli;             /* --ocrd-cli auto|true|false: OCR-D's processor arguments */

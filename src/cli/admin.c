@@ -161,20 +161,22 @@ const char *mqproc__admin_actor(void) {
 
 int mqproc__admin_audit(PGconn *c, const char *action, const char *target, long long rows,
                         json_t *detail) {
-  char n[32], *d = detail != NULL ? json_dumps(detail, JSON_COMPACT) : NULL;
-  const char *vals[5] = {mqproc__admin_actor(), action, target, n, d};
-  PGresult *r;
-  snprintf(n, sizeof(n), "%lld", rows);
-  r = mqproc__admin_q(c,
-                      "INSERT INTO mqproc_audit (actor, action, target, rows_affected, detail)"
-                      " VALUES ($1, $2, $3, $4::bigint, $5::jsonb)",
-                      5, vals);
-  fprintf(stderr, "mqproc: audit: %s %s %s (%lld row%s)%s%s\n", vals[0], action, target, rows,
-          rows == 1 ? "" : "s", d != NULL ? " " : "", d != NULL ? d : "");
-  free(d);
-  json_decref(detail);
-  PQclear(r);
-  return r != NULL ? 0 : -1;
+  char err[512],
+      *line = mqproc__ops_audit(c, mqproc__admin_actor(), action, target, rows, detail, err);
+  if (line == NULL)
+    fprintf(stderr, "mqproc: audit: not recorded: %s", err);
+  else
+    fprintf(stderr, "mqproc: audit: %s\n", line);
+  free(line);
+  return line != NULL ? 0 : -1;
+}
+
+void mqproc__print_audit(json_t *out) {
+  const char *line = json_string_value(json_object_get(out, "audit"));
+  if (line != NULL)
+    fprintf(stderr, "mqproc: audit: %s\n", line);
+  else
+    fprintf(stderr, "mqproc: audit: not recorded\n");
 }
 
 /* ---- output ------------------------------------------------------------------------- */
@@ -235,6 +237,8 @@ int mqproc__admin_main(int argc, char **argv) {
     return mqproc__cmd_workers(argc - 2, argv + 2);
   if (!strcmp(cmd, "stats"))
     return mqproc__cmd_stats(argc - 2, argv + 2);
+  if (!strcmp(cmd, "dashboard"))
+    return mqproc__cmd_dashboard(argc - 2, argv + 2);
   if (!strcmp(cmd, "pause") || !strcmp(cmd, "resume") || !strcmp(cmd, "drain"))
     return mqproc__cmd_control(cmd, argc - 2, argv + 2);
   return -1;

@@ -56,6 +56,8 @@ PGresult *mqproc__admin_q(PGconn *c, const char *sql, int n, const char *const *
 /* Records an operator action in mqproc_audit and the log (stderr). */
 int mqproc__admin_audit(PGconn *c, const char *action, const char *target, long long rows,
                         json_t *detail);
+/* Prints an action's (ops.h) "audit" line on stderr. */
+void mqproc__print_audit(json_t *out);
 /* user@host of whoever runs the command. */
 const char *mqproc__admin_actor(void);
 
@@ -73,6 +75,7 @@ int mqproc__cmd_submit(int argc, char **argv);
 int mqproc__cmd_jobs(int argc, char **argv);
 int mqproc__cmd_workers(int argc, char **argv);
 int mqproc__cmd_stats(int argc, char **argv);
+int mqproc__cmd_dashboard(int argc, char **argv);
 int mqproc__cmd_control(const char *wish, int argc, char **argv); /* pause resume drain */
 
 /* The operator commands: the exit code, or -1 when argv[1] is not one of them. */

@@ -150,7 +150,7 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
   args_t a;
   PGconn *c;
   PGresult *r;
-  const char *vals[4];
+  const char *vals[2];
   long long deadline;
   int rc, pending = 0;
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, cmd)) != 0)
@@ -169,28 +169,17 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
     return 1;
   vals[0] = a.pos[0];
   vals[1] = mqproc__arg(&a, "worker") != NULL ? mqproc__arg(&a, "worker") : "";
-  vals[2] = wish;
-  vals[3] = mqproc__admin_actor();
-  PQclear(PQexec(c, "BEGIN"));
-  r = wish != NULL ? mqproc__admin_q(c,
-                                     "INSERT INTO mqproc_control (processor_name, worker_id, wish,"
-                                     " set_by) VALUES ($1, $2, $3, $4) ON CONFLICT (processor_name,"
-                                     " worker_id) DO UPDATE SET wish = EXCLUDED.wish, set_by ="
-                                     " EXCLUDED.set_by, set_at = now()",
-                                     4, vals)
-                   : mqproc__admin_q(c,
-                                     "DELETE FROM mqproc_control WHERE processor_name = $1 AND"
-                                     " (worker_id = $2 OR $2 = '')",
-                                     2, vals);
-  if (r == NULL) {
-    PQfinish(c);
-    return 1;
+  {
+    char err[512];
+    json_t *out = mqproc__ops_control(c, cmd, vals[0], vals[1], mqproc__admin_actor(), NULL, err);
+    if (out == NULL) {
+      fprintf(stderr, "mqproc %s: %s", cmd, err);
+      PQfinish(c);
+      return 1;
+    }
+    mqproc__print_audit(out);
+    json_decref(out);
   }
-  PQclear(r);
-  PQclear(mqproc__admin_q(c, "SELECT pg_notify('mqproc_control', $1)", 1, vals));
-  mqproc__admin_audit(c, cmd, vals[1][0] != '\0' ? vals[1] : vals[0], 1,
-                      json_pack("{s:s}", "processor", vals[0]));
-  PQclear(PQexec(c, "COMMIT"));
   timeout = mqproc__arg(&a, "timeout");
   deadline = mqproc__now_ms() + 1000LL * (timeout != NULL ? atoi(timeout) : 5);
   for (;;) { /* the live servers meant, and whether each shows the wished state */

@@ -128,7 +128,7 @@ static int show_log(PGconn *c, const char *id) {
   return 0;
 }
 
-/* The positional ids from index 1 on as a JSON array (the statements read it with IDS);
+/* The positional ids from index 1 on as a JSON array (the actions read it so);
  * NULL after printing why (an id that is not UTF-8 cannot be a job id). */
 static char *id_json(const args_t *a) {
   json_t *arr = json_array();
@@ -145,83 +145,6 @@ static char *id_json(const args_t *a) {
   return out;
 }
 
-/* A stored headers object as up to 32 "name=value" texts (values as text); returns how
- * many (each malloc()ed into kv). */
-static size_t stored_headers(const char *text, char *kv[32]) {
-  json_t *o = json_loads(text, 0, NULL), *v;
-  const char *k;
-  size_t n = 0;
-  json_object_foreach(o, k, v) {
-    char *val = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    const char *s = val != NULL ? val : json_string_value(v);
-    if (n < 32 && s != NULL && (kv[n] = malloc(strlen(k) + strlen(s) + 2)) != NULL) {
-      sprintf(kv[n], "%s=%s", k, s);
-      n++;
-    }
-    free(val);
-  }
-  json_decref(o);
-  return n;
-}
-
-#define IDS "ARRAY(SELECT jsonb_array_elements_text($1::jsonb))"
-
-/* Puts one batch of jobs (ids, or the filter) back to QUEUED and publishes their stored
- * requests; returns how many, or -1. The row keeps its history (tries, attempt: the
- * fencing token only grows); its attempt budget and requeues start afresh. */
-static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange, const char *ids,
-                             const char *state, const char *proc) {
-  const char *vals[3] = {ids, state, proc};
-  PGresult *r = mqproc__admin_q(
-      c,
-      "UPDATE mqproc_jobs SET state = 'QUEUED', attempt_base = attempt, requeues = 0,"
-      " end_time = NULL, start_time = NULL, worker_id = NULL, result_published = false,"
-      " callback_state = NULL, callback_error = NULL, dead_letter_pending = false,"
-      " delivery_acked = false, cancel_requested = false, republish = true,"
-      " lease_until = now() + interval '60 seconds', updated_at = now()"
-      " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE"
-      "   ($1::jsonb IS NULL OR job_id = ANY(" IDS "))"
-      "   AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR processor_name = $3)"
-      "   AND state IN ('FAILED', 'CANCELLED', 'SUCCESS') AND request_body IS NOT NULL"
-      "   LIMIT 1000 FOR UPDATE SKIP LOCKED)"
-      " RETURNING job_id, processor_name, request_body, request_format, coalesce(priority, -1),"
-      "   coalesce(headers, '{}')::text",
-      3, vals);
-  long long n;
-  if (r == NULL)
-    return -1;
-  n = PQntuples(r);
-  for (int i = 0; i < PQntuples(r); i++) {
-    size_t len;
-    unsigned char *body = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 2), &len);
-    const char *ctype =
-        !strcmp(PQgetvalue(r, i, 3), "yaml") ? "application/yaml" : "application/json";
-    const char *id[1] = {PQgetvalue(r, i, 0)};
-    char *kv[32];
-    size_t nh = stored_headers(PQgetvalue(r, i, 5), kv);
-    /* the request as it came, with its priority and headers (as text) */
-    if (body == NULL ||
-        mqproc__amqp_send(amqp, exchange, PQgetvalue(r, i, 1), body, len, ctype, id[0],
-                          atoi(PQgetvalue(r, i, 4)), (const char *const *)kv, nh) != 0) {
-      fprintf(stderr,
-              "mqproc jobs retry: %s: not published; a server's sweep publishes it "
-              "within a minute\n",
-              id[0]);
-    } else {
-      PQclear(mqproc__admin_q(c,
-                              "UPDATE mqproc_jobs SET republish = false, lease_until = NULL"
-                              " WHERE job_id = $1 AND state = 'QUEUED' AND republish",
-                              1, id));
-      printf("%s\n", id[0]);
-    }
-    PQfreemem(body);
-    while (nh > 0)
-      free(kv[--nh]);
-  }
-  PQclear(r);
-  return n;
-}
-
 static long long count(PGconn *c, const char *where, const char *const *vals, int n) {
   char sql[1024];
   PGresult *r;
@@ -235,21 +158,24 @@ static long long count(PGconn *c, const char *where, const char *const *vals, in
 }
 
 static int retry(PGconn *c, const args_t *a) {
-  const char *state = mqproc__arg(a, "state"), *proc = mqproc__arg(a, "processor");
-  const char *exchange = mqproc__arg(a, "exchange");
-  char *ids = a->npos > 1 ? id_json(a) : NULL;
+  mqproc__ops_retry_t w = {.state = mqproc__arg(a, "state"),
+                           .processor = mqproc__arg(a, "processor"),
+                           .exchange = mqproc__arg(a, "exchange"),
+                           .actor = mqproc__admin_actor()};
+  char *ids = a->npos > 1 ? id_json(a) : NULL, err[512];
   admin_amqp_t *amqp;
-  long long total = 0, n;
-  json_t *detail;
+  json_t *out, *v;
+  long long total;
+  size_t i;
   if (a->npos > 1 && ids == NULL)
     return 2;
-  if (ids == NULL && state == NULL) {
+  if (ids == NULL && w.state == NULL) {
     fprintf(stderr, "mqproc jobs retry: give job ids, or --state (e.g. FAILED)\n");
     return 2;
   }
   if (ids == NULL) {
-    const char *vals[2] = {state, proc};
-    n = count(c, "state = $1 AND ($2::text IS NULL OR processor_name = $2)", vals, 2);
+    const char *vals[2] = {w.state, w.processor};
+    long long n = count(c, "state = $1 AND ($2::text IS NULL OR processor_name = $2)", vals, 2);
     if (n < 0)
       return 1;
     if (!mqproc__has(a, "yes")) {
@@ -261,83 +187,68 @@ static int retry(PGconn *c, const args_t *a) {
     free(ids);
     return 1;
   }
-  if (exchange == NULL)
-    exchange = "ocrd-network-default";
-  do {
-    n = retry_batch(c, amqp, exchange, ids, ids != NULL ? NULL : state, proc);
-    total += n > 0 ? n : 0;
-  } while (n == BATCH); /* retried rows are QUEUED now: the next batch takes others */
+  w.ids = ids;
+  out = mqproc__ops_retry(c, amqp, &w, err);
   mqproc__amqp_close(amqp);
-  detail = json_pack("{s:s?, s:s?, s:s?}", "ids", ids, "state", state, "processor", proc);
-  mqproc__admin_audit(c, "retry", ids != NULL ? ids : (proc != NULL ? proc : "*"), total, detail);
+  if (out == NULL) {
+    fprintf(stderr, "mqproc jobs retry: %s", err);
+    free(ids);
+    return 1;
+  }
+  json_array_foreach(json_object_get(out, "jobs"), i, v) {
+    const char *id = json_string_value(json_object_get(v, "job_id"));
+    if (json_is_true(json_object_get(v, "published")))
+      printf("%s\n", id);
+    else
+      fprintf(stderr,
+              "mqproc jobs retry: %s: not published; a server's sweep publishes it "
+              "within a minute\n",
+              id);
+  }
+  mqproc__print_audit(out);
+  total = json_integer_value(json_object_get(out, "retried"));
   if (ids != NULL && total < a->npos - 1)
     fprintf(stderr,
             "mqproc jobs retry: %lld of %d job(s) retried (the others are unknown, "
             "QUEUED or RUNNING)\n",
             total, a->npos - 1);
+  if (json_object_get(out, "error") != NULL)
+    fprintf(stderr, "mqproc jobs retry: %s", json_string_value(json_object_get(out, "error")));
   free(ids);
-  return n < 0 ? 1 : 0;
+  total = json_object_get(out, "error") != NULL;
+  json_decref(out);
+  return total ? 1 : 0;
 }
 
 static int cancel(PGconn *c, const args_t *a) {
-  const char *proc = mqproc__arg(a, "processor");
-  char *ids;
-  const char *vals[2];
-  PGresult *r;
-  long long n, early = 0;
+  char *ids, err[512];
+  json_t *out, *v;
+  long long n;
+  size_t i;
   if (a->npos < 2) {
     fprintf(stderr, "mqproc jobs cancel: give job ids\n");
     return 2;
   }
   if ((ids = id_json(a)) == NULL)
     return 2;
-  vals[0] = ids;
-  vals[1] = proc;
-  PQclear(PQexec(c, "BEGIN"));
-  /* not delivered yet (no row): with --processor, a CANCELLED row its delivery will find */
-  r = mqproc__admin_q(
-      c,
-      "INSERT INTO mqproc_jobs (job_id, processor_name, state, end_time,"
-      " last_error) SELECT id, $2, 'CANCELLED', now(), 'cancelled by an "
-      "operator before it was delivered' FROM jsonb_array_elements_text($1::jsonb) id"
-      " WHERE $2::text IS NOT NULL ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
-      2, vals);
-  for (int i = 0; r != NULL && i < PQntuples(r); i++)
-    printf("%s CANCELLED (before its delivery)\n", PQgetvalue(r, i, 0));
-  early = r != NULL ? PQntuples(r) : 0;
-  PQclear(r);
-  r = mqproc__admin_q(c,
-                      "UPDATE mqproc_jobs SET cancel_requested = (state = 'RUNNING'),"
-                      " state = CASE WHEN state = 'QUEUED' THEN 'CANCELLED' ELSE state END,"
-                      " end_time = CASE WHEN state = 'QUEUED' THEN now() ELSE end_time END,"
-                      " last_error = CASE WHEN state = 'QUEUED' THEN 'cancelled by an operator' "
-                      "ELSE last_error END,"
-                      " updated_at = now()"
-                      " WHERE job_id = ANY(" IDS ") AND state IN ('QUEUED', 'RUNNING')"
-                      " RETURNING job_id, processor_name, cancel_requested",
-                      1, vals);
-  if (r == NULL) {
-    PQclear(PQexec(c, "ROLLBACK"));
-    free(ids);
+  out = mqproc__ops_cancel(c, ids, mqproc__arg(a, "processor"), mqproc__admin_actor(), NULL, err);
+  free(ids);
+  if (out == NULL) {
+    fprintf(stderr, "mqproc jobs cancel: %s", err);
     return 1;
   }
-  for (int i = 0; i < PQntuples(r); i++) {
-    const char *p[1] = {PQgetvalue(r, i, 1)};
-    printf("%s %s\n", PQgetvalue(r, i, 0),
-           PQgetvalue(r, i, 2)[0] == 't' ? "stopping (running)" : "CANCELLED");
-    if (PQgetvalue(r, i, 2)[0] == 't') /* its holder stops it now */
-      PQclear(mqproc__admin_q(c, "SELECT pg_notify('mqproc_control', $1)", 1, p));
+  json_array_foreach(json_object_get(out, "jobs"), i, v) {
+    printf("%s %s\n", json_string_value(json_object_get(v, "job_id")),
+           json_string_value(json_object_get(v, "outcome")));
   }
-  n = PQntuples(r) + early;
-  PQclear(r);
-  mqproc__admin_audit(c, "cancel", ids, n, json_pack("{s:s?}", "processor", proc));
-  PQclear(PQexec(c, "COMMIT"));
+  mqproc__print_audit(out);
+  n = json_integer_value(json_object_get(out, "cancelled"));
+  json_decref(out);
   if (n < a->npos - 1)
     fprintf(stderr,
             "mqproc jobs cancel: %lld of %d job(s) cancelled (the others are finished, "
             "or unknown: give --processor to cancel a job before it is delivered)\n",
             n, a->npos - 1);
-  free(ids);
   return n == a->npos - 1 ? 0 : 1;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "http/auth.h"
 #include "http/page.h"
 #include "log.h"
 #include "mqproc/mqproc.h"
@@ -18,7 +19,7 @@
 #define LOG_TAIL 16384
 #define AMQP_RETRY_S 10
 
-enum { R_OVERVIEW, R_JOBS, R_JOB, R_DEPTH };
+enum { R_OVERVIEW, R_JOBS, R_JOB, R_DEPTH, R_ACTION, R_PING };
 
 typedef struct read {
   mqproc__dash_t *dash;
@@ -26,24 +27,32 @@ typedef struct read {
   mqproc__http_req_t *req; /* the page's request (NULL for depth and ping) */
   char *arg;               /* job id, or the queue */
   char *state, *processor, *after;
+  int admin;       /* the page's MQPROC__PAGE_* for this request */
+  char action[16]; /* R_ACTION: retry cancel pause resume */
+  char actor[80];  /* R_ACTION: web:ADDR */
+  int api;         /* R_ACTION: a script's (JSON answer), else a browser's (redirect) */
+  int status;      /* R_ACTION: the HTTP status of its answer */
   json_t *result;
   char *log_tail;
   char err[512];
   long messages, consumers;
   mqproc__dash_depth_cb depth_cb;
+  mqproc__dash_ping_cb ping_cb;
   void *ud;
   struct read *next;
 } read_t;
 
 struct mqproc__dash {
   mqproc__loop_t *loop;
-  char *database, *queue, *title;
-  PGconn *pg;          /* the reader's: used by one read at a time */
-  admin_amqp_t *amqp;  /* likewise */
-  time_t amqp_failed;  /* when connecting last failed (retried after AMQP_RETRY_S) */
-  read_t *head, *tail; /* waiting reads */
-  int busy;            /* a read runs */
-  int depth_waiting;   /* a depth read is queued or running */
+  char *database, *queue, *title, *exchange, *via;
+  mqproc__auth_t *auth; /* NULL: read-only */
+  PGconn *pg;           /* the reader's: used by one read at a time */
+  admin_amqp_t *amqp;   /* likewise */
+  time_t amqp_failed;   /* when connecting last failed (retried after AMQP_RETRY_S) */
+  read_t *head, *tail;  /* waiting reads */
+  read_t *running;      /* the read on the reader thread now */
+  int stopped;          /* mqproc__dash_stop(): answers go nowhere */
+  int depth_waiting;    /* a depth read is queued or running */
 };
 
 /* ---- on the reader thread ----------------------------------------------------------- */
@@ -119,9 +128,45 @@ static json_t *overview(mqproc__dash_t *d, char *err) {
   return out;
 }
 
+/* An action, as the CLI does it (ops.h): the answer's status in r->status. */
+static void act(mqproc__dash_t *d, read_t *r) {
+  json_t *one = json_pack("[s]", r->arg);
+  char *ids = json_dumps(one, JSON_COMPACT);
+  json_decref(one);
+  r->status = 503;
+  if (!strcmp(r->action, "retry")) {
+    admin_amqp_t *a = broker(d);
+    mqproc__ops_retry_t w = {.ids = ids, .exchange = d->exchange, .actor = r->actor, .via = d->via};
+    if (a == NULL)
+      snprintf(r->err, sizeof(r->err), "not retried: the broker is %s",
+               d->queue == NULL ? "not configured (--queue)" : "not reachable now");
+    else if ((r->result = mqproc__ops_retry(d->pg, a, &w, r->err)) != NULL)
+      r->status = json_integer_value(json_object_get(r->result, "retried")) > 0 ? 200 : 409;
+    if (r->status == 200 &&
+        !json_is_true(json_object_get(json_array_get(json_object_get(r->result, "jobs"), 0),
+                                      "published"))) { /* the sweep publishes it; reconnect */
+      mqproc__amqp_close(d->amqp);
+      d->amqp = NULL;
+    }
+    if (r->status == 409)
+      snprintf(r->err, sizeof(r->err),
+               "not retried: the job is unknown, QUEUED or RUNNING, or has no stored request");
+  } else if (!strcmp(r->action, "cancel")) {
+    if ((r->result = mqproc__ops_cancel(d->pg, ids, NULL, r->actor, d->via, r->err)) != NULL)
+      r->status = json_integer_value(json_object_get(r->result, "cancelled")) > 0 ? 200 : 409;
+    if (r->status == 409)
+      snprintf(r->err, sizeof(r->err), "not cancelled: the job has finished, or is unknown");
+  } else if ((r->result = mqproc__ops_control(d->pg, r->action, r->arg, NULL, r->actor, d->via,
+                                              r->err)) != NULL) {
+    r->status = 200;
+  }
+  free(ids);
+}
+
 static void run_read(void *ud) {
   read_t *r = ud;
   mqproc__dash_t *d = r->dash;
+  r->status = 503;
   if (r->kind == R_DEPTH) {
     admin_amqp_t *a = broker(d);
     int rc = a != NULL ? mqproc__amqp_depth(a, r->arg, &r->messages, &r->consumers) : -2;
@@ -152,6 +197,16 @@ static void run_read(void *ud) {
     if ((r->result = mqproc__ops_job(d->pg, r->arg, r->err)) != NULL)
       r->log_tail = tail_of(json_string_value(json_object_get(r->result, "log_path")));
     break;
+  case R_ACTION:
+    act(d, r);
+    break;
+  case R_PING: {
+    PGresult *res = mqproc__ops_q(d->pg, "SELECT 1", 0, NULL, r->err, sizeof(r->err));
+    r->status = res != NULL ? 200 : 503;
+    r->result = res != NULL ? json_true() : NULL;
+    PQclear(res);
+    break;
+  }
   }
   if (r->result == NULL && PQstatus(d->pg) != CONNECTION_OK) {
     PQfinish(d->pg);
@@ -173,8 +228,57 @@ static void read_free(read_t *r) {
   free(r);
 }
 
+static void reply_text_with(mqproc__http_req_t *req, int status, const char *type, const char *text,
+                            const char *const *headers) {
+  char *copy = strdup(text);
+  mqproc__http_reply_with(req, status, type, copy, copy != NULL ? strlen(copy) : 0, headers);
+}
+
+/* A script gets JSON; a browser goes back to the page that asked (or an error page). */
+static void answer_action(read_t *r, const mqproc__page_opts_t *o) {
+  const char *line = json_string_value(json_object_get(r->result, "audit"));
+  char *html, *where;
+  size_t len = 0;
+  if (line != NULL)
+    MQPROC__INFO("audit: %s", line);
+  if (r->api) {
+    json_t *out = json_pack("{s:b}", "ok", r->status == 200);
+    char *text, *json;
+    if (r->status != 200)
+      json_object_set_new(out, "error", json_string(r->err));
+    if (r->result != NULL)
+      json_object_update(out, r->result);
+    json = json_dumps(out, JSON_COMPACT);
+    text = json != NULL ? mqproc__asprintf("%s\n", json) : NULL;
+    mqproc__http_reply(r->req, r->status, "application/json", text,
+                       text != NULL ? strlen(text) : 0);
+    free(json);
+    json_decref(out);
+    return;
+  }
+  if (r->status == 200) {
+    where = !strcmp(r->action, "retry") || !strcmp(r->action, "cancel")
+                ? mqproc__page_job_href(r->arg)
+                : strdup("/");
+    {
+      const char *hdrs[] = {"Location", where != NULL ? where : "/", NULL};
+      reply_text_with(r->req, 303, "text/plain; charset=utf-8", "done\n", hdrs);
+    }
+    free(where);
+    return;
+  }
+  if ((html = mqproc__page_error(r->err, o, &len)) == NULL)
+    mqproc__http_reply_text(r->req, 500, "text/plain; charset=utf-8", "out of memory\n");
+  else
+    mqproc__http_reply(r->req, r->status, "text/html; charset=utf-8", html, len);
+}
+
 static void answer(read_t *r) {
-  mqproc__page_opts_t o = {.title = r->dash->title};
+  mqproc__page_opts_t o = {.title = r->dash->title, .admin = r->admin};
+  if (r->kind == R_ACTION) {
+    answer_action(r, &o);
+    return;
+  }
   char *html = NULL;
   size_t len = 0;
   int status = 200;
@@ -198,10 +302,14 @@ static void read_done(mqproc__loop_t *loop, void *ud) {
   read_t *r = ud;
   mqproc__dash_t *d = r->dash;
   (void)loop;
-  d->busy = 0;
-  if (r->kind == R_DEPTH) {
+  d->running = NULL;
+  if (d->stopped) {
+    /* the requests were answered (503) by the HTTP server's stop */
+  } else if (r->kind == R_DEPTH) {
     d->depth_waiting = 0;
     r->depth_cb(r->ud, r->messages, r->consumers);
+  } else if (r->kind == R_PING) {
+    r->ping_cb(r->ud, r->status == 200 ? NULL : r->err);
   } else {
     answer(r);
   }
@@ -211,12 +319,12 @@ static void read_done(mqproc__loop_t *loop, void *ud) {
 
 static void start_next(mqproc__dash_t *d) {
   read_t *r = d->head;
-  if (d->busy || r == NULL)
+  if (d->running != NULL || r == NULL)
     return;
   d->head = r->next;
   if (d->head == NULL)
     d->tail = NULL;
-  d->busy = 1;
+  d->running = r;
   if (mqproc__loop_work(d->loop, run_read, read_done, r) != MQPROC_OK) {
     snprintf(r->err, sizeof(r->err), "cannot start the page reader");
     read_done(d->loop, r);
@@ -241,21 +349,110 @@ static char *dup_or_null(const char *s) {
   return s != NULL && s[0] != '\0' ? strdup(s) : NULL;
 }
 
+static void reply_page(mqproc__http_req_t *req, int status, char *html, size_t len,
+                       const char *const *headers) {
+  if (html == NULL)
+    mqproc__http_reply_text(req, 500, "text/plain; charset=utf-8", "out of memory\n");
+  else
+    mqproc__http_reply_with(req, status, "text/html; charset=utf-8", html, len, headers);
+}
+
+/* POST: sign in or out, or an action on a job or a processor (the admin token's). */
+static void post(mqproc__dash_t *d, mqproc__http_req_t *req, const char *path) {
+  mqproc__page_opts_t o = {.title = d->title, .admin = MQPROC__PAGE_SIGN_IN};
+  const char *slash = strrchr(path, '/'), *verb = slash + 1;
+  char why[300], peer[64], *arg;
+  size_t len = 0, nlen;
+  int how;
+  read_t *r;
+  if (d->auth == NULL) {
+    mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8",
+                            "read-only: this page was started without --http-admin-token\n");
+    return;
+  }
+  if (mqproc__auth_cross_site(req, why, sizeof(why)) != NULL) {
+    mqproc__http_peer(req, peer, sizeof(peer));
+    MQPROC__WARN("http: %s %s from %s %s", mqproc__http_method(req), path, peer, why);
+    mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8", why);
+    return;
+  }
+  if (!strcmp(path, "/login")) {
+    const char *set[] = {"Location", "/", "Set-Cookie", mqproc__auth_cookie(d->auth), NULL};
+    char *html;
+    if (mqproc__auth_token_ok(d->auth, mqproc__http_form(req, "token"))) {
+      reply_text_with(req, 303, "text/plain; charset=utf-8", "signed in\n", set);
+      return;
+    }
+    mqproc__http_peer(req, peer, sizeof(peer));
+    MQPROC__WARN("http: a wrong admin token from %s", peer);
+    html = mqproc__page_login("that is not the token", &o, &len);
+    reply_page(req, 403, html, len, NULL);
+    return;
+  }
+  if (!strcmp(path, "/logout")) {
+    const char *clear[] = {"Location", "/", "Set-Cookie", MQPROC__AUTH_COOKIE_CLEAR, NULL};
+    reply_text_with(req, 303, "text/plain; charset=utf-8", "signed out\n", clear);
+    return;
+  }
+  if ((how = mqproc__auth_check(d->auth, req)) == MQPROC__AUTH_NONE) {
+    const char *www[] = {"WWW-Authenticate", "Bearer", NULL};
+    if (mqproc__http_header(req, "Authorization") != NULL)
+      reply_text_with(req, 401, "application/json",
+                      "{\"ok\":false,\"error\":\"wrong admin token\"}\n", www);
+    else
+      reply_page(req, 401, mqproc__page_login("sign in first", &o, &len), len, www);
+    return;
+  }
+  /* /jobs/ID/retry|cancel, /processors/NAME/pause|resume (ID may hold a slash) */
+  nlen = strncmp(path, "/jobs/", 6) == 0 ? 6 : strncmp(path, "/processors/", 12) == 0 ? 12 : 0;
+  if (nlen == 0 || slash <= path + nlen ||
+      (nlen == 6 && strcmp(verb, "retry") != 0 && strcmp(verb, "cancel") != 0) ||
+      (nlen == 12 && strcmp(verb, "pause") != 0 && strcmp(verb, "resume") != 0)) {
+    mqproc__http_reply_text(req, 404, "text/plain; charset=utf-8", "no such action\n");
+    return;
+  }
+  if ((arg = strndup(path + nlen, (size_t)(slash - path) - nlen)) == NULL ||
+      (r = queue_read(d, R_ACTION)) == NULL) {
+    free(arg);
+    mqproc__http_reply_text(req, 500, "text/plain; charset=utf-8", "out of memory\n");
+    return;
+  }
+  r->arg = arg;
+  r->req = req;
+  r->api = how == MQPROC__AUTH_BEARER;
+  r->admin = MQPROC__PAGE_SIGNED_IN;
+  snprintf(r->action, sizeof(r->action), "%s", verb);
+  mqproc__http_peer(req, peer, sizeof(peer));
+  snprintf(r->actor, sizeof(r->actor), "web:%s", peer);
+  start_next(d);
+}
+
 int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req) {
-  const char *path = mqproc__http_path(req);
+  const char *path = mqproc__http_path(req), *method = mqproc__http_method(req);
   read_t *r;
   int kind;
+  if (!strcmp(method, "POST")) {
+    post(d, req, path);
+    return 1;
+  }
   if (!strcmp(path, "/"))
     kind = R_OVERVIEW;
   else if (!strcmp(path, "/jobs"))
     kind = R_JOBS;
   else if (!strncmp(path, "/jobs/", 6) && path[6] != '\0')
     kind = R_JOB;
+  else if (!strcmp(path, "/login") && d->auth != NULL)
+    kind = -1;
   else
     return 0;
-  if (strcmp(mqproc__http_method(req), "GET") != 0 &&
-      strcmp(mqproc__http_method(req), "HEAD") != 0) {
-    mqproc__http_reply_text(req, 405, "text/plain; charset=utf-8", "only GET here\n");
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    mqproc__http_reply_text(req, 405, "text/plain; charset=utf-8", "only GET and POST here\n");
+    return 1;
+  }
+  if (kind == -1) {
+    mqproc__page_opts_t o = {.title = d->title, .admin = MQPROC__PAGE_SIGN_IN};
+    size_t len = 0;
+    reply_page(req, 200, mqproc__page_login(NULL, &o, &len), len, NULL);
     return 1;
   }
   if ((r = queue_read(d, kind)) == NULL) {
@@ -263,6 +460,9 @@ int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req) {
     return 1;
   }
   r->req = req;
+  r->admin = d->auth == NULL                                           ? MQPROC__PAGE_READ_ONLY
+             : mqproc__auth_check(d->auth, req) == MQPROC__AUTH_COOKIE ? MQPROC__PAGE_SIGNED_IN
+                                                                       : MQPROC__PAGE_SIGN_IN;
   if (kind == R_JOB)
     r->arg = strdup(path + 6); /* MHD gives the path unescaped */
   if (kind == R_JOBS) {
@@ -272,6 +472,17 @@ int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req) {
   }
   start_next(d);
   return 1;
+}
+
+void mqproc__dash_ping(mqproc__dash_t *d, mqproc__dash_ping_cb cb, void *ud) {
+  read_t *r = queue_read(d, R_PING);
+  if (r == NULL) {
+    cb(ud, "out of memory");
+    return;
+  }
+  r->ping_cb = cb;
+  r->ud = ud;
+  start_next(d);
 }
 
 void mqproc__dash_depth(mqproc__dash_t *d, const char *queue, mqproc__dash_depth_cb cb, void *ud) {
@@ -288,6 +499,7 @@ void mqproc__dash_depth(mqproc__dash_t *d, const char *queue, mqproc__dash_depth
 int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__dash_cfg_t *cfg,
                      char *err) {
   mqproc__dash_t *d = calloc(1, sizeof(*d));
+  int rc;
   *out = NULL;
   if (d == NULL || (d->database = strdup(cfg->database != NULL ? cfg->database : "")) == NULL ||
       (d->title = strdup(cfg->title != NULL ? cfg->title : "mqproc")) == NULL ||
@@ -295,25 +507,52 @@ int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__d
     mqproc__dash_free(d);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
+  if ((cfg->exchange != NULL && (d->exchange = strdup(cfg->exchange)) == NULL) ||
+      (cfg->via != NULL && (d->via = strdup(cfg->via)) == NULL)) {
+    mqproc__dash_free(d);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  if (cfg->admin_token != NULL &&
+      (rc = mqproc__auth_new(&d->auth, cfg->admin_token, err)) != MQPROC_OK) {
+    mqproc__dash_free(d);
+    return rc;
+  }
   d->loop = loop;
   *out = d;
   return MQPROC_OK;
 }
 
-/* Called after the loop stopped (its work threads joined): reads still queued are
- * dropped; their requests were answered by mqproc__http_stop(). */
-void mqproc__dash_free(mqproc__dash_t *d) {
-  if (d == NULL)
-    return;
+static void drop_queued(mqproc__dash_t *d) {
   while (d->head != NULL) {
     read_t *r = d->head;
     d->head = r->next;
     read_free(r);
   }
+  d->tail = NULL;
+}
+
+void mqproc__dash_stop(mqproc__dash_t *d) {
+  if (d == NULL)
+    return;
+  d->stopped = 1;
+  drop_queued(d);
+}
+
+/* Called after the loop stopped (its work threads joined, their after() not run): the
+ * read that ran and those still queued are dropped. */
+void mqproc__dash_free(mqproc__dash_t *d) {
+  if (d == NULL)
+    return;
+  drop_queued(d);
+  if (d->running != NULL)
+    read_free(d->running);
   PQfinish(d->pg);
   mqproc__amqp_close(d->amqp);
   free(d->database);
   free(d->queue);
   free(d->title);
+  free(d->exchange);
+  free(d->via);
+  mqproc__auth_free(d->auth);
   free(d);
 }

@@ -16,21 +16,37 @@
 typedef struct mqproc__dash mqproc__dash_t;
 
 typedef struct mqproc__dash_cfg {
-  const char *database; /* PostgreSQL URL */
-  const char *queue;    /* AMQP URL for queue depths (and retry); NULL: none */
-  const char *title;    /* shown on every page */
+  const char *database;    /* PostgreSQL URL */
+  const char *queue;       /* AMQP URL for queue depths (and retry); NULL: none */
+  const char *title;       /* shown on every page */
+  const char *admin_token; /* --http-admin-token FILE; NULL: read-only */
+  const char *exchange;    /* where retry publishes (NULL: ocrd-network-default) */
+  const char *via;         /* this server or dashboard, in the audit's detail */
 } mqproc__dash_cfg_t;
 
 int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__dash_cfg_t *cfg,
                      char *err);
-/* Frees it; reads still running finish on their thread first. NULL is ignored. */
+/* Before the HTTP server stops (it answers the waiting requests): reads still queued are
+ * dropped, the one running finishes without an answer. NULL is ignored. */
+void mqproc__dash_stop(mqproc__dash_t *d);
+/* Frees it, after the loop was freed (its reader joined). NULL is ignored. */
 void mqproc__dash_free(mqproc__dash_t *d);
-/* Answers req when its path is one of the page's (1), else 0. */
+/* Answers req when its path is one of the page's (1), else 0. Every POST is the page's:
+ *   POST /login, /logout                     sign in with the admin token (a form), out
+ *   POST /jobs/ID/retry, /jobs/ID/cancel     what `mqproc jobs retry|cancel ID` does
+ *   POST /processors/P/pause, .../resume     what `mqproc pause|resume P` does
+ * only with the admin token (a cookie from /login, or Authorization: Bearer), never from
+ * another site; each audited as web:ADDR. A script gets JSON, a browser a redirect. */
 int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req);
 
 /* The depth and consumers of queue, read on the reader thread; cb runs on the loop
  * (messages -1 when unknown). At most one such read waits at a time. */
 typedef void (*mqproc__dash_depth_cb)(void *ud, long messages, long consumers);
 void mqproc__dash_depth(mqproc__dash_t *d, const char *queue, mqproc__dash_depth_cb cb, void *ud);
+
+/* Whether the database answers (SELECT 1 on the reader's connection); cb runs on the loop
+ * with NULL, or why not. */
+typedef void (*mqproc__dash_ping_cb)(void *ud, const char *problem);
+void mqproc__dash_ping(mqproc__dash_t *d, mqproc__dash_ping_cb cb, void *ud);
 
 #endif

@@ -10,7 +10,9 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "log.h"
@@ -28,12 +30,20 @@ struct mqproc__http {
   mqproc__http_req_t *waiting; /* suspended requests (answered with 503 on stop) */
 };
 
+#define FORM_FIELDS 8
+#define FORM_VALUE_MAX 1024
+#define FORM_BODY_MAX 4096
+
 struct mqproc__http_req {
   mqproc__http_t *h;
   struct MHD_Connection *conn;
   char method[16];
   char *path;
-  int has_body; /* nothing here takes a body: refused with 413 */
+  int has_body;                   /* a body that is not a small form: refused with 413 */
+  struct MHD_PostProcessor *form; /* a POST's application/x-www-form-urlencoded body */
+  size_t form_bytes;
+  char *names[FORM_FIELDS], *values[FORM_FIELDS];
+  int nfields;
   int dispatched, suspended;
   struct MHD_Response *response; /* ready to queue */
   int status;
@@ -80,6 +90,44 @@ static void unlink_waiting(mqproc__http_req_t *r) {
     }
 }
 
+/* A form field (or a piece of one: MHD calls again with the rest at offset). */
+static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *filename, const char *content_type,
+                                const char *transfer_encoding, const char *data, uint64_t off,
+                                size_t size) {
+  mqproc__http_req_t *r = cls;
+  int i;
+  (void)kind;
+  (void)filename;
+  (void)content_type;
+  (void)transfer_encoding;
+  for (i = 0; i < r->nfields && strcmp(r->names[i], key) != 0; i++)
+    ;
+  if (i == r->nfields) {
+    if (i == FORM_FIELDS || (r->names[i] = strdup(key)) == NULL)
+      return MHD_NO;
+    r->values[i] = NULL;
+    r->nfields++;
+  }
+  {
+    size_t have = r->values[i] != NULL ? strlen(r->values[i]) : 0;
+    char *v;
+    if (off != have || have + size > FORM_VALUE_MAX ||
+        (v = realloc(r->values[i], have + size + 1)) == NULL)
+      return MHD_NO;
+    memcpy(v + have, data, size);
+    v[have + size] = '\0';
+    r->values[i] = v;
+  }
+  return MHD_YES;
+}
+
+static int is_form(struct MHD_Connection *conn, const char *method) {
+  const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+  return !strcmp(method, "POST") && ct != NULL &&
+         strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_size, void **con_cls) {
@@ -94,19 +142,29 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     r->h = h;
     r->conn = conn;
     snprintf(r->method, sizeof(r->method), "%s", method);
+    if (is_form(conn, method))
+      r->form = MHD_create_post_processor(conn, 1024, on_field, r);
     *con_cls = r;
     return MHD_YES;
   }
-  (void)upload_data;
-  if (*upload_size > 0) { /* a piece of a body: dropped */
-    r->has_body = 1;
+  if (*upload_size > 0) { /* a piece of a body: a small form, or dropped */
+    r->form_bytes += *upload_size;
+    if (r->form == NULL || r->form_bytes > FORM_BODY_MAX ||
+        MHD_post_process(r->form, upload_data, *upload_size) != MHD_YES)
+      r->has_body = 1;
     *upload_size = 0;
     return MHD_YES;
   }
   if (!r->dispatched) {
     r->dispatched = 1;
+    if (r->form != NULL) { /* the body is complete: the last field's end comes now */
+      if (MHD_destroy_post_processor(r->form) != MHD_YES)
+        r->has_body = 1;
+      r->form = NULL;
+    }
     if (r->has_body)
-      mqproc__http_reply_text(r, 413, "text/plain; charset=utf-8", "no request body here\n");
+      mqproc__http_reply_text(r, 413, "text/plain; charset=utf-8",
+                              "no request body here but a small form\n");
     else
       h->handler(h->ud, r);
     if (r->response == NULL) { /* answered later, from the loop */
@@ -137,6 +195,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     return;
   if (r->response != NULL)
     MHD_destroy_response(r->response);
+  if (r->form != NULL)
+    MHD_destroy_post_processor(r->form);
+  for (int i = 0; i < r->nfields; i++) {
+    free(r->names[i]);
+    free(r->values[i]);
+  }
   free(r->path);
   free(r);
   *con_cls = NULL;
@@ -144,6 +208,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 void mqproc__http_reply(mqproc__http_req_t *r, int status, const char *content_type, char *body,
                         size_t len) {
+  mqproc__http_reply_with(r, status, content_type, body, len, NULL);
+}
+
+void mqproc__http_reply_with(mqproc__http_req_t *r, int status, const char *content_type,
+                             char *body, size_t len, const char *const *headers) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(
       body != NULL ? len : 0, body != NULL ? body : (void *)"",
       body != NULL ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -160,7 +229,9 @@ void mqproc__http_reply(mqproc__http_req_t *r, int status, const char *content_t
     MHD_add_response_header(resp, "Content-Security-Policy",
                             "default-src 'none'; style-src 'unsafe-inline'; script-src "
                             "'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
-                            "frame-ancestors 'none'");
+                            "form-action 'self'; frame-ancestors 'none'");
+    for (; headers != NULL && headers[0] != NULL; headers += 2)
+      MHD_add_response_header(resp, headers[0], headers[1]);
   }
   r->response = resp;
   r->status = status;
@@ -188,6 +259,28 @@ const char *mqproc__http_path(const mqproc__http_req_t *r) {
 }
 const char *mqproc__http_arg(const mqproc__http_req_t *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+const char *mqproc__http_header(const mqproc__http_req_t *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+const char *mqproc__http_cookie(const mqproc__http_req_t *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, name);
+}
+const char *mqproc__http_form(const mqproc__http_req_t *r, const char *name) {
+  for (int i = 0; i < r->nfields; i++)
+    if (!strcmp(r->names[i], name))
+      return r->values[i] != NULL ? r->values[i] : "";
+  return NULL;
+}
+void mqproc__http_peer(const mqproc__http_req_t *r, char *out, size_t n) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+  snprintf(out, n, "?");
+  if (sa != NULL)
+    getnameinfo(
+        sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+        out, (socklen_t)n, NULL, 0, NI_NUMERICHOST);
 }
 
 /* ---- the daemon ---------------------------------------------------------------------- */

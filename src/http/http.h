@@ -33,12 +33,23 @@ int mqproc__http_port(const mqproc__http_t *h);
 
 const char *mqproc__http_method(const mqproc__http_req_t *req);
 const char *mqproc__http_path(const mqproc__http_req_t *req);
-/* A query-string argument; NULL when absent. Requests with a body are refused (413). */
+/* A query-string argument; NULL when absent. */
 const char *mqproc__http_arg(const mqproc__http_req_t *req, const char *name);
+/* A request header, a cookie; NULL when absent. */
+const char *mqproc__http_header(const mqproc__http_req_t *req, const char *name);
+const char *mqproc__http_cookie(const mqproc__http_req_t *req, const char *name);
+/* A field of a POST's form (application/x-www-form-urlencoded, at most 4 KiB, 8 fields);
+ * NULL when absent. Any other body is refused (413). */
+const char *mqproc__http_form(const mqproc__http_req_t *req, const char *name);
+/* The client's address, numeric. */
+void mqproc__http_peer(const mqproc__http_req_t *req, char *out, size_t n);
 
 /* Sends the answer: body (malloc()ed, taken; NULL for none) of len bytes. */
 void mqproc__http_reply(mqproc__http_req_t *req, int status, const char *content_type, char *body,
                         size_t len);
+/* The same with more headers: name, value, ..., NULL. */
+void mqproc__http_reply_with(mqproc__http_req_t *req, int status, const char *content_type,
+                             char *body, size_t len, const char *const *headers);
 /* mqproc__http_reply() with a copy of a NUL-terminated text. */
 void mqproc__http_reply_text(mqproc__http_req_t *req, int status, const char *content_type,
                              const char *text);

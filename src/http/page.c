@@ -22,7 +22,8 @@ static const char CSS[] =
     ".dead,.FAILED,.stopped{background:#fcc}.CANCELLED{background:#ddd}"
     ".err{color:#a00;max-width:60em;overflow-wrap:anywhere}pre{background:#fff;border:1px "
     "solid #ddd;padding:.5em;overflow:auto;max-height:30em}"
-    "svg rect{fill:#58c}";
+    "svg rect{fill:#58c}form.i{display:inline;margin:0 .3em 0 0}"
+    "header form.i button{font-size:12px}";
 
 static const char SCRIPT[] =
     "setInterval(function(){fetch(location.href,{cache:'no-store'}).then(function(r){"
@@ -67,6 +68,21 @@ static void url(FILE *f, const char *s) {
   }
 }
 
+char *mqproc__page_job_href(const char *id) {
+  char *buf = NULL;
+  size_t len;
+  FILE *f = open_memstream(&buf, &len);
+  if (f == NULL)
+    return NULL;
+  fputs("/jobs/", f);
+  url(f, id);
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
 static const char *str(const json_t *o, const char *k) {
   return json_string_value(json_object_get(o, k));
 }
@@ -103,6 +119,14 @@ static void badge(FILE *f, const char *state) {
   fputs("</span>", f);
 }
 
+/* A button that POSTs to PREFIX ARG /ACTION (the admin token's actions). */
+static void button(FILE *f, const char *prefix, const char *arg, const char *action,
+                   const char *label) {
+  fprintf(f, "<form method=\"post\" class=\"i\" action=\"%s", prefix);
+  url(f, arg);
+  fprintf(f, "/%s\"><button id=\"%s\">%s</button></form>", action, action, label);
+}
+
 static FILE *begin(char **buf, size_t *len, const mqproc__page_opts_t *o, int refresh) {
   FILE *f = open_memstream(buf, len);
   if (f == NULL)
@@ -117,8 +141,15 @@ static FILE *begin(char **buf, size_t *len, const mqproc__page_opts_t *o, int re
   fprintf(f, "<style>%s</style></head><body><header><a class=\"t\" href=\"/\">", CSS);
   esc(f, o->title);
   fputs("</a><a href=\"/jobs\">jobs</a><a href=\"/jobs?state=FAILED\">failed</a>"
-        "<a href=\"/metrics\">metrics</a></header><main>",
+        "<a href=\"/metrics\">metrics</a>",
         f);
+  if (o->admin == MQPROC__PAGE_SIGN_IN)
+    fputs("<a class=\"g\" href=\"/login\">sign in to act</a>", f);
+  else if (o->admin == MQPROC__PAGE_SIGNED_IN)
+    fputs("<span class=\"g\">signed in</span><form method=\"post\" class=\"i\" "
+          "action=\"/logout\"><button>sign out</button></form>",
+          f);
+  fputs("</header><main>", f);
   return f;
 }
 
@@ -171,15 +202,16 @@ static void num(FILE *f, const json_t *v) {
   fputs("</td>", f);
 }
 
-static void processors(FILE *f, const json_t *procs) {
+static void processors(FILE *f, const json_t *procs, int admin) {
   size_t i;
   json_t *p;
   fputs("<section id=\"processors\"><h2>Processors</h2><table><tr><th>processor</th>"
         "<th>queue</th><th>consumers</th><th>queued</th><th>running</th><th>success 24 h</th>"
         "<th>failed 24 h</th><th>cancelled 24 h</th><th>per min (15 m)</th>"
         "<th>exec p50 / p95 ms</th><th>failure rate (60 m)</th><th>live workers</th>"
-        "<th>last hour</th></tr>",
+        "<th>last hour</th>",
         f);
+  fputs(admin == MQPROC__PAGE_SIGNED_IN ? "<th>act</th></tr>" : "</tr>", f);
   json_array_foreach(procs, i, p) {
     const json_t *j = json_object_get(p, "jobs"), *e = json_object_get(p, "exec_time_ms_60m");
     fputs("<tr class=\"processor\"><td><a href=\"/jobs?processor=", f);
@@ -206,7 +238,14 @@ static void processors(FILE *f, const json_t *procs) {
     num(f, json_object_get(p, "live_workers"));
     fputs("<td>", f);
     chart(f, json_object_get(p, "per_minute"));
-    fputs("</td></tr>", f);
+    fputs("</td>", f);
+    if (admin == MQPROC__PAGE_SIGNED_IN) {
+      fputs("<td>", f);
+      button(f, "/processors/", str(p, "processor"), "pause", "pause");
+      button(f, "/processors/", str(p, "processor"), "resume", "resume");
+      fputs("</td>", f);
+    }
+    fputs("</tr>", f);
   }
   if (json_array_size(procs) == 0)
     fputs("<tr><td colspan=\"13\">no processor has had a server in the last day</td></tr>", f);
@@ -328,7 +367,7 @@ char *mqproc__page_overview(const json_t *ov, const mqproc__page_opts_t *o, size
   FILE *f = begin(&buf, len, o, 1);
   if (f == NULL)
     return NULL;
-  processors(f, json_object_get(ov, "processors"));
+  processors(f, json_object_get(ov, "processors"), o->admin);
   fputs("<section id=\"workers\"><h2>Workers</h2>", f);
   table(f, "worker-table", "worker", WORKER_COLS, json_object_get(ov, "workers"),
         "no server seen in the last hour");
@@ -389,6 +428,16 @@ char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__pa
   fputs(" ", f);
   badge(f, str(job, "state"));
   fputs("</h2>", f);
+  if (o->admin == MQPROC__PAGE_SIGNED_IN) {
+    const char *st = str(job, "state");
+    fputs("<p id=\"actions\">", f);
+    if (st != NULL && (!strcmp(st, "QUEUED") || !strcmp(st, "RUNNING")))
+      button(f, "/jobs/", str(job, "job_id"), "cancel", "cancel");
+    else if (json_object_get(job, "request") != NULL &&
+             !json_is_null(json_object_get(job, "request")))
+      button(f, "/jobs/", str(job, "job_id"), "retry", "retry");
+    fputs("</p>", f);
+  }
   fputs("<table id=\"job\">", f);
   json_object_foreach((json_t *)job, key, v) {
     if (!strcmp(key, "tries") || !strcmp(key, "request"))
@@ -409,6 +458,25 @@ char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__pa
   fputs("</pre><h2>Log (its end)</h2><pre id=\"log\">", f);
   esc(f, log_tail != NULL ? log_tail : "(no log here: it is on the host that ran the job)");
   fputs("</pre>", f);
+  return end(f, &buf, 0);
+}
+
+char *mqproc__page_login(const char *problem, const mqproc__page_opts_t *o, size_t *len) {
+  char *buf = NULL;
+  FILE *f = begin(&buf, len, o, 0);
+  if (f == NULL)
+    return NULL;
+  fputs("<h2>Sign in to act</h2><p>Retry, cancel, pause and resume need the admin token "
+        "(the file given with <code>--http-admin-token</code>).</p>",
+        f);
+  if (problem != NULL) {
+    fputs("<p class=\"err\" id=\"error\">", f);
+    esc(f, problem);
+    fputs("</p>", f);
+  }
+  fputs("<form method=\"post\" action=\"/login\"><input type=\"password\" name=\"token\" "
+        "autocomplete=\"off\" required> <button>sign in</button></form>",
+        f);
   return end(f, &buf, 0);
 }
 

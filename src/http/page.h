@@ -9,8 +9,11 @@
 #include <jansson.h>
 #include <stddef.h>
 
+enum { MQPROC__PAGE_READ_ONLY, MQPROC__PAGE_SIGN_IN, MQPROC__PAGE_SIGNED_IN };
+
 typedef struct mqproc__page_opts {
   const char *title; /* e.g. "mqproc: ocrd-tesserocr-recognize (host:pid)" */
+  int admin;         /* MQPROC__PAGE_*: buttons (retry, cancel, pause, resume) when signed in */
 } mqproc__page_opts_t;
 
 /* overview: {"processors": [stats + "per_minute"], "workers": [...], "failures": [...]} */
@@ -21,6 +24,10 @@ char *mqproc__page_jobs(const json_t *rows, const char *state, const char *proce
 /* job: mqproc__ops_job()'s object; log_tail: the end of its log, or NULL. */
 char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__page_opts_t *o,
                        size_t *len);
+/* The admin token's form (problem: why the last try failed, or NULL). */
+char *mqproc__page_login(const char *problem, const mqproc__page_opts_t *o, size_t *len);
+/* "/jobs/ID" with ID percent-encoded, malloc()ed. */
+char *mqproc__page_job_href(const char *id);
 /* An error page (e.g. no such job, the database away). */
 char *mqproc__page_error(const char *what, const mqproc__page_opts_t *o, size_t *len);
 

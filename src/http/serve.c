@@ -169,8 +169,12 @@ int mqproc__serve_start(mqproc__server_t *srv, char *err) {
   s->srv = srv;
   s->messages = s->consumers = -1;
   snprintf(title, sizeof(title), "mqproc: %.100s (%.150s)", srv->processor, srv->worker_id);
-  dc = (mqproc__dash_cfg_t){
-      .database = srv->cfg->database, .queue = srv->cfg->queue_url, .title = title};
+  dc = (mqproc__dash_cfg_t){.database = srv->cfg->database,
+                            .queue = srv->cfg->queue_url,
+                            .title = title,
+                            .admin_token = srv->cfg->http_admin_token,
+                            .exchange = srv->cfg->exchange,
+                            .via = srv->worker_id};
   if ((rc = mqproc__dash_new(&s->dash, srv->loop, &dc, err)) != MQPROC_OK ||
       (rc = mqproc__http_start(&s->http, srv->loop, srv->cfg->http, handle, s, err)) != MQPROC_OK) {
     mqproc__dash_free(s->dash);
@@ -187,6 +191,7 @@ void mqproc__serve_stop(mqproc__server_t *srv) {
   if (srv->http == NULL)
     return;
   ready_answer(srv->http, "stopping");
+  mqproc__dash_stop(srv->http->dash);
   mqproc__http_stop(srv->http->http);
   srv->http->http = NULL;
 }

@@ -64,4 +64,34 @@ json_t *mqproc__ops_job(PGconn *c, const char *id, char *err);
 /* The last FAILED jobs, newest first. */
 json_t *mqproc__ops_failures(PGconn *c, int limit, char *err);
 
+/* ---- actions (err: 512 bytes; NULL on failure) ---------------------------------------
+ * What the CLI's commands and the page's buttons do, the same writes for both. actor:
+ * who asks (user@host, web:ADDR); via: what relayed it (NULL: nothing). Each returns an
+ * object with "audit", the line recorded in mqproc_audit (for the caller's log). */
+
+/* Records an operator action in mqproc_audit (detail taken); the line, malloc()ed. */
+char *mqproc__ops_audit(PGconn *c, const char *actor, const char *action, const char *target,
+                        long long rows, json_t *detail, char *err);
+
+#define MQPROC__OPS_BATCH 1000
+typedef struct mqproc__ops_retry {
+  const char *ids;               /* JSON array of job ids; NULL: by state (and processor) */
+  const char *state, *processor; /* the filter when ids is NULL */
+  const char *exchange;          /* NULL: ocrd-network-default */
+  const char *actor, *via;
+} mqproc__ops_retry_t;
+/* FAILED, CANCELLED or SUCCESS jobs back to QUEUED, their stored requests published again
+ * (priority and headers kept), 1000 rows per transaction: {"jobs": [{job_id, published}],
+ * "retried": N, "audit"}; an unpublished one is published by a server's sweep. */
+json_t *mqproc__ops_retry(PGconn *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w, char *err);
+/* QUEUED jobs become CANCELLED, RUNNING ones are stopped by their holder; with proc, ids
+ * not delivered yet get a CANCELLED row: {"jobs": [{job_id, outcome}], "cancelled": N,
+ * "audit"}, one transaction. */
+json_t *mqproc__ops_cancel(PGconn *c, const char *ids, const char *proc, const char *actor,
+                           const char *via, char *err);
+/* cmd pause|resume|drain for a processor's servers (worker NULL: all): the stored wish,
+ * a notification to the live ones, one transaction: {"audit"}. */
+json_t *mqproc__ops_control(PGconn *c, const char *cmd, const char *proc, const char *worker,
+                            const char *actor, const char *via, char *err);
+
 #endif

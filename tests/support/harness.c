@@ -475,14 +475,10 @@ static void build_argv(const char **argv, size_t cap, const char *processor, con
   argv[n] = NULL;
 }
 
-it_server_t *it_server_spawn(const char *processor, const char *exec, const char *const *extra,
-                             const char *const *envp) {
+static it_server_t *spawn_argv(const char *name, const char *const *argv, const char *const *envp) {
   it_server_t *s = calloc(1, sizeof(*s));
-  const char *argv[64];
-  char logdir[600], logpath[600];
+  char logpath[600];
   int fds[2];
-  snprintf(logdir, sizeof(logdir), "%s/joblogs", it_tmpdir());
-  build_argv(argv, 64, processor, exec, extra, logdir);
   cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
@@ -499,11 +495,30 @@ it_server_t *it_server_spawn(const char *processor, const char *exec, const char
   close(fds[1]);
   live_add(s->pid);
   s->out_fd = fds[0];
-  snprintf(logpath, sizeof(logpath), "%s/server-%s-%d.log", it_tmpdir(), processor, (int)s->pid);
+  snprintf(logpath, sizeof(logpath), "%s/server-%s-%d.log", it_tmpdir(), name, (int)s->pid);
   s->log = fopen(logpath, "a");
   cr_assert_not_null(s->log);
   pthread_create(&s->reader, NULL, reader_main, s);
   return s;
+}
+
+it_server_t *it_server_spawn(const char *processor, const char *exec, const char *const *extra,
+                             const char *const *envp) {
+  const char *argv[64];
+  char logdir[600];
+  snprintf(logdir, sizeof(logdir), "%s/joblogs", it_tmpdir());
+  build_argv(argv, 64, processor, exec, extra, logdir);
+  return spawn_argv(processor, argv, envp);
+}
+
+it_server_t *it_mqproc_spawn(const char *name, const char *const *args) {
+  const char *argv[64];
+  size_t n = 0;
+  argv[n++] = MQPROC_BIN;
+  for (; args != NULL && *args != NULL && n < 63; args++)
+    argv[n++] = *args;
+  argv[n] = NULL;
+  return spawn_argv(name, argv, NULL);
 }
 
 it_server_t *it_server_start(const char *processor, const char *exec, const char *const *extra,
@@ -916,9 +931,17 @@ int it_http_port(it_server_t *s) {
 }
 
 int it_http_get(int port, const char *path, char **body) {
+  return it_http_req(port, path, NULL, body);
+}
+
+int it_http_req(int port, const char *path, const char *const *args, char **body) {
   char *url = it_fmt("http://127.0.0.1:%d%s", port, path), *out = NULL, *nl;
-  const char *argv[] = {"/usr/bin/curl",  "-s", "--max-time", "20", "-w",
-                        "\n%{http_code}", url,  NULL};
+  const char *argv[48] = {"/usr/bin/curl", "-s", "--max-time", "20", "-w", "\n%{http_code}"};
+  size_t n = 6;
+  for (; args != NULL && *args != NULL && n < 46; args++)
+    argv[n++] = *args;
+  argv[n++] = url;
+  argv[n] = NULL;
   it_run(argv, NULL, NULL, &out);
   if (out == NULL || (nl = strrchr(out, '\n')) == NULL) {
     *body = it_fmt("%s", "");

@@ -86,6 +86,9 @@ it_server_t *it_server_start(const char *processor, const char *exec, const char
 /* it_server_start() without waiting for it to consume (for servers that must fail). */
 it_server_t *it_server_spawn(const char *processor, const char *exec, const char *const *extra,
                              const char *const *envp);
+/* Runs `mqproc ARGS...` (NULL-terminated) as a child whose output is read like a server's
+ * log (it_server_wait_log, it_server_stop, ...); name tags its log file. */
+it_server_t *it_mqproc_spawn(const char *name, const char *const *args);
 /* Broker connections the server made so far (1 = it never reconnected). */
 int it_server_connections(it_server_t *s);
 /* User + system CPU seconds a process has used so far. */
@@ -150,6 +153,8 @@ int it_http_port(it_server_t *s);
 /* GET http://127.0.0.1:port/path with curl: the status (0 when none), *body the answer
  * (owned by the harness). */
 int it_http_get(int port, const char *path, char **body);
+/* The same with more curl arguments (NULL-terminated), e.g. "-X", "POST", "-H", "...". */
+int it_http_req(int port, const char *path, const char *const *args, char **body);
 /* Path to a helper processor script in tests/support/procs/. Static. */
 const char *it_proc(const char *script);
 
