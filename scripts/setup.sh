@@ -15,7 +15,7 @@ PACKAGES=(
   libcriterion-dev libmicrohttpd-dev libxml2-dev
   rabbitmq-server postgresql
   python3 python3-pika python3-yaml python3-jsonschema
-  docker-compose curl procps iproute2 systemd
+  docker-compose curl jq procps iproute2 systemd
   prometheus chromium
 )
 
