@@ -4,7 +4,10 @@
 # should each answer in <= 200 ms. Starts its own RabbitMQ and PostgreSQL (the project's
 # services script), fills the table with generate_series (10 processors, 1 % FAILED, 0.5 %
 # RUNNING, a few QUEUED/CANCELLED, the rest SUCCESS, spread over 30 days; 40 workers rows),
-# runs each command 7 times and prints the median and max wall time, then a last line
+# runs each command 7 times and prints the median and max wall time. Then the HTTP side
+# (issue 10) on the same table: a processing server's --http (/healthz: the floor of a
+# round trip; /metrics: a scrape, goal <= 10 ms; /readyz) and `mqproc dashboard` (the
+# status page /, job lists, a job), each 21 curl requests, median and max. A last line
 # `RESULT key=value ...` (ms).
 #
 #   bash bench/fleet_reads.sh [--rows=N]
@@ -26,7 +29,12 @@ say "building mqproc (Release) in $BUILD"
   cmake --build "$BUILD" -j2 --target mqproc_bin; } >"$BUILD/build.log" 2>&1 ||
   { tail -n 20 "$BUILD/build.log" >&2; exit 2; }
 MQPROC=$PWD/$BUILD/mqproc
-cleanup() { bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true; }
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 say "starting private RabbitMQ + PostgreSQL in $SERVICES"
 bash scripts/services.sh start "$SERVICES" >"$BUILD/services.log" 2>&1 ||
@@ -91,10 +99,56 @@ time_cmd stats stats --processor proc-3
 time_cmd stats_all stats
 time_cmd workers workers
 
+# ---- HTTP: a server's --http and the dashboard ------------------------------------------
+# start_http NAME LOG ARGS...: runs mqproc ARGS in the background, sets PORT from its log
+start_http() {
+  local name=$1 log=$2
+  shift 2
+  "$MQPROC" "$@" >"$log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do
+    PORT=$(sed -n 's/.*status page on .*(port \([0-9]*\)).*/\1/p' "$log" | head -n1)
+    [ -n "$PORT" ] && return 0
+    sleep 0.1
+  done
+  say "$name did not start"; cat "$log" >&2; exit 1
+}
+declare -A HMED=() HMAX=()
+# time_get NAME URL: 21 GETs (after one warm-up), median and max in ms (curl's total time)
+time_get() {
+  local name=$1 url=$2 code
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$url")
+  [ "$code" = 200 ] || { say "$name: $url answered $code"; curl -s "$url" >&2; exit 1; }
+  mapfile -t v < <(for _ in $(seq 21); do curl -s -o /dev/null -w '%{time_total}\n' "$url"; done | sort -g)
+  HMED[$name]=$(awk -v s="${v[10]}" 'BEGIN { printf "%.1f", s * 1000 }')
+  HMAX[$name]=$(awk -v s="${v[20]}" 'BEGIN { printf "%.1f", s * 1000 }')
+}
+start_http server "$BUILD/server.log" processing-server --processor proc-0 --exec /bin/true \
+  --http 127.0.0.1:0 --log-dir "$BUILD/joblogs"
+SPORT=$PORT
+start_http dashboard "$BUILD/dashboard.log" dashboard --http 127.0.0.1:0
+DPORT=$PORT
+time_get healthz "http://127.0.0.1:$SPORT/healthz"
+time_get metrics "http://127.0.0.1:$SPORT/metrics"
+time_get readyz "http://127.0.0.1:$SPORT/readyz"
+time_get page "http://127.0.0.1:$DPORT/"
+time_get page_jobs "http://127.0.0.1:$DPORT/jobs"
+time_get page_failed "http://127.0.0.1:$DPORT/jobs?state=FAILED&processor=proc-3"
+time_get page_job "http://127.0.0.1:$DPORT/jobs/job-4242"
+HTTP_KEYS=(healthz metrics readyz page page_jobs page_failed page_job)
+
 printf '\n%-38s %10s %10s\n' "command (on $ROWS rows)" "median ms" "max ms"
 for k in list list_failed list_proc list_page2 show stats stats_all workers; do
   printf '%-38s %10s %10s\n' "$k" "${MED[$k]}" "${MAX[$k]}"
 done
-printf '(each a whole `mqproc` process: start, connect, query, print; the goal is <= 200 ms)\n\nRESULT rows=%s' "$ROWS"
+printf '(each a whole `mqproc` process: start, connect, query, print; the goal is <= 200 ms)\n'
+printf '\n%-38s %10s %10s\n' "HTTP GET (curl, Release build)" "median ms" "max ms"
+for k in "${HTTP_KEYS[@]}"; do
+  printf '%-38s %10s %10s\n' "$k" "${HMED[$k]}" "${HMAX[$k]}"
+done
+printf '(healthz, metrics, readyz: a processing server; page*: mqproc dashboard on the same\n'
+printf ' table; healthz is the floor of a round trip; the goal for a scrape is <= 10 ms)\n'
+printf '\nRESULT rows=%s' "$ROWS"
 for k in list list_failed list_proc list_page2 show stats stats_all workers; do printf ' %s_ms=%s' "$k" "${MED[$k]}"; done
+for k in "${HTTP_KEYS[@]}"; do printf ' http_%s_ms=%s' "$k" "${HMED[$k]}"; done
 echo
