@@ -2,7 +2,8 @@
  *
  * A backend fills a struct mqproc__broker_class (one comment per slot) and puts a
  * pointer to it first in its private state; callers use the mqproc__broker_* wrappers.
- * Backends: broker_amqp.c (RabbitMQ via rabbitmq-c). A directory queue comes later.
+ * Backends: broker/amqp.c (RabbitMQ via rabbitmq-c), broker/dir.c (a directory queue,
+ * dir:///SPOOL, no server to run: broker/dirq.h).
  *
  * Event model: the server's loop watches mqproc__broker_fd() and calls
  * mqproc__broker_pump() when it is readable, when mqproc__broker_pending() says data
@@ -131,6 +132,10 @@ struct mqproc__broker {
 /* The AMQP backend. url is copied; topology strings must outlive the broker. */
 int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
                             const mqproc__broker_events_t *ev, char *err);
+
+/* The directory-queue backend (dir:///SPOOL); as above. */
+int mqproc__broker_dir_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
+                           const mqproc__broker_events_t *ev, char *err);
 
 static inline int mqproc__broker_connect(mqproc__broker_t *b, char *err) {
   return b->klass->connect(b, err);

@@ -31,7 +31,8 @@ typedef struct opt {
 
 static const opt_t OPTS[] = {
     {"queue", "MQPROC_QUEUE", OPT_STR, F(queue_url), NULL, 0, 0, 0,
-     "AMQP URL of the broker, amqp://user:pass@host:port/vhost (required)"},
+     "AMQP URL of the broker, amqp://user:pass@host:port/vhost, or dir:///SPOOL for a "
+     "directory queue (docs/dir-queue.md) (required)"},
     {"database", "MQPROC_DATABASE", OPT_STR, F(database), NULL, 0, 0, 0,
      "PostgreSQL URL or conninfo of the job store (required)"},
     {"processor", "MQPROC_PROCESSOR", OPT_STR, F(processor), NULL, 0, 0, 0,

@@ -216,8 +216,9 @@ char *mqproc__metrics_render(const mqproc__metrics_t *m, const mqproc__metrics_n
   if (now->queue_messages >= 0) {
     gauge(f, "mqproc_queue_messages", "Messages ready in the job queue (a passive declare).", p,
           (double)now->queue_messages);
-    gauge(f, "mqproc_queue_consumers", "Consumers of the job queue (a passive declare).", p,
-          (double)now->queue_consumers);
+    if (now->queue_consumers >= 0) /* a directory queue keeps no list of its consumers */
+      gauge(f, "mqproc_queue_consumers", "Consumers of the job queue (a passive declare).", p,
+            (double)now->queue_consumers);
   }
   histogram(f, m, "mqproc_queue_wait_seconds",
             "Time from a message's creation to its claim by this server.", p, &m->queue_wait);

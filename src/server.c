@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "argv.h"
+#include "broker/dirq.h"
 #include "codec.h"
 #include "delivery.h"
 #include "fleet.h"
@@ -512,6 +513,8 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .heartbeat_s = cfg->heartbeat_s,
                                    .timeout_s = cfg->broker_timeout_s,
                                    .client_id = srv->worker_id};
+  if (mqproc__dirq_is_url(cfg->queue_url))
+    return mqproc__broker_dir_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
   return mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
 }
 

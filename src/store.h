@@ -1,7 +1,7 @@
 /* Job store interface: the job table is the source of truth for every job.
  *
  * A backend fills a struct mqproc__store_class and puts a pointer to it first in its
- * private state; callers use the mqproc__store_* wrappers. Backends: store_pg.c
+ * private state; callers use the mqproc__store_* wrappers. Backends: store/pg.c
  * (PostgreSQL via libpq). An SQLite store comes later.
  *
  * Fencing: mqproc__store_claim() returns an attempt number. Every later write for the

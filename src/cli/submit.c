@@ -11,7 +11,7 @@
 #include "codec.h"
 
 static const aopt_t OPTS[] = {
-    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL of the broker"},
+    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},
     {"database", 0, 1, "MQPROC_DATABASE", "PostgreSQL URL (for --wait)"},
     {"exchange", 0, 1, "MQPROC_EXCHANGE", "exchange (default ocrd-network-default)"},
     {"processor", 0, 1, NULL, "processor = queue name (required)"},
@@ -26,7 +26,7 @@ static const aopt_t OPTS[] = {
     {"callback", 0, 1, NULL, "callback_url"},
     {"priority", 0, 1, NULL,
      "AMQP priority 0-255 (orders delivery only on a queue declared with --max-priority, up "
-     "to that value)"},
+     "to that value; a dir:// queue orders by 0-99, above 99 counts as 99)"},
     {"job-id", 0, 1, NULL, "job id (default: a random UUID; with --count, ID-1 ... ID-N)"},
     {"header", 0, 1, NULL, "AMQP header k=v, repeatable"},
     {"format", 0, 1, NULL, "json (default) or yaml (as OCR-D's Python side sends)"},

@@ -13,7 +13,7 @@
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 #define LOG_TAIL 16384

@@ -1,5 +1,7 @@
 /* The operator commands' broker client: a blocking rabbitmq-c connection with publisher
- * confirms (a command waits for its broker; a server's loop never does). */
+ * confirms (a command waits for its broker; a server's loop never does), or, for a
+ * dir:// URL, the directory queue (broker/dirq.h): a publish is a durable file in the
+ * queue's new/ (written, fsynced, renamed, the directory fsynced). */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <stdio.h>
@@ -7,15 +9,73 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "broker/dirq.h"
 #include "log.h"
+#include "mqproc/mqproc.h"
 #include "ops/ops.h"
 
 #define TIMEOUT_S 10
 
 struct admin_amqp {
-  amqp_connection_state_t conn;
+  amqp_connection_state_t conn; /* NULL: a directory queue */
   uint64_t seq;
+  char spool[MQPROC__DIRQ_SPOOL_MAX];
 };
+
+/* ---- dir:// ------------------------------------------------------------------------- */
+
+static admin_amqp_t *dir_open(const char *url) {
+  char err[MQPROC_ERR_LEN];
+  admin_amqp_t *a = calloc(1, sizeof(*a));
+  if (a == NULL)
+    return NULL;
+  if (mqproc__dirq_spool(url, a->spool, err) != MQPROC_OK) {
+    fprintf(stderr, "mqproc: %s\n", err);
+    free(a);
+    return NULL;
+  }
+  return a;
+}
+
+static int dir_send(admin_amqp_t *a, const char *rk, const void *body, size_t len,
+                    const char *content_type, const char *message_id, int priority,
+                    const char *const *headers, size_t n_headers) {
+  char err[MQPROC_ERR_LEN], qdir[MQPROC__DIRQ_QDIR_MAX], name[MQPROC__DIRQ_NAME_MAX], *hj = NULL;
+  mqproc__dirq_msg_t m = {.body = body,
+                          .len = len,
+                          .content_type = content_type,
+                          .message_id = message_id,
+                          .priority = priority};
+  int rc;
+  if (n_headers > 0) {
+    json_t *o = json_object();
+    for (size_t i = 0; i < n_headers; i++) {
+      const char *eq = strchr(headers[i], '=');
+      char key[256];
+      if (eq == NULL || (size_t)(eq - headers[i]) >= sizeof(key))
+        continue;
+      memcpy(key, headers[i], (size_t)(eq - headers[i]));
+      key[eq - headers[i]] = '\0';
+      json_object_set_new(o, key, json_string(eq + 1));
+    }
+    hj = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    m.headers_json = hj;
+  }
+  /* a queue no server made yet is made here: the first server finds its jobs waiting */
+  rc = mqproc__dirq_make(a->spool, rk, qdir, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__dirq_put(qdir, "new", &m, 1, name, err);
+  free(hj);
+  if (rc != MQPROC_OK) {
+    fprintf(stderr, "mqproc: not queued: %s\n", err);
+    return -1;
+  }
+  a->seq++;
+  return 0;
+}
+
+/* ---- AMQP --------------------------------------------------------------------------- */
 
 static int rpc_ok(amqp_rpc_reply_t r, const char *what) {
   if (r.reply_type == AMQP_RESPONSE_NORMAL)
@@ -43,6 +103,8 @@ admin_amqp_t *mqproc__amqp_open(const char *url) {
     fprintf(stderr, "mqproc: --queue (or MQPROC_QUEUE) is required\n");
     return NULL;
   }
+  if (mqproc__dirq_is_url(url))
+    return dir_open(url);
   mqproc__mask_secret(url, masked, sizeof(masked));
   copy = strdup(url);
   if (copy == NULL || amqp_parse_url(copy, &info) != AMQP_STATUS_OK) {
@@ -80,6 +142,8 @@ int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, con
   amqp_table_entry_t entries[32];
   struct timeval tv = {TIMEOUT_S, 0};
   int returned = 0;
+  if (a->conn == NULL)
+    return dir_send(a, rk, body, len, content_type, message_id, priority, headers, n_headers);
   p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
   p.delivery_mode = 2;
   p.content_type = amqp_cstring_bytes(content_type);
@@ -150,8 +214,16 @@ int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, con
 }
 
 int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers) {
-  amqp_queue_declare_ok_t *ok =
-      amqp_queue_declare(a->conn, 1, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
+  amqp_queue_declare_ok_t *ok;
+  if (a->conn == NULL) { /* a directory queue keeps no list of its consumers */
+    char qdir[MQPROC__DIRQ_QDIR_MAX];
+    if (queue[0] == '\0' || queue[0] == '.' || strchr(queue, '/') != NULL)
+      return -1;
+    snprintf(qdir, sizeof(qdir), "%s/%.*s", a->spool, MQPROC__DIRQ_NAME_MAX, queue);
+    *consumers = -1;
+    return (*messages = mqproc__dirq_count(qdir)) >= 0 ? 0 : -1;
+  }
+  ok = amqp_queue_declare(a->conn, 1, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
   if (ok == NULL) { /* 404: the channel is closed; open it again for the next call */
     amqp_rpc_reply_t r = amqp_get_rpc_reply(a->conn);
     if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
@@ -171,6 +243,10 @@ int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long 
 void mqproc__amqp_close(admin_amqp_t *a) {
   if (a == NULL)
     return;
+  if (a->conn == NULL) {
+    free(a);
+    return;
+  }
   amqp_channel_close(a->conn, 1, AMQP_REPLY_SUCCESS);
   amqp_connection_close(a->conn, AMQP_REPLY_SUCCESS);
   amqp_destroy_connection(a->conn);

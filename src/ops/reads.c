@@ -66,7 +66,7 @@ json_t *mqproc__ops_stats(PGconn *c, admin_amqp_t *amqp, const char *proc) {
   PGresult *r;
   if (amqp != NULL && mqproc__amqp_depth(amqp, proc, &msgs, &cons) == 0) {
     json_object_set_new(o, "queue_depth", json_integer(msgs));
-    json_object_set_new(o, "consumers", json_integer(cons));
+    json_object_set_new(o, "consumers", cons >= 0 ? json_integer(cons) : json_null());
   } else {
     json_object_set_new(o, "queue_depth", json_null());
     json_object_set_new(o, "consumers", json_null());

@@ -1,11 +1,11 @@
-/* Unit tests for src/broker_amqp_headers.c: a delivery's AMQP headers table as the JSON
+/* Unit tests for src/broker/amqp_headers.c: a delivery's AMQP headers table as the JSON
  * object the job table stores and processors read. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker_amqp_int.h"
+#include "broker/amqp_int.h"
 
 static amqp_table_entry_t entry(const char *key, amqp_field_value_t v) {
   return (amqp_table_entry_t){.key = amqp_cstring_bytes(key), .value = v};

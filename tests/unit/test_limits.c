@@ -7,7 +7,7 @@
 
 #include "joblog.h"
 #include "runner.h"
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 Test(sqlstate, outages_data_and_the_rest) {

@@ -1,6 +1,6 @@
-/* AMQP backend internals shared by its files: broker_amqp.c (connection, consuming,
- * incoming frames, teardown), broker_amqp_publish.c (publishing and confirms) and
- * broker_amqp_declare.c (declarations, RPC replies). */
+/* AMQP backend internals shared by its files: broker/amqp.c (connection, consuming,
+ * incoming frames, teardown), broker/amqp_publish.c (publishing and confirms) and
+ * broker/amqp_declare.c (declarations, RPC replies). */
 #ifndef MQPROC_BROKER_AMQP_INT_H
 #define MQPROC_BROKER_AMQP_INT_H
 
@@ -64,15 +64,15 @@ int mqproc__amqp_declare_topology(amqp_broker_t *b, char *err);
 /* A queue declared like the job queue and bound with routing key = its name. */
 int mqproc__amqp_declare_bound_queue(amqp_broker_t *b, const char *queue, char *err);
 
-/* Publishing (broker_amqp_publish.c): the class's publish slot, and the confirms and
- * returns that arrive as frames (dispatched by broker_amqp.c). */
+/* Publishing (broker/amqp_publish.c): the class's publish slot, and the confirms and
+ * returns that arrive as frames (dispatched by broker/amqp.c). */
 int mqproc__amqp_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq,
                          char *err);
 void mqproc__amqp_settle_confirms(amqp_broker_t *b, uint64_t tag, int multiple, int status);
 void mqproc__amqp_fail_all_confirms(amqp_broker_t *b);
 void mqproc__amqp_on_return(amqp_broker_t *b, amqp_channel_t ch);
 
-/* A delivery's headers table as a JSON object text (broker_amqp_headers.c); NULL when it
+/* A delivery's headers table as a JSON object text (broker/amqp_headers.c); NULL when it
  * has none. The caller frees it. */
 char *mqproc__amqp_headers_json(const amqp_table_t *t);
 

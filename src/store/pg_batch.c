@@ -1,10 +1,10 @@
-/* Batched statements of the PostgreSQL store (see store_pg_int.h): the array parameters
+/* Batched statements of the PostgreSQL store (see store/pg_int.h): the array parameters
  * one execution carries for several requests, and the rows of its result matched back to
  * each request by the ordinality in column 0. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 char *mqproc__pg_text_array(const char *const *vals, size_t n) {

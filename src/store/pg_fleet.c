@@ -1,13 +1,13 @@
 /* PostgreSQL job store, part four: what a server says about itself and learns from the
  * operators (sql/005_fleet.sql): its workers row, the wish for it (pause, drain), the
  * cancels of the jobs it holds, a holder found dead, and a cancelled job's end. Requests
- * for the asynchronous engine, like store_pg.c's. */
+ * for the asynchronous engine, like store/pg.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store.h"
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 /* clang-format off */

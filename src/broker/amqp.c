@@ -13,8 +13,8 @@
  * may block on the socket runs under a deadline (write_guard.h, --broker-timeout).
  *
  * This file: connecting, consuming, incoming frames, teardown. Publishing and confirms
- * are in broker_amqp_publish.c, declarations and RPC replies in broker_amqp_declare.c;
- * shared internals in broker_amqp_int.h.
+ * are in broker/amqp_publish.c, declarations and RPC replies in broker/amqp_declare.c;
+ * shared internals in broker/amqp_int.h.
  */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker_amqp_int.h"
+#include "broker/amqp_int.h"
 #include "log.h"
 #include "util.h"
 

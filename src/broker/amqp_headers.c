@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker_amqp_int.h"
+#include "broker/amqp_int.h"
 #include "util.h"
 
 #define MAX_DEPTH 8

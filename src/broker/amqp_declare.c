@@ -1,11 +1,11 @@
 /* AMQP backend, part two: declarations and RPC replies (exchange, queues, bindings;
- * passive first so an existing object is used as it is). Part one is broker_amqp.c. */
+ * passive first so an existing object is used as it is). Part one is broker/amqp.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker_amqp_int.h"
+#include "broker/amqp_int.h"
 #include "util.h"
 
 /* ---- errors ------------------------------------------------------------------------- */

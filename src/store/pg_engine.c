@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 #define ROUND_MAX 512           /* requests per round */

@@ -1,5 +1,5 @@
 /* AMQP backend, publishing: basic.publish on channel 2 (confirm mode), the confirms and
- * returns that settle it. Part of broker_amqp.c's backend (broker_amqp_int.h).
+ * returns that settle it. Part of broker/amqp.c's backend (broker/amqp_int.h).
  *
  * Before a byte is written, a message is checked against what AMQP can encode: short
  * strings (exchange, routing key, content type, message id) of at most 255 bytes and a
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker_amqp_int.h"
+#include "broker/amqp_int.h"
 #include "util.h"
 
 #define MAX_HEADERS 16

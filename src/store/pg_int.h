@@ -1,6 +1,6 @@
-/* Internals shared by the PostgreSQL store's files: store_pg_engine.c (the asynchronous
- * connection: requests, rounds, batches), store_pg_conn.c (the synchronous connection of
- * start-up and `mqproc migrate`, the schema, error classes) and store_pg.c (the job
+/* Internals shared by the PostgreSQL store's files: store/pg_engine.c (the asynchronous
+ * connection: requests, rounds, batches), store/pg_conn.c (the synchronous connection of
+ * start-up and `mqproc migrate`, the schema, error classes) and store/pg.c (the job
  * table's statements). Not an API. */
 #ifndef MQPROC_STORE_PG_INT_H
 #define MQPROC_STORE_PG_INT_H
@@ -48,7 +48,7 @@ typedef struct pg_stmt {
 
 #define MQPROC__PG_RETRY 1
 
-/* When a holder's lease ends, one rule for the claim and the sweeps (store_pg.c says
+/* When a holder's lease ends, one rule for the claim and the sweeps (store/pg.c says
  * why): at lease_until, never within two leases (ms, an SQL expression) of the database's
  * start. */
 /* clang-format off */
@@ -86,7 +86,7 @@ struct pg_req {
 int mqproc__pg_submit(pg_store_t *s, pg_req_t *r);
 void mqproc__pg_req_free(pg_req_t *r);
 
-/* Queues a request of st (store_pg.c): types says how to read the parameters that follow,
+/* Queues a request of st (store/pg.c): types says how to read the parameters that follow,
  * one letter each: s string (NULL = SQL NULL), i int, l long long, b boolean (int),
  * y bytes (pointer, size_t length). out and row_cb are kept in the request for st's parse. */
 int mqproc__pg_request(mqproc__store_t *base, const pg_stmt_t *st, void *out, void *row_cb,
@@ -95,7 +95,7 @@ int mqproc__pg_request(mqproc__store_t *base, const pg_stmt_t *st, void *out, vo
  * MQPROC_ESTORE_FENCED; parameters 0 and 1 are the job and the attempt. */
 int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n);
 
-/* The sweeps and marks (store_pg_sweep.c), the class's methods of those names. */
+/* The sweeps and marks (store/pg_sweep.c), the class's methods of those names. */
 int mqproc__pg_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
                      void (*row)(void *ud, const mqproc__sweep_row_t *r),
                      mqproc__store_done_cb done, void *ud);
@@ -117,7 +117,7 @@ int mqproc__pg_record_dead(mqproc__store_t *s, const char *processor, const char
                            const void *body, size_t len, size_t keep, const char *reason,
                            const char *worker_id, mqproc__store_done_cb done, void *ud);
 
-/* The fleet's statements (store_pg_fleet.c), the class's methods of those names. */
+/* The fleet's statements (store/pg_fleet.c), the class's methods of those names. */
 int mqproc__pg_beat(mqproc__store_t *s, mqproc__beat_t *b,
                     void (*cancel)(void *ud, const char *job_id, int attempt),
                     mqproc__store_done_cb done, void *ud);
@@ -127,7 +127,7 @@ int mqproc__pg_cancelled(mqproc__store_t *s, const char *job_id, int attempt, in
                          const mqproc__try_end_t *e, int outbox, int lease_ms,
                          mqproc__store_done_cb done, void *ud);
 
-/* ---- batched statements (store_pg_batch.c) ------------------------------------------ */
+/* ---- batched statements (store/pg_batch.c) ------------------------------------------ */
 
 /* The array literal of vals: {"a","b",NULL} (malloc'd; NULL: no memory). */
 char *mqproc__pg_text_array(const char *const *vals, size_t n);
@@ -139,7 +139,7 @@ char *mqproc__pg_array_param(pg_req_t *const *reqs, int nreqs, int i);
 void mqproc__pg_parse_batched(pg_req_t *const *reqs, int nreqs, PGresult *res);
 void mqproc__pg_parse_single(pg_req_t *r, PGresult *res);
 
-/* ---- the engine (store_pg_engine.c) ------------------------------------------------ */
+/* ---- the engine (store/pg_engine.c) ------------------------------------------------ */
 
 int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop, char *err);
 /* Fails what is pending without calling back, closes, frees. */
@@ -147,7 +147,7 @@ void mqproc__pg_engine_free(pg_engine_t *e);
 /* Requests of ud complete without calling back. */
 void mqproc__pg_engine_forget(pg_engine_t *e, void *ud);
 
-/* ---- synchronous connection, errors, schema (store_pg_conn.c) ----------------------- */
+/* ---- synchronous connection, errors, schema (store/pg_conn.c) ----------------------- */
 
 /* How a failed statement's SQLSTATE is treated: connection and availability classes (08,
  * 53, 57P0x, 58) are outages (MQPROC_ESTORE_CONNECT); data, constraint and limit classes

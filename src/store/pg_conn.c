@@ -1,7 +1,7 @@
 /* PostgreSQL job store: the synchronous connection of start-up (open, migrate; `mqproc
  * migrate`), the schema, and what both connections share: connection parameters with
  * bounded timeouts, the SQLSTATE classes, UTF-8 clean text. The loop's connection is the
- * asynchronous engine (store_pg_engine.c); this one is closed once the server runs.
+ * asynchronous engine (store/pg_engine.c); this one is closed once the server runs.
  */
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include "log.h"
 #include "store.h"
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 #define SCHEMA_VERSION 5

@@ -1,10 +1,10 @@
 /* PostgreSQL job store (libpq): the job table's statements, fenced by attempt,
  * parameterised SQL only. Each method builds a request for the asynchronous engine
- * (store_pg_engine.c), which prepares every statement once per connection, batches the
+ * (store/pg_engine.c), which prepares every statement once per connection, batches the
  * hot ones (claim, succeed, renew, outbox_done: array parameters, one execution for
  * many jobs) and sends a round of them as one transaction; parse functions read each
  * request's rows back. The synchronous start-up connection and the schema are in
- * store_pg_conn.c; the sweeps and marks in store_pg_sweep.c.
+ * store/pg_conn.c; the sweeps and marks in store/pg_sweep.c.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 #include "log.h"
 #include "store.h"
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 /* ---- requests ----------------------------------------------------------------------- */
@@ -137,7 +137,7 @@ int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n) 
 
 /* ---- claim -------------------------------------------------------------------------- */
 
-/* LEASE_END (store_pg_int.h), when a holder's lease counts as over, for the claim and both
+/* LEASE_END (store/pg_int.h), when a holder's lease counts as over, for the claim and both
  * sweeps: at lease_until, but never within two leases (ms: the SQL parameter given) of the
  * database's start. Holders could not renew while it was down, and a server that never noticed the
  * outage (started during it, or idle) would otherwise take a live job over; a copy redelivered

@@ -1,12 +1,12 @@
 /* PostgreSQL job store, part three: the sweeps (republish, outbox) and the marks written
  * after a job's outcome (published, callbacks, outbox done, dead letters). Requests for
- * the asynchronous engine, like store_pg.c's. */
+ * the asynchronous engine, like store/pg.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store.h"
-#include "store_pg_int.h"
+#include "store/pg_int.h"
 #include "util.h"
 
 /* clang-format off */
@@ -14,7 +14,7 @@
  * is gone and no message exists for it) or a QUEUED job still waiting for its message.
  * They become QUEUED with republish pending and a grace lease, so concurrent sweepers skip
  * them while this one publishes; if this one dies, the grace runs out and another sends.
- * A holder's lease ends as LEASE_END says (see store_pg.c). */
+ * A holder's lease ends as LEASE_END says (see store/pg.c). */
 static const char SWEEP_SQL[] =
     "UPDATE mqproc_jobs SET state = 'QUEUED', republish = true, delivery_acked = false,"
     " worker_id = NULL, lease_until = now() + $2::int * interval '1 millisecond',"

@@ -1,0 +1,557 @@
+/* The dir:// broker backend (broker.h) on the directory queue of dirq.h: the job queue is
+ * SPOOL/PROCESSOR; results go to the sibling queue their routing key names, dead letters
+ * into the job queue's failed/ with the reason beside them.
+ *
+ * Waiting: an inotify watch on new/ (IN_MOVED_TO, IN_CREATE; a full read of new/ after
+ * IN_Q_OVERFLOW) feeds a heap of the ready names, so a claim costs the same however long
+ * the queue is; the loop's pump at least once a second also reads new/ again when the heap
+ * is empty (a network filesystem reports no other host's files) and looks for dead holders.
+ *
+ * Claiming: open new/NAME, flock(LOCK_EX|LOCK_NB), rename to cur/NAME: two servers cannot
+ * both win (the loser's lock or rename fails). The lock stays until the delivery is
+ * settled; the kernel drops it when the server dies, and the next server that looks at
+ * cur/ (within a second) moves the file back to new/ (marked ".r", delivered before). The
+ * job table, not the queue, says whether the job already ran (the delivery's claim there
+ * is fenced by its attempt), so a claim and an ack need no fsync: a power cut that undoes
+ * one redelivers a job the table knows. What a producer was told is durable is: a publish
+ * is confirmed only once its file and directory entry are fsynced (one directory fsync
+ * for all publishes of a pump).
+ *
+ * Settling: ack = unlink cur/NAME; nack with requeue = a new name at the end of new/
+ * (SERIF's rule: a failed job goes to the end of the queue); nack without = failed/. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "broker/dirq.h"
+#include "log.h"
+#include "mqproc/mqproc.h"
+#include "util.h"
+
+#define LOOK_EVERY_MS 900    /* dead holders, and new/ when the heap is empty */
+#define MAX_FILE (256 << 20) /* a job file beyond this goes to failed/ */
+
+typedef struct held {
+  uint64_t tag;
+  int fd; /* holds the flock */
+  char name[MQPROC__DIRQ_NAME_MAX + 8];
+  struct held *next;
+} held_t;
+
+typedef struct confirm {
+  uint64_t seq;
+  int status;
+} confirm_t;
+
+typedef struct dirb {
+  mqproc__broker_t base;
+  char spool[MQPROC__DIRQ_SPOOL_MAX], qdir[MQPROC__DIRQ_QDIR_MAX];
+  const mqproc__topology_t *topo;
+  mqproc__broker_events_t ev;
+  int ino; /* inotify fd; -1: not connected */
+  uint64_t epoch, next_tag, next_seq, consumer;
+  int consuming, prefetch, n_held;
+  held_t *held;
+  char **heap; /* ready names, smallest first */
+  size_t n, cap;
+  confirm_t *confirms; /* publishes to confirm once their directories are fsynced */
+  size_t n_confirms, cap_confirms;
+  char **sync_dirs; /* directories to fsync before those confirms */
+  size_t n_sync;
+  int64_t looked_ms;
+} dirb_t;
+
+/* ---- the heap of ready names -------------------------------------------------------- */
+
+static void heap_push(dirb_t *b, const char *name) {
+  size_t i;
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 256;
+    char **h = realloc(b->heap, cap * sizeof(*h));
+    if (h == NULL)
+      return; /* found again by the next read of new/ */
+    b->heap = h;
+    b->cap = cap;
+  }
+  if ((b->heap[b->n] = strdup(name)) == NULL)
+    return;
+  for (i = b->n++; i > 0 && strcmp(b->heap[(i - 1) / 2], b->heap[i]) > 0; i = (i - 1) / 2) {
+    char *t = b->heap[i];
+    b->heap[i] = b->heap[(i - 1) / 2];
+    b->heap[(i - 1) / 2] = t;
+  }
+}
+
+static char *heap_pop(dirb_t *b) {
+  char *top;
+  size_t i = 0;
+  if (b->n == 0)
+    return NULL;
+  top = b->heap[0];
+  b->heap[0] = b->heap[--b->n];
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < b->n && strcmp(b->heap[l], b->heap[m]) < 0)
+      m = l;
+    if (r < b->n && strcmp(b->heap[r], b->heap[m]) < 0)
+      m = r;
+    if (m == i)
+      break;
+    char *t = b->heap[i];
+    b->heap[i] = b->heap[m];
+    b->heap[m] = t;
+    i = m;
+  }
+  return top;
+}
+
+static void heap_clear(dirb_t *b) {
+  while (b->n > 0)
+    free(b->heap[--b->n]);
+}
+
+/* Every ready name of new/ (after an overflow, at connect, and as the poll of NFS). */
+static void read_new(dirb_t *b) {
+  char dir[PATH_MAX];
+  DIR *d;
+  struct dirent *e;
+  snprintf(dir, sizeof(dir), "%s/new", b->qdir);
+  if ((d = opendir(dir)) == NULL)
+    return;
+  heap_clear(b);
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.')
+      heap_push(b, e->d_name);
+  closedir(d);
+}
+
+/* ---- dead holders ------------------------------------------------------------------- */
+
+/* Files in cur/ nobody holds a lock on: their server died. Back to new/, marked. */
+static void take_back(dirb_t *b) {
+  char dir[PATH_MAX], from[PATH_MAX], to[PATH_MAX];
+  DIR *d;
+  struct dirent *e;
+  int n = 0;
+  snprintf(dir, sizeof(dir), "%s/cur", b->qdir);
+  if ((d = opendir(dir)) == NULL)
+    return;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    int fd;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, e->d_name);
+    if ((fd = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+      continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* nobody holds it (ours are held by our fds) */
+      int again = len > 2 && strcmp(e->d_name + len - 2, ".r") == 0;
+      snprintf(to, sizeof(to), "%s/new/%s%s", b->qdir, e->d_name, again ? "" : ".r");
+      if (rename(from, to) == 0)
+        n++;
+    }
+    close(fd);
+  }
+  closedir(d);
+  if (n > 0)
+    MQPROC__INFO("dir queue %s: %d job(s) of a server that died went back to new/", b->qdir, n);
+}
+
+/* ---- deliveries --------------------------------------------------------------------- */
+
+static int read_file(int fd, char **out, size_t *len) {
+  struct stat st;
+  char *buf;
+  size_t got = 0;
+  if (fstat(fd, &st) != 0 || st.st_size > MAX_FILE)
+    return -1;
+  if ((buf = malloc((size_t)st.st_size + 1)) == NULL)
+    return -1;
+  while (got < (size_t)st.st_size) {
+    ssize_t r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      break;
+    got += (size_t)r;
+  }
+  buf[got] = '\0';
+  *out = buf;
+  *len = got;
+  return 0;
+}
+
+static void to_failed(dirb_t *b, const char *name, const char *why) {
+  char from[PATH_MAX], to[PATH_MAX], reason[PATH_MAX];
+  FILE *f;
+  snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
+  snprintf(to, sizeof(to), "%s/failed/%s", b->qdir, name);
+  snprintf(reason, sizeof(reason), "%s/failed/%s.reason", b->qdir, name);
+  if ((f = fopen(reason, "w")) != NULL) {
+    fprintf(f, "%s\n", why);
+    fclose(f);
+  }
+  if (rename(from, to) != 0)
+    MQPROC__WARN("dir queue: cannot move %s to failed/: %s", from, strerror(errno));
+}
+
+/* Claims the next ready job and hands it over; 0 when there was none. */
+static int deliver_one(dirb_t *b) {
+  char *name, from[PATH_MAX], to[PATH_MAX], *data = NULL, *headers = NULL;
+  mqproc__dirq_msg_t m;
+  mqproc__broker_msg_t msg;
+  json_t *meta = NULL;
+  held_t *h;
+  size_t len = 0;
+  int fd;
+  while ((name = heap_pop(b)) != NULL) {
+    snprintf(from, sizeof(from), "%s/new/%s", b->qdir, name);
+    snprintf(to, sizeof(to), "%s/cur/%s", b->qdir, name);
+    fd = open(from, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(from, to) == 0)
+      break; /* ours */
+    if (fd >= 0)
+      close(fd);
+    free(name); /* another server's, or gone */
+  }
+  if (name == NULL)
+    return 0;
+  if (read_file(fd, &data, &len) != 0 || (h = calloc(1, sizeof(*h))) == NULL) {
+    to_failed(b, name, "cannot read the job file (or it is larger than 256 MiB)");
+    close(fd);
+    free(data);
+    free(name);
+    return 1;
+  }
+  h->tag = ++b->next_tag;
+  h->fd = fd;
+  snprintf(h->name, sizeof(h->name), "%s", name);
+  h->next = b->held;
+  b->held = h;
+  b->n_held++;
+  mqproc__dirq_parse(data, len, &m, &meta);
+  if (json_is_object(json_object_get(meta, "headers")))
+    headers = json_dumps(json_object_get(meta, "headers"), JSON_COMPACT);
+  msg = (mqproc__broker_msg_t){.epoch = b->epoch,
+                               .tag = h->tag,
+                               .consumer = b->consumer,
+                               .redelivered =
+                                   strlen(name) > 2 && strcmp(name + strlen(name) - 2, ".r") == 0,
+                               .body = m.body,
+                               .len = m.len,
+                               .content_type = m.content_type != NULL ? m.content_type : "",
+                               .message_id = m.message_id != NULL ? m.message_id : "",
+                               .routing_key = b->topo->queue,
+                               .headers_json = headers,
+                               .priority = mqproc__dirq_name_priority(name)};
+  b->ev.on_message(b->ev.ud, &msg);
+  free(headers);
+  json_decref(meta);
+  free(data);
+  free(name);
+  return 1;
+}
+
+static held_t **find_held(dirb_t *b, uint64_t tag) {
+  for (held_t **p = &b->held; *p != NULL; p = &(*p)->next)
+    if ((*p)->tag == tag)
+      return p;
+  return NULL;
+}
+
+static void drop_held(dirb_t *b, held_t **p) {
+  held_t *h = *p;
+  *p = h->next;
+  close(h->fd);
+  free(h);
+  b->n_held--;
+}
+
+/* ---- the class ---------------------------------------------------------------------- */
+
+static void report_confirms(dirb_t *b, int status_if_ok) {
+  char err[MQPROC_ERR_LEN];
+  int synced = 1;
+  for (size_t i = 0; i < b->n_sync; i++) {
+    if (status_if_ok == MQPROC_OK && mqproc__dirq_sync(b->sync_dirs[i], err) != MQPROC_OK) {
+      MQPROC__WARN("dir queue: %s", err);
+      synced = 0;
+    }
+    free(b->sync_dirs[i]);
+  }
+  b->n_sync = 0;
+  for (size_t i = 0; i < b->n_confirms; i++) { /* the callback may publish again */
+    confirm_t c = b->confirms[i];
+    int st = c.status == MQPROC_OK ? (synced ? status_if_ok : MQPROC_EBROKER_NACKED) : c.status;
+    b->ev.on_confirm(b->ev.ud, c.seq, st);
+  }
+  b->n_confirms = 0;
+}
+
+static int d_fd(mqproc__broker_t *base) {
+  return ((dirb_t *)base)->ino;
+}
+
+static int d_pending(mqproc__broker_t *base) {
+  dirb_t *b = (dirb_t *)base;
+  return b->ino >= 0 &&
+         (b->n_confirms > 0 || (b->consuming && b->n_held < b->prefetch && b->n > 0));
+}
+
+static int d_pump(mqproc__broker_t *base, char *err) {
+  dirb_t *b = (dirb_t *)base;
+  char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+  int64_t now = mqproc__now_ms();
+  ssize_t r;
+  int overflow = 0;
+  (void)err;
+  if (b->ino < 0)
+    return MQPROC_OK;
+  while ((r = read(b->ino, buf, sizeof(buf))) > 0) {
+    for (char *p = buf; p < buf + r;) {
+      const struct inotify_event *e = (const struct inotify_event *)p;
+      if (e->mask & IN_Q_OVERFLOW)
+        overflow = 1; /* events were lost: read all of new/ */
+      else if (e->len > 0 && e->name[0] != '.')
+        heap_push(b, e->name);
+      p += sizeof(*e) + e->len;
+    }
+  }
+  if (now - b->looked_ms >= LOOK_EVERY_MS) {
+    b->looked_ms = now;
+    take_back(b);
+    overflow |= b->n == 0; /* what inotify cannot see: other hosts' files on NFS */
+  }
+  if (overflow)
+    read_new(b);
+  while (b->consuming && b->n_held < b->prefetch && b->ino >= 0 && deliver_one(b))
+    ;
+  if (b->n_confirms > 0)
+    report_confirms(b, MQPROC_OK);
+  return MQPROC_OK;
+}
+
+static int d_connect(mqproc__broker_t *base, char *err) {
+  dirb_t *b = (dirb_t *)base;
+  char dir[PATH_MAX];
+  int rc;
+  if ((rc = mqproc__dirq_make(b->spool, b->topo->queue, b->qdir, err)) != MQPROC_OK)
+    return rc == MQPROC_EINVAL ? MQPROC_ECONFIG : rc;
+  if ((b->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
+    return mqproc__err(err, MQPROC_ESYS, "inotify: %s", strerror(errno));
+  snprintf(dir, sizeof(dir), "%s/new", b->qdir);
+  if (inotify_add_watch(b->ino, dir, IN_MOVED_TO | IN_CREATE) < 0) {
+    rc = errno;
+    close(b->ino);
+    b->ino = -1;
+    return mqproc__err(err, MQPROC_ESYS, "inotify on %s: %s", dir, strerror(rc));
+  }
+  b->epoch++;
+  b->looked_ms = 0;
+  take_back(b);
+  read_new(b);
+  b->looked_ms = mqproc__now_ms();
+  return MQPROC_OK;
+}
+
+static int d_ack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multiple, char *err) {
+  dirb_t *b = (dirb_t *)base;
+  char path[PATH_MAX];
+  if (b->ino < 0 || epoch != b->epoch)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the delivery is of a closed connection");
+  for (held_t **p = &b->held; *p != NULL;) {
+    if ((*p)->tag == tag || (multiple && (*p)->tag < tag)) {
+      snprintf(path, sizeof(path), "%s/cur/%s", b->qdir, (*p)->name);
+      if (unlink(path) != 0 && errno != ENOENT)
+        MQPROC__WARN("dir queue: cannot remove %s: %s", path, strerror(errno));
+      drop_held(b, p);
+    } else {
+      p = &(*p)->next;
+    }
+  }
+  return MQPROC_OK;
+}
+
+static int d_nack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int requeue, char *err) {
+  dirb_t *b = (dirb_t *)base;
+  held_t **p = find_held(b, tag);
+  char from[PATH_MAX], to[PATH_MAX], name[MQPROC__DIRQ_NAME_MAX];
+  if (b->ino < 0 || epoch != b->epoch || p == NULL)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the delivery is of a closed connection");
+  if (!requeue) {
+    to_failed(b, (*p)->name, "rejected by the server (nack without requeue)");
+  } else { /* to the end of the queue, under a new name of the same priority */
+    mqproc__dirq_name(mqproc__dirq_name_priority((*p)->name), 1, name, sizeof(name));
+    snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, (*p)->name);
+    snprintf(to, sizeof(to), "%s/new/%s", b->qdir, name);
+    if (rename(from, to) != 0)
+      MQPROC__WARN("dir queue: cannot requeue %s: %s", from, strerror(errno));
+  }
+  drop_held(b, p);
+  return MQPROC_OK;
+}
+
+static const char *header(const mqproc__publish_t *p, const char *key) {
+  for (size_t i = 0; i < p->n_headers; i++)
+    if (!strcmp(p->headers[i].key, key))
+      return p->headers[i].value;
+  return NULL;
+}
+
+static int d_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq, char *err) {
+  dirb_t *b = (dirb_t *)base;
+  char qdir[MQPROC__DIRQ_QDIR_MAX], name[MQPROC__DIRQ_NAME_MAX], dir[PATH_MAX], *headers = NULL;
+  int dead = b->topo->dead_queue != NULL && !strcmp(p->routing_key, b->topo->dead_queue), rc;
+  mqproc__dirq_msg_t m = {.body = p->body,
+                          .len = p->len,
+                          .content_type = p->content_type,
+                          .message_id = p->message_id,
+                          .priority = p->priority};
+  if (b->ino < 0)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the dir queue is not open");
+  if (p->routing_key[0] == '\0' || p->routing_key[0] == '.' || strchr(p->routing_key, '/'))
+    return mqproc__err(err, MQPROC_EINVAL, "'%s' cannot name a queue directory", p->routing_key);
+  if (p->n_headers > 0) {
+    json_t *o = json_object();
+    for (size_t i = 0; i < p->n_headers; i++)
+      json_object_set_new(o, p->headers[i].key, json_string(p->headers[i].value));
+    headers = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    m.headers_json = headers;
+  }
+  snprintf(qdir, sizeof(qdir), "%s/%s", b->spool, dead ? b->topo->queue : p->routing_key);
+  rc = mqproc__dirq_put(qdir, dead ? "failed" : "new", &m, 0, name, err);
+  free(headers);
+  if (rc == MQPROC_OK && dead) { /* the reason beside it, as for a rejected job */
+    char reason[PATH_MAX];
+    const char *why = header(p, "x-mqproc-reason");
+    FILE *f;
+    snprintf(reason, sizeof(reason), "%s/failed/%s.reason", qdir, name);
+    if ((f = fopen(reason, "w")) != NULL) {
+      fprintf(f, "%s\n", why != NULL ? why : "dead-lettered");
+      fclose(f);
+    }
+  }
+  if (rc != MQPROC_OK && rc != MQPROC_EBROKER_UNROUTABLE)
+    return rc;
+  if (b->n_confirms == b->cap_confirms) {
+    size_t cap = b->cap_confirms ? 2 * b->cap_confirms : 64;
+    confirm_t *c = realloc(b->confirms, cap * sizeof(*c));
+    char **s = realloc(b->sync_dirs, cap * sizeof(*s));
+    if (s != NULL)
+      b->sync_dirs = s;
+    if (c == NULL || s == NULL) {
+      if (c != NULL)
+        b->confirms = c;
+      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    }
+    b->confirms = c;
+    b->cap_confirms = cap;
+  }
+  *seq = ++b->next_seq;
+  b->confirms[b->n_confirms++] =
+      (confirm_t){*seq, rc == MQPROC_OK || !p->mandatory ? MQPROC_OK : MQPROC_EBROKER_UNROUTABLE};
+  if (rc == MQPROC_OK) { /* one fsync per directory for all publishes of this pump */
+    size_t i;
+    snprintf(dir, sizeof(dir), "%s/%s", qdir, dead ? "failed" : "new");
+    for (i = 0; i < b->n_sync && strcmp(b->sync_dirs[i], dir) != 0; i++)
+      ;
+    if (i == b->n_sync && (b->sync_dirs[b->n_sync] = strdup(dir)) != NULL)
+      b->n_sync++;
+  }
+  return MQPROC_OK;
+}
+
+static int d_declare_queue(mqproc__broker_t *base, const char *queue, char *err) {
+  dirb_t *b = (dirb_t *)base;
+  char qdir[MQPROC__DIRQ_QDIR_MAX];
+  return mqproc__dirq_make(b->spool, queue, qdir, err);
+}
+
+static int d_cancel(mqproc__broker_t *base, char *err) {
+  (void)err;
+  ((dirb_t *)base)->consuming = 0;
+  return MQPROC_OK;
+}
+
+static int d_consume(mqproc__broker_t *base, int prefetch, uint64_t *consumer, char *err) {
+  dirb_t *b = (dirb_t *)base;
+  (void)err;
+  b->consuming = 1;
+  b->prefetch = prefetch > 0 ? prefetch : 1;
+  *consumer = ++b->consumer;
+  return MQPROC_OK;
+}
+
+static uint64_t d_epoch(mqproc__broker_t *base) {
+  return ((dirb_t *)base)->epoch;
+}
+
+static void d_disconnect(mqproc__broker_t *base) {
+  dirb_t *b = (dirb_t *)base;
+  if (b->ino < 0)
+    return;
+  if (b->ev.on_closing != NULL)
+    b->ev.on_closing(b->ev.ud, b->ino);
+  close(b->ino);
+  b->ino = -1;
+  while (b->held != NULL) /* their files stay in cur/: whoever looks next takes them back */
+    drop_held(b, &b->held);
+  report_confirms(b, MQPROC_EBROKER_CLOSED);
+  heap_clear(b);
+  b->consuming = 0;
+}
+
+static void d_destroy(mqproc__broker_t *base) {
+  dirb_t *b = (dirb_t *)base;
+  d_disconnect(base);
+  free(b->heap);
+  free(b->confirms);
+  free(b->sync_dirs);
+  free(b);
+}
+
+static const struct mqproc__broker_class DIR_CLASS = {
+    .name = "dir",
+    .connect = d_connect,
+    .fd = d_fd,
+    .pending = d_pending,
+    .pump = d_pump,
+    .ack = d_ack,
+    .nack = d_nack,
+    .publish = d_publish,
+    .declare_queue = d_declare_queue,
+    .cancel = d_cancel,
+    .consume = d_consume,
+    .epoch = d_epoch,
+    .disconnect = d_disconnect,
+    .destroy = d_destroy,
+};
+
+int mqproc__broker_dir_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
+                           const mqproc__broker_events_t *ev, char *err) {
+  dirb_t *b;
+  int rc;
+  *out = NULL;
+  if ((b = calloc(1, sizeof(*b))) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if ((rc = mqproc__dirq_spool(url, b->spool, err)) != MQPROC_OK) {
+    free(b);
+    return rc;
+  }
+  b->base.klass = &DIR_CLASS;
+  b->topo = topo;
+  b->ev = *ev;
+  b->ino = -1;
+  *out = &b->base;
+  return MQPROC_OK;
+}

@@ -1,0 +1,210 @@
+/* The dir:// queue (broker/dir.c) with the PostgreSQL store, on a real filesystem: jobs
+ * from `mqproc submit` and from a shell producer (a file written in tmp/, moved into new/)
+ * are run, their results land in the sibling queue their message names; priorities order
+ * the queue and headers reach the processor; a job that fails every try goes to the end of
+ * the queue, then into failed/ with its reason beside it; a garbage file is dead-lettered
+ * there too; a killed server's claimed job is taken back and finished exactly once. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define WAIT_MS 30000
+
+TestSuite(dirqueue, .fini = it_cleanup);
+
+/* This test's spool directory and its dir:// URL. */
+static char *spool(void) {
+  char *path = it_fmt("%s/spool", it_tmpdir());
+  mkdir(path, 0775);
+  return path;
+}
+
+static char *url(void) {
+  return it_fmt("dir://%s", spool());
+}
+
+/* Files in dir (not counting dot files), 0 when it is missing. */
+static int files_in(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  if (d == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* Waits until dir holds n files. */
+static int files_become(const char *dir, int n) {
+  for (int i = 0; i < WAIT_MS / 50; i++) {
+    if (files_in(dir) == n)
+      return 1;
+    usleep(50 * 1000);
+  }
+  return 0;
+}
+
+/* The first file of dir whose name ends with suffix ("" any), its content; NULL: none. */
+static char *first_file(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char *out = NULL;
+  if (d == NULL)
+    return NULL;
+  while (out == NULL && (e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name), s = strlen(suffix);
+    if (e->d_name[0] != '.' && n >= s && strcmp(e->d_name + n - s, suffix) == 0)
+      out = it_read_file(it_fmt("%s/%s", dir, e->d_name));
+  }
+  closedir(d);
+  return out;
+}
+
+static void submit(const char *proc, const char *id, const char *const *more) {
+  const char *argv[32] = {"submit", "--queue", url(), "--processor", proc, "--mets",
+                          "/m.xml", "-I",      "IN",  "--job-id",    id};
+  char *out, *cmd = it_mqproc_bin();
+  int n = 11;
+  for (; more != NULL && *more != NULL && n < 30; more++)
+    argv[n++] = *more;
+  argv[n] = NULL;
+  {
+    const char *full[34] = {cmd};
+    const char *env[] = {it_fmt("MQPROC_DATABASE=%s", it_db_url()), NULL};
+    for (int i = 0; i <= n; i++)
+      full[i + 1] = argv[i];
+    cr_assert_eq(it_run(full, env, NULL, &out), 0, "submit %s", id);
+  }
+}
+
+static it_server_t *start(const char *proc, const char *const *more, const char *const *envp) {
+  const char *extra[24] = {"--queue", url()};
+  int n = 2;
+  for (; more != NULL && *more != NULL && n < 23; more++)
+    extra[n++] = *more;
+  extra[n] = NULL;
+  return it_server_start(proc, it_proc("proc.sh"), extra, envp);
+}
+
+Test(dirqueue, jobs_from_submit_and_a_shell_producer_run_and_results_land_beside) {
+  char *proc = it_name("dq"), *q = it_fmt("%s/%s", spool(), proc);
+  char *rq = it_fmt("%s-results", proc), *tmpf, *newf, *res;
+  it_server_t *srv = start(proc, NULL, NULL);
+  FILE *f;
+  submit(proc, "dq-cli-1", (const char *const[]){"--result-queue", rq, NULL});
+  /* a producer in another language: write into tmp/, then rename into new/ */
+  tmpf = it_fmt("%s/tmp/shell-job", q);
+  newf = it_fmt("%s/new/50-shell-job-1", q);
+  f = fopen(tmpf, "w");
+  cr_assert_not_null(f);
+  fputs(it_job_json(proc, "dq-shell-1", NULL), f);
+  fclose(f);
+  cr_assert_eq(rename(tmpf, newf), 0);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dq-cli-1'", "SUCCESS"));
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dq-shell-1'", "SUCCESS"));
+  cr_expect(files_become(it_fmt("%s/cur", q), 0), "every claimed file was settled");
+  cr_expect_eq(files_in(it_fmt("%s/new", q)), 0);
+  cr_assert(files_become(it_fmt("%s/%s/new", spool(), rq), 1), "the result in the sibling queue");
+  res = first_file(it_fmt("%s/%s/new", spool(), rq), "");
+  cr_expect(strstr(res, "\"job_id\": \"dq-cli-1\"") != NULL || strstr(res, "dq-cli-1") != NULL,
+            "%s", res);
+  cr_expect(strstr(res, "SUCCESS") != NULL, "%s", res);
+  it_server_stop(srv);
+}
+
+Test(dirqueue, priorities_order_the_queue_and_headers_reach_the_processor) {
+  char *proc = it_name("dqp"), *marker = it_fmt("%s/dqp-marker", it_tmpdir());
+  char *copy = it_fmt("%s/dqp-copy", it_tmpdir()), *lines, *in;
+  const char *envp[] = {it_fmt("PROC_MARKER=%s", marker), it_fmt("PROC_COPY=%s", copy), NULL};
+  it_server_t *srv;
+  mkdir(copy, 0775);
+  /* queued before any server: submit makes the queue */
+  submit(proc, "low", (const char *const[]){"--priority", "1", NULL});
+  submit(proc, "high", (const char *const[]){"--priority", "9", "--header", "tenant=acme", NULL});
+  submit(proc, "mid", (const char *const[]){"--priority", "5", NULL});
+  srv = start(proc, NULL, envp);
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "3"));
+  lines = it_read_file(marker);
+  cr_assert_not_null(lines);
+  cr_expect(strstr(lines, "high") < strstr(lines, "mid") &&
+                strstr(lines, "mid") < strstr(lines, "low"),
+            "highest priority first: %s", lines);
+  in = it_read_file(it_fmt("%s/high.json", copy));
+  cr_expect(in != NULL && strstr(in, "\"tenant\":\"acme\"") != NULL, "the header on stdin: %s", in);
+  it_server_stop(srv);
+}
+
+Test(dirqueue, a_failing_job_goes_to_the_end_then_to_failed_with_its_reason) {
+  char *proc = it_name("dqf"), *q = it_fmt("%s/%s", spool(), proc);
+  char *marker = it_fmt("%s/dqf-marker", it_tmpdir()), *lines, *reason;
+  const char *envp[] = {"PROC_FAIL_MATCH=fail", it_fmt("PROC_MARKER=%s", marker), NULL};
+  const char *more[] = {"--retries", "1", "--max-requeues", "1", NULL};
+  it_server_t *srv;
+  submit(proc, "dqf-fail-1", NULL);
+  submit(proc, "dqf-ok-1", NULL);
+  submit(proc, "dqf-ok-2", NULL);
+  srv = start(proc, more, envp);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqf-fail-1'", "FAILED"));
+  cr_assert(files_become(it_fmt("%s/failed", q), 2), "the message and its reason in failed/");
+  lines = it_read_file(marker);
+  /* two tries, then the others, then two more tries at the end of the queue */
+  cr_expect(strstr(lines, "dqf-ok-2") < strstr(lines, "dqf-fail-1 2 "), "requeued to the end: %s",
+            lines);
+  cr_expect_eq(it_file_lines(marker), 6, "%s", lines);
+  reason = first_file(it_fmt("%s/failed", q), ".reason");
+  cr_expect(reason != NULL && strstr(reason, "exited with status 3") != NULL, "%s", reason);
+  cr_expect(files_become(it_fmt("%s/cur", q), 0));
+  cr_expect_eq(files_in(it_fmt("%s/new", q)), 0, "nothing left behind");
+  it_server_stop(srv);
+}
+
+Test(dirqueue, a_file_that_is_no_job_is_dead_lettered_and_the_queue_goes_on) {
+  char *proc = it_name("dqb"), *q = it_fmt("%s/%s", spool(), proc), *reason;
+  it_server_t *srv = start(proc, NULL, NULL);
+  FILE *f = fopen(it_fmt("%s/tmp/junk", q), "w");
+  cr_assert_not_null(f);
+  fputs("\x01\x02 this is neither JSON nor YAML: [", f);
+  fclose(f);
+  cr_assert_eq(rename(it_fmt("%s/tmp/junk", q), it_fmt("%s/new/50-junk", q)), 0);
+  submit(proc, "dqb-ok-1", NULL);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqb-ok-1'", "SUCCESS"));
+  cr_assert(files_become(it_fmt("%s/failed", q), 2), "the junk and its reason");
+  reason = first_file(it_fmt("%s/failed", q), ".reason");
+  cr_expect_not_null(reason);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_dead_letters", 0), 1, "recorded too");
+  it_server_stop(srv);
+}
+
+Test(dirqueue, a_killed_servers_job_is_taken_back_and_finished_once) {
+  char *proc = it_name("dqk"), *q = it_fmt("%s/%s", spool(), proc);
+  char *gate = it_fmt("%s/dqk-gate", it_tmpdir()), *marker = it_fmt("%s/dqk-marker", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_GATE=%s", gate), it_fmt("PROC_MARKER=%s", marker), NULL};
+  it_server_t *a = start(proc, NULL, envp), *b;
+  int st;
+  submit(proc, "dqk-1", NULL);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqk-1'", "RUNNING"));
+  cr_expect_eq(files_in(it_fmt("%s/cur", q)), 1, "claimed");
+  it_server_signal(a, SIGKILL);
+  st = it_server_wait_exit(a, WAIT_MS);
+  cr_assert(WIFSIGNALED(st));
+  it_server_stop(a);
+  it_open_gate(gate);
+  b = start(proc, NULL, envp);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqk-1'", "SUCCESS"));
+  cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'dqk-1'", 0), 2,
+               "a new attempt (the fencing token grew)");
+  cr_expect(files_become(it_fmt("%s/cur", q), 0));
+  cr_expect_eq(files_in(it_fmt("%s/new", q)), 0);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 1);
+  it_server_stop(b);
+}
