@@ -405,7 +405,9 @@ void mqproc__server_drain(mqproc__server_t *srv) {
 /* ---- setup -------------------------------------------------------------------------- */
 
 static int open_store(mqproc__server_t *srv, char *err) {
-  int rc = mqproc__store_pg_new(&srv->store, srv->cfg->database, srv->loop, err);
+  int rc = mqproc__store_is_sqlite(srv->cfg->database)
+               ? mqproc__store_sqlite_new(&srv->store, srv->cfg->database, srv->loop, err)
+               : mqproc__store_pg_new(&srv->store, srv->cfg->database, srv->loop, err);
   for (int tries = 0; rc == MQPROC_OK; tries++) {
     if (srv->cfg->migrate)
       rc = mqproc__store_migrate(srv->store, err);

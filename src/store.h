@@ -241,6 +241,12 @@ struct mqproc__store {
 int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, mqproc__loop_t *loop,
                          char *err);
 
+/* The SQLite backend: url sqlite:///PATH[?synchronous=normal]; loop as above. */
+int mqproc__store_sqlite_new(mqproc__store_t **out, const char *url, mqproc__loop_t *loop,
+                             char *err);
+/* Whether url names an SQLite store. */
+int mqproc__store_is_sqlite(const char *url);
+
 #define MQPROC__STORE_CALL(s, method, ...) ((s)->klass->method((s), __VA_ARGS__))
 #define mqproc__store_open(s, err) ((s)->klass->open((s), (err)))
 #define mqproc__store_migrate(s, err) ((s)->klass->migrate((s), (err)))

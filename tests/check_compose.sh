@@ -55,4 +55,28 @@ print("services: " + ", ".join(sorted(services)))
   echo "$out" >&2
   fail "$FILE does not have the expected shape"
 fi
+# The image builds what CMakeLists.txt needs and runs what the program links: every
+# pkg-config module's -dev package in the build stage, every shared library's package in
+# the runtime stage (the packages that own them here, by dpkg -S).
+BUILD=${2:-}
+DOCKERFILE=$SRC/Dockerfile
+for mod in $(sed -n 's/^pkg_check_modules([A-Z_]* REQUIRED IMPORTED_TARGET \([^ )]*\)).*/\1/p' "$SRC/CMakeLists.txt"); do
+  [ "$mod" = criterion ] && continue
+  pc=$(pkg-config --variable=pcfiledir "$mod")/$mod.pc
+  pkg=$(dpkg -S "$pc" 2>/dev/null | head -n1 | cut -d: -f1)
+  [ -n "$pkg" ] || fail "no Debian package owns $pc"
+  grep -qw -- "$pkg" "$DOCKERFILE" || fail "Dockerfile: the build stage lacks $pkg (for $mod)"
+done
+if [ -n "$BUILD" ] && [ -x "$BUILD/mqproc" ]; then
+  for lib in $(ldd "$BUILD/mqproc" | awk '/=> \// {print $3}'); do
+    pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | head -n1 | cut -d: -f1) ||
+      pkg=$(dpkg -S "$lib" 2>/dev/null | head -n1 | cut -d: -f1) || true
+    [ -n "$pkg" ] || pkg=$(dpkg -S "$lib" 2>/dev/null | head -n1 | cut -d: -f1 || true)
+    case $pkg in "" | libc6 | libgcc-s1 | libstdc++6 | libasan* | libubsan* | libcriterion*) continue ;; esac
+    # a library another listed one pulls in is installed with it; check the direct ones
+    if ! grep -qw -- "$pkg" "$DOCKERFILE" && objdump -p "$BUILD/mqproc" | grep -q "NEEDED *$(basename "$lib")$"; then
+      fail "Dockerfile: the runtime stage lacks $pkg (for $(basename "$lib"))"
+    fi
+  done
+fi
 echo "check_compose: OK ($out)"

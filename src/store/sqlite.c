@@ -1,0 +1,761 @@
+/* SQLite job store (sqlite:///PATH): the same job table, claims, fencing, leases, outbox
+ * and workers rows as the PostgreSQL store (store/pg.c), in SQLite's dialect: times are
+ * integer milliseconds since the epoch (mq_now(), a function of the connection), booleans
+ * 0/1, JSON as text. Each method is a request run on the engine's thread
+ * (store/sqlite_engine.c), many of them per transaction; the schema and `migrate` are here,
+ * the statements of the sweeps, marks and the fleet in store/sqlite_ops.c. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+
+#include "log.h"
+#include "store/sqlite_int.h"
+#include "util.h"
+
+#define SCHEMA_VERSION 5
+
+/* clang-format off */
+static const char SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS mqproc_schema_migrations (version integer PRIMARY KEY,"
+    "  name text NOT NULL, applied_at integer NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS mqproc_jobs ("
+    "  job_id text PRIMARY KEY, processor_name text NOT NULL,"
+    "  state text NOT NULL DEFAULT 'QUEUED'"
+    "    CHECK (state IN ('QUEUED', 'RUNNING', 'SUCCESS', 'FAILED', 'CANCELLED')),"
+    "  attempt integer NOT NULL DEFAULT 0, tries integer NOT NULL DEFAULT 0,"
+    "  deliveries integer NOT NULL DEFAULT 0, requeues integer NOT NULL DEFAULT 0,"
+    "  worker_id text, lease_until integer, created_time integer,"
+    "  queued_at integer NOT NULL, start_time integer, end_time integer, exec_time_ms integer,"
+    "  request text, last_error text, log_path text,"
+    "  result_published integer NOT NULL DEFAULT 0,"
+    "  callback_state text CHECK (callback_state IN ('OK', 'FAILED')), callback_error text,"
+    "  updated_at integer NOT NULL,"
+    "  delivery_acked integer NOT NULL DEFAULT 0, republish integer NOT NULL DEFAULT 0,"
+    "  request_format text NOT NULL DEFAULT 'json' CHECK (request_format IN ('json', 'yaml')),"
+    "  dead_letter_pending integer NOT NULL DEFAULT 0, request_body blob,"
+    "  headers text, priority integer, cancel_requested integer NOT NULL DEFAULT 0,"
+    "  attempt_base integer NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_state_idx ON mqproc_jobs (processor_name, state);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_sweep_idx ON mqproc_jobs (processor_name, lease_until)"
+    "  WHERE delivery_acked OR republish;"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_list_idx ON mqproc_jobs (queued_at DESC, job_id DESC);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_end_idx ON mqproc_jobs (processor_name, end_time)"
+    "  WHERE end_time IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_cancel_idx ON mqproc_jobs (worker_id)"
+    "  WHERE cancel_requested;"
+    "CREATE TABLE IF NOT EXISTS mqproc_job_tries ("
+    "  job_id text NOT NULL REFERENCES mqproc_jobs (job_id) ON DELETE CASCADE,"
+    "  try integer NOT NULL, attempt integer NOT NULL, worker_id text NOT NULL,"
+    "  started_at integer NOT NULL, ended_at integer, ok integer, exit_code integer,"
+    "  term_signal integer, duration_ms integer, error text, PRIMARY KEY (job_id, try));"
+    "CREATE TABLE IF NOT EXISTS mqproc_dead_letters ("
+    "  id integer PRIMARY KEY AUTOINCREMENT, processor_name text NOT NULL, job_id text,"
+    "  reason text NOT NULL, body blob NOT NULL, worker_id text, received_at integer NOT NULL,"
+    "  body_len integer, body_sha256 blob);"
+    "CREATE TABLE IF NOT EXISTS mqproc_workers ("
+    "  worker_id text PRIMARY KEY, processor_name text NOT NULL, host text NOT NULL,"
+    "  pid integer NOT NULL, version text NOT NULL, started_at integer NOT NULL,"
+    "  last_seen integer NOT NULL, interval_ms integer NOT NULL,"
+    "  state text NOT NULL CHECK (state IN ('starting', 'running', 'paused', 'draining',"
+    "    'stopped', 'dead')),"
+    "  concurrency integer NOT NULL, in_flight integer NOT NULL DEFAULT 0,"
+    "  jobs_done integer NOT NULL DEFAULT 0, jobs_failed integer NOT NULL DEFAULT 0,"
+    "  current_jobs text NOT NULL DEFAULT '[]', restarts integer NOT NULL DEFAULT 0, note text);"
+    "CREATE INDEX IF NOT EXISTS mqproc_workers_processor_idx"
+    "  ON mqproc_workers (processor_name, last_seen);"
+    "CREATE TABLE IF NOT EXISTS mqproc_control ("
+    "  processor_name text NOT NULL, worker_id text NOT NULL DEFAULT '',"
+    "  wish text NOT NULL CHECK (wish IN ('pause', 'drain')), set_by text NOT NULL,"
+    "  set_at integer NOT NULL, PRIMARY KEY (processor_name, worker_id));"
+    "CREATE TABLE IF NOT EXISTS mqproc_audit ("
+    "  id integer PRIMARY KEY AUTOINCREMENT, at integer NOT NULL, actor text NOT NULL,"
+    "  action text NOT NULL, target text NOT NULL, rows_affected integer NOT NULL, detail text);"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (5, 'sqlite schema', mq_now());";
+/* clang-format on */
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+/* A request: types says what follows: s text (copied into r->s in order), i int,
+ * l long long (into r->i in order), y blob (pointer, size_t; one per request). */
+sq_req_t *mqproc__sq_req(int (*run)(sqlite3 *, sq_req_t *), void *out, mqproc__store_done_cb done,
+                         void *ud, const char *types, ...) {
+  sq_req_t *r = calloc(1, sizeof(*r));
+  va_list ap;
+  int ns = 0, ni = 0, ok = r != NULL;
+  if (r == NULL)
+    return NULL;
+  r->run = run;
+  r->out = out;
+  r->done = done;
+  r->ud = ud;
+  va_start(ap, types);
+  for (int k = 0; ok && types[k] != '\0'; k++) {
+    switch (types[k]) {
+    case 's': {
+      const char *s = va_arg(ap, const char *);
+      char *clean = NULL;
+      if (s != NULL) { /* like PostgreSQL, texts are UTF-8: cuts mid-character cleaned */
+        if (mqproc__utf8_clean(s, &clean) == NULL)
+          ok = 0;
+        else if ((r->s[ns] = clean != NULL ? clean : strdup(s)) == NULL)
+          ok = 0;
+      }
+      ns++;
+      break;
+    }
+    case 'i':
+      r->i[ni++] = va_arg(ap, int);
+      break;
+    case 'l':
+      r->i[ni++] = va_arg(ap, long long);
+      break;
+    case 'y': {
+      const void *p = va_arg(ap, const void *);
+      size_t len = va_arg(ap, size_t);
+      if (p != NULL && (r->blob = malloc(len > 0 ? len : 1)) != NULL) {
+        memcpy(r->blob, p, len);
+        r->blob_len = len;
+      } else if (p != NULL) {
+        ok = 0;
+      }
+      break;
+    }
+    default:
+      ok = 0;
+    }
+  }
+  va_end(ap);
+  if (!ok) {
+    r->rows = NULL;
+    for (int k = 0; k < 16; k++)
+      free(r->s[k]);
+    free(r->blob);
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+int mqproc__sq_send(mqproc__store_t *base, sq_req_t *r) {
+  return r != NULL ? mqproc__sq_submit((sq_store_t *)base, r) : MQPROC_ENOMEM;
+}
+
+/* Binds text (NULL: SQL NULL). */
+void mqproc__sq_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s == NULL)
+    sqlite3_bind_null(st, i);
+  else
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* Steps a statement to its end (rows not read); the rows it changed, or a store error
+ * code (< 0) with err. */
+int mqproc__sq_exec(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    ;
+  if (rc != SQLITE_DONE) {
+    rc = mqproc__sq_error(db, what, err);
+    sqlite3_reset(st);
+    return rc;
+  }
+  sqlite3_reset(st);
+  return sqlite3_changes(db);
+}
+
+/* The first step: 1 a row is there (finish with mqproc__sq_exec), 0 none (reset), or a
+ * store error code (< 0) with err. Never step again after 0: SQLite would run it anew. */
+int mqproc__sq_first(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    return 1;
+  if (rc != SQLITE_DONE)
+    rc = mqproc__sq_error(db, what, err);
+  else
+    rc = 0;
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* A fenced write changed no row: a newer attempt owns the job (s[0], i[0]: job, attempt). */
+int mqproc__sq_fenced(sq_req_t *r) {
+  return mqproc__err(r->err, MQPROC_ESTORE_FENCED, "job %s: attempt %lld no longer owns the job",
+                     r->s[0], r->i[0]);
+}
+
+/* ---- claim -------------------------------------------------------------------------- */
+
+/* When the holder of a job (column worker_id) counts as dead: at once when marked stopped
+ * or dead, else three refresh intervals after it was last seen; NULL without a row. */
+#define HOLDER_DEAD_AT                                                                             \
+  "(SELECT CASE WHEN w.state IN ('stopped', 'dead') THEN 0"                                        \
+  " ELSE w.last_seen + 3 * w.interval_ms END FROM mqproc_workers w"                                \
+  " WHERE w.worker_id = mqproc_jobs.worker_id)"
+
+/* s: job, processor, worker, request, format, log_path, headers; i: lease_ms, created_ms
+ * (-1), max attempts, priority (-1); the body as the blob */
+static const char CLAIM_NEW[] =
+    "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, deliveries, worker_id,"
+    " lease_until, created_time, queued_at, start_time, request, request_format, request_body,"
+    " tries, log_path, headers, priority, updated_at)"
+    " VALUES (?1, ?2, 'RUNNING', 1, 1, ?3, mq_now() + ?4, ?5, mq_now(), mq_now(), ?6, ?7, ?8,"
+    " 1, ?9, ?10, ?11, mq_now()) ON CONFLICT (job_id) DO NOTHING";
+
+static const char CLAIM_AGAIN[] =
+    "UPDATE mqproc_jobs SET state = 'RUNNING', attempt = attempt + 1,"
+    " deliveries = deliveries + 1, worker_id = ?2, lease_until = mq_now() + ?3,"
+    " start_time = mq_now(), end_time = NULL, delivery_acked = 0, republish = 0,"
+    " tries = tries + 1, log_path = ?4, headers = coalesce(?5, headers),"
+    " priority = coalesce(?6, priority), request = coalesce(request, ?7),"
+    " request_body = coalesce(request_body, ?8), updated_at = mq_now()"
+    " WHERE job_id = ?1 AND (state = 'QUEUED' OR (state = 'RUNNING' AND (lease_until < mq_now()"
+    "   OR coalesce(" HOLDER_DEAD_AT " < mq_now(), 0))))"
+    " AND attempt - attempt_base < ?9"
+    " RETURNING attempt, tries, requeues, result_published, callback_state IS NOT NULL";
+
+static const char CLAIM_SEEN[] = "UPDATE mqproc_jobs SET deliveries = deliveries + 1,"
+                                 " updated_at = mq_now() WHERE job_id = ?1";
+
+static const char CLAIM_ROW[] =
+    "SELECT attempt, state, tries, requeues, result_published, callback_state IS NOT NULL,"
+    " state = 'RUNNING' AND lease_until >= mq_now()"
+    "   AND NOT coalesce(" HOLDER_DEAD_AT " < mq_now(), 0),"
+    " max(0, min(lease_until, coalesce(" HOLDER_DEAD_AT ", lease_until)) - mq_now()),"
+    " coalesce(worker_id, ''), delivery_acked AND state IN ('SUCCESS', 'FAILED', 'CANCELLED'),"
+    " coalesce((SELECT w.host FROM mqproc_workers w WHERE w.worker_id = mqproc_jobs.worker_id),"
+    "   ''),"
+    " coalesce((SELECT w.pid FROM mqproc_workers w WHERE w.worker_id = mqproc_jobs.worker_id), 0)"
+    " FROM mqproc_jobs WHERE job_id = ?1";
+
+static const char TRY_NEW[] =
+    "INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id, started_at)"
+    " VALUES (?1, ?2, ?3, ?4, mq_now())";
+
+static int insert_try(sqlite3 *db, sq_req_t *r, const char *job, int try_no, int attempt,
+                      const char *worker) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, TRY_NEW, r->err);
+  int n;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, job);
+  sqlite3_bind_int(st, 2, try_no);
+  sqlite3_bind_int(st, 3, attempt);
+  mqproc__sq_text(st, 4, worker);
+  return (n = mqproc__sq_exec(db, st, "record the try", r->err)) < 0 ? n : MQPROC_OK;
+}
+
+static int run_claim(sqlite3 *db, sq_req_t *r) {
+  mqproc__claim_t *c = r->out;
+  sqlite3_stmt *st;
+  int n;
+  if ((st = mqproc__sq_stmt(db, CLAIM_NEW, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  mqproc__sq_text(st, 2, r->s[1]);
+  mqproc__sq_text(st, 3, r->s[2]);
+  sqlite3_bind_int64(st, 4, r->i[0]);
+  if (r->i[1] >= 0)
+    sqlite3_bind_int64(st, 5, r->i[1]);
+  mqproc__sq_text(st, 6, r->s[3]);
+  mqproc__sq_text(st, 7, r->s[4]);
+  if (r->blob != NULL)
+    sqlite3_bind_blob(st, 8, r->blob, (int)r->blob_len, SQLITE_STATIC);
+  mqproc__sq_text(st, 9, r->s[5]);
+  mqproc__sq_text(st, 10, r->s[6]);
+  if (r->i[3] >= 0)
+    sqlite3_bind_int64(st, 11, r->i[3]);
+  if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
+    return n;
+  memset(c->state, 0, sizeof(c->state));
+  c->worker_id_now[0] = c->holder_host[0] = '\0';
+  c->holder_pid = 0;
+  c->lease_live = c->outbox_pending = 0;
+  c->lease_left_ms = 0;
+  if (n == 1) { /* a new job */
+    c->claimed = 1;
+    c->attempt = c->tries = c->try_no = 1;
+    c->requeues = c->result_published = c->callbacks_done = 0;
+    snprintf(c->state, sizeof(c->state), "RUNNING");
+    return insert_try(db, r, r->s[0], 1, 1, r->s[2]);
+  }
+  if ((st = mqproc__sq_stmt(db, CLAIM_AGAIN, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  mqproc__sq_text(st, 2, r->s[2]);
+  sqlite3_bind_int64(st, 3, r->i[0]);
+  mqproc__sq_text(st, 4, r->s[5]);
+  mqproc__sq_text(st, 5, r->s[6]);
+  if (r->i[3] >= 0)
+    sqlite3_bind_int64(st, 6, r->i[3]);
+  mqproc__sq_text(st, 7, r->s[3]);
+  if (r->blob != NULL)
+    sqlite3_bind_blob(st, 8, r->blob, (int)r->blob_len, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 9, r->i[2]);
+  if ((n = mqproc__sq_first(db, st, "claim", r->err)) < 0)
+    return n;
+  if (n == 1) { /* taken again: QUEUED, or its holder's lease ended */
+    c->claimed = 1;
+    c->attempt = sqlite3_column_int(st, 0);
+    c->tries = c->try_no = sqlite3_column_int(st, 1);
+    c->requeues = sqlite3_column_int(st, 2);
+    c->result_published = sqlite3_column_int(st, 3);
+    c->callbacks_done = sqlite3_column_int(st, 4);
+    snprintf(c->state, sizeof(c->state), "RUNNING");
+    if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
+      return n;
+    return insert_try(db, r, r->s[0], c->tries, c->attempt, r->s[2]);
+  }
+  /* seen: counted, and reported as it is */
+  if ((st = mqproc__sq_stmt(db, CLAIM_SEEN, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
+    return n;
+  if ((st = mqproc__sq_stmt(db, CLAIM_ROW, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  if ((n = mqproc__sq_first(db, st, "claim", r->err)) <= 0)
+    return n < 0 ? n : mqproc__err(r->err, MQPROC_ESTORE_QUERY, "claim: the job's row vanished");
+  c->claimed = 0;
+  c->try_no = 0;
+  c->attempt = sqlite3_column_int(st, 0);
+  snprintf(c->state, sizeof(c->state), "%s", (const char *)sqlite3_column_text(st, 1));
+  c->tries = sqlite3_column_int(st, 2);
+  c->requeues = sqlite3_column_int(st, 3);
+  c->result_published = sqlite3_column_int(st, 4);
+  c->callbacks_done = sqlite3_column_int(st, 5);
+  c->lease_live = sqlite3_column_int(st, 6);
+  c->lease_left_ms = sqlite3_column_int64(st, 7);
+  snprintf(c->worker_id_now, sizeof(c->worker_id_now), "%s",
+           (const char *)sqlite3_column_text(st, 8));
+  c->outbox_pending = sqlite3_column_int(st, 9);
+  snprintf(c->holder_host, sizeof(c->holder_host), "%s", (const char *)sqlite3_column_text(st, 10));
+  c->holder_pid = sqlite3_column_int(st, 11);
+  sqlite3_reset(st);
+  return MQPROC_OK;
+}
+
+static int sq_claim(mqproc__store_t *base, mqproc__claim_t *c, mqproc__store_done_cb done,
+                    void *ud) {
+  return mqproc__sq_send(base,
+                         mqproc__sq_req(run_claim, c, done, ud, "sssssssiliiy", c->job_id,
+                                        c->processor, c->worker_id, c->request_json,
+                                        c->request_format != NULL ? c->request_format : "json",
+                                        c->log_path, c->headers_json, c->lease_ms,
+                                        c->created_time >= 0 ? c->created_time * 1000LL : -1LL,
+                                        c->max_attempts > 0 ? c->max_attempts : 1000000,
+                                        c->priority, c->request_body, c->request_body_len));
+}
+
+/* ---- tries and outcomes ------------------------------------------------------------- */
+
+/* Runs sql with s[0..ns) then i[0..ni) bound in that order; fenced when it changed no row
+ * (fence), else the rows it changed in *changed. */
+static int run_simple(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni, int fence) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, sql, r->err);
+  int n, k = 1;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  for (int j = 0; j < ns; j++)
+    mqproc__sq_text(st, k++, r->s[j]);
+  for (int j = 0; j < ni; j++)
+    sqlite3_bind_int64(st, k++, r->i[j]);
+  if ((n = mqproc__sq_exec(db, st, "write", r->err)) < 0)
+    return n;
+  return fence && n == 0 ? mqproc__sq_fenced(r) : MQPROC_OK;
+}
+
+/* s: job, worker, log_path; i: attempt */
+static int run_start_try(sqlite3 *db, sq_req_t *r) {
+  static const char SQL[] =
+      "UPDATE mqproc_jobs SET tries = tries + 1, log_path = ?3, updated_at = mq_now()"
+      " WHERE job_id = ?1 AND attempt = ?4 AND state = 'RUNNING' RETURNING tries";
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  int try_no, n;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  mqproc__sq_text(st, 3, r->s[2]);
+  sqlite3_bind_int64(st, 4, r->i[0]);
+  if ((n = mqproc__sq_first(db, st, "start a try", r->err)) <= 0)
+    return n < 0 ? n : mqproc__sq_fenced(r);
+  try_no = sqlite3_column_int(st, 0);
+  if ((n = mqproc__sq_exec(db, st, "start a try", r->err)) < 0)
+    return n;
+  *(int *)r->out = try_no;
+  return insert_try(db, r, r->s[0], try_no, (int)r->i[0], r->s[1]);
+}
+
+static int sq_start_try(mqproc__store_t *base, const char *job_id, int attempt,
+                        const char *worker_id, const char *log_path, int *try_no,
+                        mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base, mqproc__sq_req(run_start_try, try_no, done, ud, "sssi", job_id,
+                                              worker_id, log_path, attempt));
+}
+
+/* s: job, error; i: attempt, try, ok, exit (-1), signal (0), ms */
+static int run_end_try(sqlite3 *db, sq_req_t *r) {
+  static const char JOB[] = "UPDATE mqproc_jobs SET last_error = coalesce(?2, last_error),"
+                            " updated_at = mq_now() WHERE job_id = ?1 AND attempt = ?3"
+                            " AND state = 'RUNNING'";
+  static const char TRY[] =
+      "UPDATE mqproc_job_tries SET ended_at = mq_now(), ok = ?2, exit_code = ?3,"
+      " term_signal = ?4, duration_ms = ?5, error = ?6 WHERE job_id = ?1 AND try = ?7";
+  sqlite3_stmt *st;
+  int rc = run_simple(db, r, JOB, 2, 1, 1), n;
+  if (rc != MQPROC_OK || (st = mqproc__sq_stmt(db, TRY, r->err)) == NULL)
+    return rc != MQPROC_OK ? rc : MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  sqlite3_bind_int64(st, 2, r->i[2]);
+  if (r->i[3] >= 0)
+    sqlite3_bind_int64(st, 3, r->i[3]);
+  if (r->i[4] > 0)
+    sqlite3_bind_int64(st, 4, r->i[4]);
+  sqlite3_bind_int64(st, 5, r->i[5]);
+  mqproc__sq_text(st, 6, r->s[1]);
+  sqlite3_bind_int64(st, 7, r->i[1]);
+  return (n = mqproc__sq_exec(db, st, "end the try", r->err)) < 0 ? n : MQPROC_OK;
+}
+
+static int sq_end_try(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
+                      const mqproc__try_end_t *e, mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base, mqproc__sq_req(run_end_try, NULL, done, ud, "ssiiiiil", job_id,
+                                              e->error, attempt, try_no, e->ok, e->exit_code,
+                                              e->term_signal, (long long)e->duration_ms));
+}
+
+/* s: job; i: attempt, try, ms, exit (-1), outbox, lease_ms; state: SUCCESS or CANCELLED */
+static int end_job(sqlite3 *db, sq_req_t *r, const char *job_sql, const char *try_sql) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, job_sql, r->err);
+  int n;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  sqlite3_bind_int64(st, 2, r->i[0]);
+  sqlite3_bind_int64(st, 3, r->i[2]);
+  sqlite3_bind_int64(st, 4, r->i[4]);
+  sqlite3_bind_int64(st, 5, r->i[5]);
+  if ((n = mqproc__sq_exec(db, st, "record the outcome", r->err)) < 0)
+    return n;
+  if (n == 0)
+    return mqproc__sq_fenced(r);
+  if ((st = mqproc__sq_stmt(db, try_sql, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  sqlite3_bind_int64(st, 2, r->i[1]);
+  sqlite3_bind_int64(st, 3, r->i[2]);
+  if (r->i[3] >= 0)
+    sqlite3_bind_int64(st, 4, r->i[3]);
+  return (n = mqproc__sq_exec(db, st, "end the try", r->err)) < 0 ? n : MQPROC_OK;
+}
+
+static int run_succeed(sqlite3 *db, sq_req_t *r) {
+  static const char JOB[] =
+      "UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = mq_now(), exec_time_ms = ?3,"
+      " updated_at = mq_now(), lease_until = CASE WHEN delivery_acked OR ?4"
+      "   THEN mq_now() + ?5 END, delivery_acked = delivery_acked OR ?4"
+      " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
+  static const char TRY[] = "UPDATE mqproc_job_tries SET ended_at = mq_now(), ok = 1,"
+                            " exit_code = ?4, duration_ms = ?3 WHERE job_id = ?1 AND try = ?2";
+  return end_job(db, r, JOB, TRY);
+}
+
+static int sq_succeed(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
+                      const mqproc__try_end_t *e, int outbox, int lease_ms,
+                      mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base, mqproc__sq_req(run_succeed, NULL, done, ud, "siiliii", job_id,
+                                              attempt, try_no, (long long)e->duration_ms,
+                                              e->exit_code, outbox, lease_ms));
+}
+
+static int run_cancelled(sqlite3 *db, sq_req_t *r) {
+  static const char JOB[] = "UPDATE mqproc_jobs SET state = 'CANCELLED', end_time = mq_now(),"
+                            " last_error = 'cancelled by an operator', updated_at = mq_now(),"
+                            " lease_until = CASE WHEN delivery_acked OR ?4 THEN mq_now() + ?5 END,"
+                            " delivery_acked = delivery_acked OR ?4"
+                            " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
+  static const char TRY[] =
+      "UPDATE mqproc_job_tries SET ended_at = coalesce(ended_at, mq_now()),"
+      " ok = coalesce(ok, 0), duration_ms = coalesce(duration_ms, ?3),"
+      " error = coalesce(error, 'cancelled by an operator') WHERE job_id = ?1 AND try = ?2";
+  return end_job(db, r, JOB, TRY);
+}
+
+static int sq_cancelled(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
+                        const mqproc__try_end_t *e, int outbox, int lease_ms,
+                        mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base,
+                         mqproc__sq_req(run_cancelled, NULL, done, ud, "siiliii", job_id, attempt,
+                                        try_no, (long long)e->duration_ms, -1, outbox, lease_ms));
+}
+
+/* s: job, error; i: attempt, max_requeues, republish */
+static int run_fail(sqlite3 *db, sq_req_t *r) {
+  static const char SQL[] =
+      "UPDATE mqproc_jobs SET"
+      " state = CASE WHEN requeues < ?4 THEN 'QUEUED' ELSE 'FAILED' END,"
+      " requeues = CASE WHEN requeues < ?4 THEN requeues + 1 ELSE requeues END,"
+      " end_time = CASE WHEN requeues < ?4 THEN NULL ELSE mq_now() END,"
+      " republish = ?5 AND requeues < ?4,"
+      " delivery_acked = delivery_acked AND requeues >= ?4,"
+      " dead_letter_pending = delivery_acked AND requeues >= ?4,"
+      " lease_until = CASE WHEN delivery_acked AND requeues >= ?4 THEN lease_until END,"
+      " last_error = ?2, updated_at = mq_now()"
+      " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING' RETURNING state";
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  int queued, n;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_text(st, 1, r->s[0]);
+  mqproc__sq_text(st, 2, r->s[1]);
+  sqlite3_bind_int64(st, 3, r->i[0]);
+  sqlite3_bind_int64(st, 4, r->i[1]);
+  sqlite3_bind_int64(st, 5, r->i[2]);
+  if ((n = mqproc__sq_first(db, st, "fail", r->err)) <= 0)
+    return n < 0 ? n : mqproc__sq_fenced(r);
+  queued = strcmp((const char *)sqlite3_column_text(st, 0), "QUEUED") == 0;
+  if ((n = mqproc__sq_exec(db, st, "fail", r->err)) < 0)
+    return n;
+  *(int *)r->out = queued;
+  return MQPROC_OK;
+}
+
+static int sq_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
+                   int max_requeues, int republish, int *requeued, mqproc__store_done_cb done,
+                   void *ud) {
+  return mqproc__sq_send(base, mqproc__sq_req(run_fail, requeued, done, ud, "ssiii", job_id, error,
+                                              attempt, max_requeues, republish));
+}
+
+/* s: job, why; i: attempt, republish */
+static int run_release(sqlite3 *db, sq_req_t *r) {
+  static const char SQL[] =
+      "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL, republish = ?4,"
+      " delivery_acked = 0, last_error = coalesce(?2, last_error), updated_at = mq_now()"
+      " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING'";
+  return run_simple(db, r, SQL, 2, 2, 1);
+}
+
+static int sq_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
+                      int republish, mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(
+      base, mqproc__sq_req(run_release, NULL, done, ud, "ssii", job_id, why, attempt, republish));
+}
+
+static int run_give_up(sqlite3 *db, sq_req_t *r) {
+  static const char SQL[] =
+      "UPDATE mqproc_jobs SET state = 'FAILED', end_time = mq_now(), lease_until = NULL,"
+      " republish = 0, delivery_acked = 0, last_error = ?2, updated_at = mq_now()"
+      " WHERE job_id = ?1 AND attempt = ?3"
+      " AND (state = 'QUEUED' OR (state = 'RUNNING' AND lease_until < mq_now()))";
+  return run_simple(db, r, SQL, 2, 1, 1);
+}
+
+static int sq_give_up(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
+                      mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base,
+                         mqproc__sq_req(run_give_up, NULL, done, ud, "ssi", job_id, why, attempt));
+}
+
+static int run_ack_early(sqlite3 *db, sq_req_t *r) {
+  static const char SQL[] = "UPDATE mqproc_jobs SET delivery_acked = 1, updated_at = mq_now()"
+                            " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
+  return run_simple(db, r, SQL, 1, 1, 1);
+}
+
+static int sq_ack_early(mqproc__store_t *base, const char *job_id, int attempt,
+                        mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base,
+                         mqproc__sq_req(run_ack_early, NULL, done, ud, "si", job_id, attempt));
+}
+
+static int run_renew(sqlite3 *db, sq_req_t *r) {
+  static const char SQL[] =
+      "UPDATE mqproc_jobs SET lease_until = mq_now() + ?3 WHERE job_id = ?1 AND attempt = ?2"
+      " AND (state = 'RUNNING' OR (delivery_acked AND state IN ('SUCCESS', 'FAILED')))";
+  return run_simple(db, r, SQL, 1, 2, 1);
+}
+
+static int sq_renew(mqproc__store_t *base, const char *job_id, int attempt, int lease_ms,
+                    mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(
+      base, mqproc__sq_req(run_renew, NULL, done, ud, "sii", job_id, attempt, lease_ms));
+}
+
+static int run_ping(sqlite3 *db, sq_req_t *r) {
+  static const char SQL[] = "SELECT 1";
+  return run_simple(db, r, SQL, 0, 0, 0);
+}
+
+static int sq_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base, mqproc__sq_req(run_ping, NULL, done, ud, ""));
+}
+
+/* ---- open, migrate, the class ------------------------------------------------------- */
+
+/* A database on a network filesystem is refused: WAL needs shared memory on one host,
+ * and SQLite's locks over NFS and SMB are known to fail. */
+static int network_fs(const char *path, char *err) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  struct statfs fs;
+  static const struct {
+    unsigned long magic;
+    const char *name;
+  } NET[] = {{0x6969, "NFS"},       {0x517B, "SMB"},      {0xFF534D42, "CIFS"},
+             {0xFE534D42, "SMB2"},  {0x00C36400, "Ceph"}, {0x5346414F, "AFS"},
+             {0x73757245, "Coda"},  {0x01021997, "9P"},   {0x47504653, "GPFS"},
+             {0x0BD00BD0, "Lustre"}};
+  snprintf(dir, sizeof(dir), "%.*s", slash != NULL && slash != path ? (int)(slash - path) : 1,
+           slash != NULL ? path : ".");
+  if (statfs(dir, &fs) != 0)
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s: %s", dir, strerror(errno));
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(NET); i++)
+    if ((unsigned long)fs.f_type == NET[i].magic)
+      return mqproc__err(err, MQPROC_ECONFIG,
+                         "%s is on a network filesystem (%s): SQLite's write-ahead log needs "
+                         "every server on one host and its locks fail over the network; put the "
+                         "database on a local disk, or use PostgreSQL (--database "
+                         "postgresql://...)",
+                         path, NET[i].name);
+  return MQPROC_OK;
+}
+
+static int sq_open(mqproc__store_t *base, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  int rc, version = 0;
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
+      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) ==
+      SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW)
+      version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  if (version == 0)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY,
+                       "the mqproc schema is not in %s: run `mqproc migrate --database "
+                       "sqlite://%s` or start with --migrate",
+                       s->path, s->path);
+  if (version < SCHEMA_VERSION)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY, "%s: schema version %d, this build needs %d",
+                       s->path, version, SCHEMA_VERSION);
+  return MQPROC_OK;
+}
+
+static int sq_migrate(mqproc__store_t *base, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  char *msg = NULL;
+  int rc;
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
+      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
+    return MQPROC_ESTORE_QUERY;
+  }
+  sqlite3_close(db);
+  return MQPROC_OK;
+}
+
+static void sq_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
+  /* no notifications in SQLite: a server reads its wish and cancels with every beat */
+  (void)base;
+  (void)cb;
+  (void)ud;
+}
+
+static void sq_forget(mqproc__store_t *base, void *ud) {
+  sq_store_t *s = (sq_store_t *)base;
+  if (s->engine != NULL)
+    mqproc__sq_forget(s->engine, ud);
+}
+
+static void sq_destroy(mqproc__store_t *base) {
+  sq_store_t *s = (sq_store_t *)base;
+  mqproc__sq_engine_free(s->engine);
+  free(s->path);
+  free(s);
+}
+
+static const struct mqproc__store_class sq_class = {
+    "sqlite",                    /* name */
+    sq_open,                     /* open */
+    sq_migrate,                  /* migrate */
+    sq_claim,                    /* claim */
+    sq_start_try,                /* start_try */
+    sq_end_try,                  /* end_try */
+    sq_succeed,                  /* succeed */
+    sq_fail,                     /* fail */
+    sq_release,                  /* release */
+    sq_give_up,                  /* give_up */
+    sq_ack_early,                /* ack_early */
+    mqproc__sq_sweep,            /* sweep */
+    mqproc__sq_republished,      /* republished */
+    sq_ping,                     /* ping */
+    sq_renew,                    /* renew */
+    mqproc__sq_outbox_done,      /* outbox_done */
+    mqproc__sq_dead_lettered,    /* dead_lettered */
+    mqproc__sq_sweep_outbox,     /* sweep_outbox */
+    mqproc__sq_mark_published,   /* mark_published */
+    mqproc__sq_record_callbacks, /* record_callbacks */
+    mqproc__sq_record_dead,      /* record_dead */
+    mqproc__sq_beat,             /* beat */
+    mqproc__sq_holder_gone,      /* holder_gone */
+    sq_cancelled,                /* cancelled */
+    sq_listen,                   /* listen */
+    sq_forget,                   /* forget */
+    sq_destroy,                  /* destroy */
+};
+
+int mqproc__store_is_sqlite(const char *url) {
+  return url != NULL && strncmp(url, "sqlite://", 9) == 0;
+}
+
+int mqproc__store_sqlite_new(mqproc__store_t **out, const char *url, mqproc__loop_t *loop,
+                             char *err) {
+  sq_store_t *s;
+  const char *p = url + 9, *q;
+  int rc;
+  *out = NULL;
+  if (!mqproc__store_is_sqlite(url) || p[0] != '/' || p[1] == '\0')
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "--database %s: expected sqlite:///ABSOLUTE/PATH[?synchronous=normal]", url);
+  if ((s = calloc(1, sizeof(*s))) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  q = strchr(p, '?');
+  s->path = q != NULL ? strndup(p, (size_t)(q - p)) : strdup(p);
+  if (q != NULL && strcmp(q, "?synchronous=normal") != 0 && strcmp(q, "?synchronous=full") != 0) {
+    free(s->path);
+    free(s);
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "--database %s: the only option is ?synchronous=normal (or full)", url);
+  }
+  s->sync_normal = q != NULL && strcmp(q, "?synchronous=normal") == 0;
+  s->base.klass = &sq_class;
+  if (s->path == NULL) {
+    free(s);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  if (loop != NULL && (rc = mqproc__sq_engine_new(&s->engine, s, loop, err)) != MQPROC_OK) {
+    free(s->path);
+    free(s);
+    return rc;
+  }
+  *out = &s->base;
+  return MQPROC_OK;
+}

@@ -1,0 +1,326 @@
+/* The SQLite store's engine (store/sqlite_int.h): a thread with its own connection. The
+ * loop queues requests; the thread takes every request queued meanwhile and runs them in
+ * one BEGIN IMMEDIATE transaction (the write lock taken up front, so busy_timeout applies
+ * and several servers on one file wait their turn instead of failing with SQLITE_BUSY),
+ * each in a savepoint so one failing statement undoes only its own request; one commit
+ * (one WAL fsync with synchronous=FULL) for all of them. The finished requests go back to
+ * the loop through an eventfd. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "store/sqlite_int.h"
+#include "util.h"
+
+#define BUSY_TIMEOUT_MS 30000
+#define CACHE 64
+
+typedef struct sq_engine {
+  sq_store_t *store;
+  mqproc__loop_t *loop;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  sq_req_t *todo, **todo_tail; /* queued by the loop */
+  sq_req_t *done, **done_tail; /* finished, for the loop */
+  sq_req_t *running;           /* the round on the thread now */
+  int efd;                     /* eventfd: finished requests wait */
+  int stop;
+} sq_engine_t;
+
+/* ---- connection and statements ------------------------------------------------------ */
+
+static void now_ms(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  sqlite3_result_int64(ctx, (sqlite3_int64)mqproc__wall_ms());
+}
+
+static __thread struct {
+  sqlite3 *db;
+  const char *sql;
+  sqlite3_stmt *st;
+} cache[CACHE];
+
+sqlite3_stmt *mqproc__sq_stmt(sqlite3 *db, const char *sql, char *err) {
+  int free_slot = -1;
+  sqlite3_stmt *st;
+  for (int i = 0; i < CACHE; i++) {
+    if (cache[i].db == db && cache[i].sql == sql) {
+      sqlite3_reset(cache[i].st);
+      sqlite3_clear_bindings(cache[i].st);
+      return cache[i].st;
+    }
+    if (cache[i].db == NULL && free_slot < 0)
+      free_slot = i;
+  }
+  if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_QUERY, "cannot prepare a statement: %s", sqlite3_errmsg(db));
+    return NULL;
+  }
+  if (free_slot >= 0) {
+    cache[free_slot].db = db;
+    cache[free_slot].sql = sql;
+    cache[free_slot].st = st;
+  }
+  return st; /* a full cache: this one leaks until the connection closes (finalized then) */
+}
+
+static void close_db(sqlite3 *db) {
+  sqlite3_stmt *st;
+  for (int i = 0; i < CACHE; i++)
+    if (cache[i].db == db)
+      cache[i].db = NULL;
+  while ((st = sqlite3_next_stmt(db, NULL)) != NULL)
+    sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+int mqproc__sq_error(sqlite3 *db, const char *what, char *err) {
+  int code = sqlite3_errcode(db) & 0xff;
+  return mqproc__err(err,
+                     code == SQLITE_CONSTRAINT || code == SQLITE_MISMATCH ||
+                             code == SQLITE_TOOBIG || code == SQLITE_RANGE
+                         ? MQPROC_ESTORE_DATA
+                         : MQPROC_ESTORE_QUERY,
+                     "%s: %s", what, sqlite3_errmsg(db));
+}
+
+int mqproc__sq_open_db(sq_store_t *s, sqlite3 **out, char *err) {
+  sqlite3 *db = NULL;
+  char sql[160];
+  int rc = sqlite3_open_v2(s->path, &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  *out = NULL;
+  if (rc != SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot open %s: %s", s->path,
+                db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return MQPROC_ESTORE_CONNECT;
+  }
+  sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+  snprintf(sql, sizeof(sql),
+           "PRAGMA journal_mode = WAL; PRAGMA synchronous = %s; PRAGMA foreign_keys = ON",
+           s->sync_normal ? "NORMAL" : "FULL");
+  if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_create_function(db, "mq_now", 0, SQLITE_UTF8, NULL, now_ms, NULL, NULL) !=
+          SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot set up %s: %s", s->path, sqlite3_errmsg(db));
+    sqlite3_close(db);
+    return MQPROC_ESTORE_CONNECT;
+  }
+  *out = db;
+  return MQPROC_OK;
+}
+
+sq_row_t *mqproc__sq_row_add(sq_req_t *r) {
+  sq_row_t *row = calloc(1, sizeof(*row));
+  if (row == NULL)
+    return NULL;
+  if (r->rows_tail == NULL)
+    r->rows_tail = &r->rows;
+  *r->rows_tail = row;
+  r->rows_tail = &row->next;
+  return row;
+}
+
+static void req_free(sq_req_t *r) {
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(r->s); i++)
+    free(r->s[i]);
+  free(r->blob);
+  while (r->rows != NULL) {
+    sq_row_t *row = r->rows;
+    r->rows = row->next;
+    for (size_t i = 0; i < MQPROC__ARRAY_LEN(row->col); i++)
+      free(row->col[i]);
+    free(row);
+  }
+  free(r);
+}
+
+/* ---- the thread --------------------------------------------------------------------- */
+
+static int exec(sqlite3 *db, const char *sql) {
+  return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
+  char err[MQPROC_ERR_LEN];
+  sqlite3 *db = *dbp;
+  int ok = 1;
+  if (db == NULL && mqproc__sq_open_db(e->store, dbp, err) != MQPROC_OK) {
+    for (sq_req_t *r = round; r != NULL; r = r->next) {
+      r->rc = MQPROC_ESTORE_CONNECT;
+      snprintf(r->err, sizeof(r->err), "%s", err);
+    }
+    return;
+  }
+  db = *dbp;
+  if (exec(db, "BEGIN IMMEDIATE") != 0) {
+    mqproc__sq_error(db, "BEGIN IMMEDIATE", err);
+    ok = 0;
+  }
+  for (sq_req_t *r = round; ok && r != NULL; r = r->next) {
+    exec(db, "SAVEPOINT r");
+    r->rc = r->run(db, r);
+    if (r->rc != MQPROC_OK && r->rc != MQPROC_ESTORE_FENCED)
+      exec(db, "ROLLBACK TO r");
+    exec(db, "RELEASE r");
+  }
+  if (ok && exec(db, "COMMIT") != 0) {
+    mqproc__sq_error(db, "COMMIT", err);
+    exec(db, "ROLLBACK");
+    ok = 0;
+  }
+  if (!ok) /* nothing of the round was stored */
+    for (sq_req_t *r = round; r != NULL; r = r->next) {
+      r->rc = MQPROC_ESTORE_QUERY;
+      snprintf(r->err, sizeof(r->err), "%s", err);
+    }
+}
+
+static void *engine_main(void *arg) {
+  sq_engine_t *e = arg;
+  sqlite3 *db = NULL;
+  uint64_t one = 1;
+  pthread_mutex_lock(&e->lock);
+  for (;;) {
+    sq_req_t *round;
+    while (e->todo == NULL && !e->stop)
+      pthread_cond_wait(&e->cond, &e->lock);
+    if (e->todo == NULL && e->stop)
+      break;
+    round = e->todo;
+    e->todo = NULL;
+    e->todo_tail = &e->todo;
+    e->running = round;
+    pthread_mutex_unlock(&e->lock);
+    run_round(e, &db, round);
+    pthread_mutex_lock(&e->lock);
+    e->running = NULL;
+    *e->done_tail = round;
+    while (*e->done_tail != NULL)
+      e->done_tail = &(*e->done_tail)->next;
+    if (write(e->efd, &one, sizeof(one)) < 0) {
+      /* the counter is full: the loop reads it anyway */
+    }
+  }
+  pthread_mutex_unlock(&e->lock);
+  if (db != NULL)
+    close_db(db);
+  return NULL;
+}
+
+/* ---- the loop's side ---------------------------------------------------------------- */
+
+static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
+  sq_engine_t *e = ud;
+  uint64_t n;
+  sq_req_t *list;
+  (void)loop;
+  if (read(fd, &n, sizeof(n)) < 0) {
+    /* EAGAIN: nothing new */
+  }
+  pthread_mutex_lock(&e->lock);
+  list = e->done;
+  e->done = NULL;
+  e->done_tail = &e->done;
+  pthread_mutex_unlock(&e->lock);
+  while (list != NULL) {
+    sq_req_t *r = list;
+    list = r->next;
+    if (!r->forgotten) {
+      if (r->rc == MQPROC_OK && r->rows_out != NULL)
+        r->rows_out(r);
+      if (r->done != NULL)
+        r->done(r->ud, r->rc, r->rc == MQPROC_OK ? NULL : r->err);
+    }
+    req_free(r);
+  }
+}
+
+int mqproc__sq_submit(sq_store_t *s, sq_req_t *r) {
+  sq_engine_t *e = s->engine;
+  if (e == NULL) {
+    req_free(r);
+    return MQPROC_EINVAL;
+  }
+  r->next = NULL;
+  pthread_mutex_lock(&e->lock);
+  *e->todo_tail = r;
+  e->todo_tail = &r->next;
+  pthread_cond_signal(&e->cond);
+  pthread_mutex_unlock(&e->lock);
+  return MQPROC_OK;
+}
+
+void mqproc__sq_forget(sq_engine_t *e, void *ud) {
+  sq_req_t *lists[3];
+  pthread_mutex_lock(&e->lock);
+  lists[0] = e->todo;
+  lists[1] = e->running;
+  lists[2] = e->done;
+  for (int k = 0; k < 3; k++)
+    for (sq_req_t *r = lists[k]; r != NULL; r = r->next)
+      if (r->ud == ud)
+        r->forgotten = 1;
+  pthread_mutex_unlock(&e->lock);
+}
+
+int mqproc__sq_engine_new(sq_engine_t **out, sq_store_t *s, mqproc__loop_t *loop, char *err) {
+  sq_engine_t *e = calloc(1, sizeof(*e));
+  *out = NULL;
+  if (e == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  e->store = s;
+  e->loop = loop;
+  e->todo_tail = &e->todo;
+  e->done_tail = &e->done;
+  pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->cond, NULL);
+  if ((e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+      mqproc__loop_io(loop, e->efd, on_done, e) != MQPROC_OK ||
+      pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+    if (e->efd >= 0) {
+      mqproc__loop_io(loop, e->efd, NULL, NULL);
+      close(e->efd);
+    }
+    free(e);
+    return mqproc__err(err, MQPROC_ESYS, "cannot start the SQLite store's thread");
+  }
+  *out = e;
+  return MQPROC_OK;
+}
+
+/* Pending requests are dropped without a call back (store.h: destroy). */
+void mqproc__sq_engine_free(sq_engine_t *e) {
+  sq_req_t *lists[2];
+  if (e == NULL)
+    return;
+  pthread_mutex_lock(&e->lock);
+  e->stop = 1;
+  for (sq_req_t *r = e->todo; r != NULL; r = r->next)
+    r->forgotten = 1;
+  pthread_cond_signal(&e->cond);
+  pthread_mutex_unlock(&e->lock);
+  pthread_join(e->thread, NULL);
+  mqproc__loop_io(e->loop, e->efd, NULL, NULL);
+  close(e->efd);
+  lists[0] = e->todo;
+  lists[1] = e->done;
+  for (int k = 0; k < 2; k++)
+    while (lists[k] != NULL) {
+      sq_req_t *r = lists[k];
+      lists[k] = r->next;
+      req_free(r);
+    }
+  pthread_mutex_destroy(&e->lock);
+  pthread_cond_destroy(&e->cond);
+  free(e);
+}
