@@ -16,6 +16,9 @@
 #include "util.h"
 
 #define SCHEMA_VERSION 5
+/* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
+ * not delivered yet): mq_now() exists only on the servers' connections */
+#define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
 
 /* clang-format off */
 static const char SCHEMA[] =
@@ -28,11 +31,12 @@ static const char SCHEMA[] =
     "  attempt integer NOT NULL DEFAULT 0, tries integer NOT NULL DEFAULT 0,"
     "  deliveries integer NOT NULL DEFAULT 0, requeues integer NOT NULL DEFAULT 0,"
     "  worker_id text, lease_until integer, created_time integer,"
-    "  queued_at integer NOT NULL, start_time integer, end_time integer, exec_time_ms integer,"
+    "  queued_at integer NOT NULL DEFAULT " NOW_MS ", start_time integer, end_time integer,"
+    "  exec_time_ms integer,"
     "  request text, last_error text, log_path text,"
     "  result_published integer NOT NULL DEFAULT 0,"
     "  callback_state text CHECK (callback_state IN ('OK', 'FAILED')), callback_error text,"
-    "  updated_at integer NOT NULL,"
+    "  updated_at integer NOT NULL DEFAULT " NOW_MS ","
     "  delivery_acked integer NOT NULL DEFAULT 0, republish integer NOT NULL DEFAULT 0,"
     "  request_format text NOT NULL DEFAULT 'json' CHECK (request_format IN ('json', 'yaml')),"
     "  dead_letter_pending integer NOT NULL DEFAULT 0, request_body blob,"

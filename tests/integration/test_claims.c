@@ -51,8 +51,11 @@ Test(claims, a_superseded_attempt_is_fenced_off) {
   it_publish(proc, it_job_json(proc, "fence-1", NULL));
   cr_assert(it_server_wait_log(srv, "job fence-1: attempt 1 try 1 started", WAIT_MS));
   /* another server takes the job over (as after an expired lease): attempt 2 */
-  it_sql("UPDATE mqproc_jobs SET attempt = attempt + 1, worker_id = 'other:1',"
-         " lease_until = now() + interval '1 hour' WHERE job_id = 'fence-1'",
+  it_sql(it_q("UPDATE mqproc_jobs SET attempt = attempt + 1, worker_id = 'other:1',"
+              " lease_until = now() + interval '1 hour' WHERE job_id = 'fence-1'",
+              "UPDATE mqproc_jobs SET attempt = attempt + 1, worker_id = 'other:1',"
+              " lease_until = CAST(strftime('%s', 'now') AS INTEGER) * 1000 + 3600000"
+              " WHERE job_id = 'fence-1'"),
          0);
   cr_assert(it_server_wait_log(srv, "lease of attempt 1 lost to a newer attempt", WAIT_MS));
   cr_assert(it_server_wait_log(srv, "attempt 1 was fenced off by a newer attempt", WAIT_MS));
@@ -210,11 +213,13 @@ Test(claims, an_early_acked_job_keeps_its_slot) {
   it_server_stop(srv);
   {
     /* slot-2 was claimed only once slot-1 had ended: --prefetch bounds running jobs */
-    long first = it_sql_long("SELECT extract(epoch FROM start_time) * 1000 FROM mqproc_jobs "
-                             "WHERE job_id = 'slot-2'",
+    long first = it_sql_long(it_q("SELECT extract(epoch FROM start_time) * 1000 FROM mqproc_jobs"
+                                  " WHERE job_id = 'slot-2'",
+                                  "SELECT start_time FROM mqproc_jobs WHERE job_id = 'slot-2'"),
                              0);
-    long ended = it_sql_long("SELECT extract(epoch FROM end_time) * 1000 FROM mqproc_jobs "
-                             "WHERE job_id = 'slot-1'",
+    long ended = it_sql_long(it_q("SELECT extract(epoch FROM end_time) * 1000 FROM mqproc_jobs"
+                                  " WHERE job_id = 'slot-1'",
+                                  "SELECT end_time FROM mqproc_jobs WHERE job_id = 'slot-1'"),
                              0);
     cr_expect_geq(first, ended, "slot-2 started %ld ms before slot-1 ended", ended - first);
   }
@@ -231,9 +236,12 @@ Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) 
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   /* as if the holder died right after recording SUCCESS, its delivery acked early */
-  it_sql("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
-         " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 3, true,"
-         " now() - interval '1 second', $2::jsonb)",
+  it_sql(it_q("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
+              " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 3, true,"
+              " now() - interval '1 second', $2::jsonb)",
+              "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
+              " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 3, true,"
+              " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - 1000, $2)"),
          2, proc,
          it_job_json(
              proc, "outbox-1",
@@ -249,8 +257,10 @@ Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) 
   cr_expect(strstr(body, "\"state\":\"SUCCESS\"") != NULL, "%s", body);
   free(body);
   it_server_stop(srv); /* the outbox delivery ended before the server could stop */
-  cr_expect_str_eq(it_sql("SELECT result_published::text || ' ' || callback_state || ' ' ||"
-                          " delivery_acked::text FROM mqproc_jobs WHERE job_id = 'outbox-1'",
+  cr_expect_str_eq(it_sql("SELECT CASE WHEN result_published THEN 'true' ELSE 'false' END || ' ' "
+                          "|| callback_state || ' ' ||"
+                          " CASE WHEN delivery_acked THEN 'true' ELSE 'false' END FROM mqproc_jobs "
+                          "WHERE job_id = 'outbox-1'",
                           0),
                    "true OK false");
   test_http_stop(cb);
@@ -266,10 +276,15 @@ Test(claims, the_dead_letter_an_early_acked_holder_never_sent_is_sent_by_a_sweep
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   /* as if the holder died right after recording FAILED, its delivery acked early */
-  it_sql("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
-         " dead_letter_pending, lease_until, last_error, request, request_format)"
-         " VALUES ('outdead-1', $1, 'FAILED', 1, true, true, now() - interval '1 second',"
-         " 'processor exited with status 3', $2::jsonb, 'yaml')",
+  it_sql(it_q("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
+              " dead_letter_pending, lease_until, last_error, request, request_format)"
+              " VALUES ('outdead-1', $1, 'FAILED', 1, true, true, now() - interval '1 second',"
+              " 'processor exited with status 3', $2::jsonb, 'yaml')",
+              "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
+              " dead_letter_pending, lease_until, last_error, request, request_format)"
+              " VALUES ('outdead-1', $1, 'FAILED', 1, true, true, CAST((julianday('now') - "
+              "2440587.5) * 86400000 AS INTEGER) - 1000,"
+              " 'processor exited with status 3', $2, 'yaml')"),
          2, proc,
          it_job_json(proc, "outdead-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_get(dead, WAIT_MS, &m), "the sweeper did not send the dead letter");
@@ -282,7 +297,8 @@ Test(claims, the_dead_letter_an_early_acked_holder_never_sent_is_sent_by_a_sweep
   cr_expect(strstr(m.body, "state: FAILED") != NULL, "%s", m.body);
   it_msg_free(&m);
   it_server_stop(srv);
-  cr_expect_str_eq(it_sql("SELECT dead_letter_pending::text || ' ' || delivery_acked::text"
+  cr_expect_str_eq(it_sql("SELECT CASE WHEN dead_letter_pending THEN 'true' ELSE 'false' END || ' "
+                          "' || CASE WHEN delivery_acked THEN 'true' ELSE 'false' END"
                           " FROM mqproc_jobs WHERE job_id = 'outdead-1'",
                           0),
                    "false false");
@@ -309,11 +325,13 @@ Test(claims, an_early_acked_job_that_fails_for_good_is_dead_lettered_once) {
   cr_expect(strstr(m.body, "\"state\":\"FAILED\"") != NULL, "%s", m.body);
   it_msg_free(&m);
   it_server_stop(srv);
-  cr_expect_str_eq(it_sql("SELECT state || ' ' || tries || ' ' || dead_letter_pending::text"
-                          " || ' ' || delivery_acked::text FROM mqproc_jobs"
-                          " WHERE job_id = 'ackfail-1'",
-                          0),
-                   "FAILED 1 false false", "the holder sent everything and cleared its marks");
+  cr_expect_str_eq(
+      it_sql("SELECT state || ' ' || tries || ' ' || CASE WHEN dead_letter_pending THEN 'true' "
+             "ELSE 'false' END"
+             " || ' ' || CASE WHEN delivery_acked THEN 'true' ELSE 'false' END FROM mqproc_jobs"
+             " WHERE job_id = 'ackfail-1'",
+             0),
+      "FAILED 1 false false", "the holder sent everything and cleared its marks");
   it_queue_counts(dead, &ready, &unacked);
   cr_expect_eq(ready, 0, "one dead letter");
 }
@@ -340,7 +358,8 @@ Test(claims, an_early_acked_job_whose_dead_letter_is_refused_still_sends_its_res
   cr_expect_eq(
       it_sql_long("SELECT count(*) FROM mqproc_dead_letters WHERE job_id = 'deadgone-1'", 0), 1,
       "recorded in the table");
-  cr_expect_str_eq(it_sql("SELECT state || ' ' || delivery_acked::text FROM mqproc_jobs"
+  cr_expect_str_eq(it_sql("SELECT state || ' ' || CASE WHEN delivery_acked THEN 'true' ELSE "
+                          "'false' END FROM mqproc_jobs"
                           " WHERE job_id = 'deadgone-1'",
                           0),
                    "FAILED false");

@@ -33,21 +33,6 @@ static int wait_unacked(const char *queue, long unacked) {
   return 0;
 }
 
-/* The most "start" spans open at once in a PROC_SPANS file. */
-static int most_at_once(const char *spans) {
-  char *text = it_sql("SELECT string_agg(l, E'\\n' ORDER BY split_part(l, ' ', 2)::numeric,"
-                      " split_part(l, ' ', 1) = 'start') FROM regexp_split_to_table("
-                      "trim(E'\\n' FROM $1), E'\\n') AS l",
-                      1, it_read_file(spans));
-  int running = 0, most = 0;
-  cr_assert_not_null(text);
-  for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-    running += strncmp(line, "start", 5) == 0 ? 1 : -1;
-    most = running > most ? running : most;
-  }
-  return most;
-}
-
 /* Takes n result messages off results (and checks no more came); returns how many say
  * SUCCESS. */
 static int take_results(const char *results, int n) {
@@ -85,7 +70,7 @@ Test(concurrency, n_tries_run_at_once_and_waiting_deliveries_are_not_claimed) {
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs", 0), 2, "only running jobs claimed");
   it_open_gate(gate);
   expect_results(results, 6);
-  cr_expect_eq(most_at_once(spans), 2, "--concurrency=2: two tries at once, never more");
+  cr_expect_eq(it_most_at_once(spans), 2, "--concurrency=2: two tries at once, never more");
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
                            "attempt = 1 AND tries = 1",
                            0),

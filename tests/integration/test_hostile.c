@@ -78,12 +78,17 @@ Test(hostile, a_stored_job_that_cannot_be_republished_fails_instead_of_looping) 
   char *id = repeat('r', 300); /* a row from before the decode limit */
   const char *extra[] = {"--lease=2", NULL};
   it_server_t *srv;
+  if (it_queue_is_dir())
+    cr_skip_test("AMQP's 255-byte limit on message ids: a directory queue has none");
   it_declare(results);
   it_sql_long("SELECT count(*) FROM mqproc_jobs", 0); /* the schema exists from here on */
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
-  it_sql("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, republish, request,"
-         " request_format, request_body) VALUES ($1, $2, 'QUEUED', 1, true, '{}', 'json',"
-         " convert_to('{}', 'UTF8'))",
+  it_sql(it_q("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, republish,"
+              " request, request_format, request_body) VALUES ($1, $2, 'QUEUED', 1, true, '{}',"
+              " 'json', convert_to('{}', 'UTF8'))",
+              "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, republish,"
+              " request, request_format, request_body) VALUES ($1, $2, 'QUEUED', 1, true, '{}',"
+              " 'json', CAST('{}' AS BLOB))"),
          2, id, proc);
   cr_assert(it_server_wait_log(srv, "cannot republish the stored request", WAIT_MS));
   /* the log line comes before the store's write commits; the store commits requests in
@@ -121,9 +126,13 @@ Test(hostile, data_the_database_refuses_dead_letters_the_message_not_the_server)
   it_expect_dead(proc, "job_id: must be at most 255 bytes");
   /* what no decode check knows: a constraint the operator added. The claim's SQLSTATE
    * (23514) says the data is refused, not that the database is away */
-  it_sql("ALTER TABLE mqproc_jobs ADD CONSTRAINT no_evil CHECK (job_id NOT LIKE 'evil%')", 0);
+  it_sql(it_q("ALTER TABLE mqproc_jobs ADD CONSTRAINT no_evil CHECK (job_id NOT LIKE 'evil%')",
+              "CREATE TRIGGER no_evil BEFORE INSERT ON mqproc_jobs WHEN NEW.job_id LIKE 'evil%'"
+              " BEGIN SELECT RAISE(ABORT, 'no evil'); END"),
+         0);
   it_publish(proc, it_job_json(proc, "evil-1", result_extra(results)));
-  it_expect_dead(proc, "the job store refused this job: query failed (SQLSTATE 23514)");
+  it_expect_dead(proc, it_q("the job store refused this job: query failed (SQLSTATE 23514)",
+                            "the job store refused this job: claim: no evil"));
   expect_good_job(proc, results, "sql-ok");
   expect_never_reconnected(srv);
   it_server_stop(srv);
@@ -152,8 +161,10 @@ Test(hostile, a_republished_request_is_the_original_message) {
   a = it_server_start(proc, it_proc("proc.sh"), extra, envp_a);
   it_publish(proc, body);
   cr_assert(it_server_wait_log(a, "job rt-1: still running after 1 s; delivery acked", WAIT_MS));
-  cr_expect_eq(it_sql_long("SELECT (request_body = convert_to($1, 'UTF8'))::int FROM mqproc_jobs"
-                           " WHERE job_id = 'rt-1'",
+  cr_expect_eq(it_sql_long(it_q("SELECT (request_body = convert_to($1, 'UTF8'))::int FROM"
+                                " mqproc_jobs WHERE job_id = 'rt-1'",
+                                "SELECT request_body = CAST(?1 AS BLOB) FROM mqproc_jobs"
+                                " WHERE job_id = 'rt-1'"),
                            1, body),
                1, "the original bytes are kept");
   it_server_signal(a, SIGKILL); /* the row alone carries the job now */
@@ -218,6 +229,14 @@ Test(hostile, processors_never_see_the_servers_secrets) {
 
 /* ---- 7. job logs are private and never shared ------------------------------------------- */
 
+/* How often needle occurs in text. */
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+    n++;
+  return n;
+}
+
 Test(hostile, job_logs_are_private_unique_and_follow_no_link) {
   char *proc = it_name("logs"), *results = it_name("logs-result");
   char *logdir = it_fmt("%s/joblogs", it_tmpdir()), *sub = it_fmt("%s/%s", logdir, proc);
@@ -251,8 +270,7 @@ Test(hostile, job_logs_are_private_unique_and_follow_no_link) {
     char *path = it_sql("SELECT log_path FROM mqproc_jobs WHERE job_id = $1", 1, ids[i]);
     char *text = it_read_file(path);
     cr_expect_not_null(strstr(text, it_fmt("=== mqproc: job %s attempt", ids[i])), "%s", path);
-    cr_expect_eq(it_sql_long("SELECT count(*) FROM regexp_matches($1, '=== mqproc', 'g')", 1, text),
-                 1, "%s holds another job's lines", path);
+    cr_expect_eq(count_of(text, "=== mqproc"), 1, "%s holds another job's lines", path);
     cr_assert_eq(stat(path, &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0640, "%s: mode %o", path, st.st_mode & 0777);
   }
@@ -335,11 +353,11 @@ Test(hostile, a_processor_signalling_its_own_group_is_not_a_dead_server) {
 
 Test(hostile, early_acks_never_let_more_than_prefetch_jobs_run) {
   char *proc = it_name("bound"), *results = it_name("bound-result");
-  char *spans = it_fmt("%s/spans", it_tmpdir()), *text, *line;
+  char *spans = it_fmt("%s/spans", it_tmpdir());
   const char *extra[] = {"--prefetch=2", "--ack-after=1", NULL};
   const char *envp[] = {it_fmt("PROC_SPANS=%s", spans), "PROC_SLEEP=3", NULL};
   it_server_t *srv;
-  int running = 0, most = 0;
+  int most;
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
   for (int i = 0; i < 6; i++)
@@ -349,16 +367,7 @@ Test(hostile, early_acks_never_let_more_than_prefetch_jobs_run) {
     cr_assert(it_get(results, WAIT_MS, &m), "only %d results", i);
     it_msg_free(&m);
   }
-  /* replay the starts and ends in time order */
-  text = it_sql("SELECT string_agg(l, E'\\n' ORDER BY split_part(l, ' ', 2)::numeric,"
-                " split_part(l, ' ', 1) = 'start') FROM regexp_split_to_table("
-                "trim(E'\\n' FROM $1), E'\\n') AS l",
-                1, it_read_file(spans));
-  cr_assert_not_null(text);
-  for (line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-    running += strncmp(line, "start", 5) == 0 ? 1 : -1;
-    most = running > most ? running : most;
-  }
+  most = it_most_at_once(spans); /* the starts and ends replayed in time order */
   cr_expect_leq(most, 2, "%d jobs ran at once with --prefetch=2", most);
   cr_expect_eq(most, 2, "both slots were used");
   it_server_stop(srv);
@@ -423,8 +432,10 @@ Test(hostile, the_dead_letter_table_keeps_at_most_max_message_size_bytes) {
   mqproc__sha256(body, 100000, sha);
   for (int i = 0; i < 32; i++)
     snprintf(hex + 2 * i, 3, "%02x", sha[i]);
-  cr_expect_str_eq(it_sql("SELECT octet_length(body) || ' ' || body_len || ' ' ||"
-                          " encode(body_sha256, 'hex') FROM mqproc_dead_letters",
+  cr_expect_str_eq(it_sql(it_q("SELECT octet_length(body) || ' ' || body_len || ' ' ||"
+                               " encode(body_sha256, 'hex') FROM mqproc_dead_letters",
+                               "SELECT length(body) || ' ' || body_len || ' ' || body_sha256"
+                               " FROM mqproc_dead_letters"),
                           0),
                    it_fmt("65536 100000 %s", hex));
   expect_good_job(proc, results, "dlt-ok");

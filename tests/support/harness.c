@@ -1,5 +1,6 @@
 /* Integration-test harness (see harness.h). */
 #include "harness.h"
+#include "harness_int.h"
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -68,7 +69,7 @@ static void init_env(void) {
 
 const char *it_amqp_url(void) {
   init_env();
-  return g_amqp;
+  return it_queue_is_dir() ? it_dir_url() : g_amqp;
 }
 
 /* ---- strings owned by the harness ---------------------------------------------------- */
@@ -140,6 +141,8 @@ const char *it_db_url(void) {
   char schema[64], err[MQPROC_ERR_LEN], sql[256];
   PGconn *c;
   mqproc__store_t *st;
+  if (it_store_is_sqlite())
+    return it_sqlite_url();
   if (g_dburl != NULL)
     return g_dburl;
   init_env();
@@ -175,6 +178,13 @@ char *it_sql(const char *sql, int n, ...) {
   va_list ap;
   PGresult *r;
   char *out = NULL;
+  if (it_store_is_sqlite()) {
+    int found;
+    va_start(ap, n);
+    out = it_sqlite_first(sql, n, ap, &found);
+    va_end(ap);
+    return out;
+  }
   va_start(ap, n);
   r = vquery(sql, n, ap);
   va_end(ap);
@@ -188,6 +198,15 @@ long it_sql_long(const char *sql, int n, ...) {
   va_list ap;
   PGresult *r;
   long out = -1;
+  if (it_store_is_sqlite()) {
+    int found;
+    char *v;
+    va_start(ap, n);
+    v = it_sqlite_first(sql, n, ap, &found);
+    va_end(ap);
+    cr_assert(found, "no row: %s", sql);
+    return v != NULL ? atol(v) : -1;
+  }
   va_start(ap, n);
   r = vquery(sql, n, ap);
   va_end(ap);
@@ -234,6 +253,10 @@ static amqp_connection_state_t amqp(void) {
 }
 
 void it_declare(const char *queue) {
+  if (it_queue_is_dir()) {
+    it_dir_declare(queue);
+    return;
+  }
   amqp_queue_declare(amqp(), 1, amqp_cstring_bytes(queue), 0, 1, 0, 0, amqp_empty_table);
   check_rpc("queue.declare");
   amqp_queue_bind(amqp(), 1, amqp_cstring_bytes(queue), amqp_cstring_bytes("ocrd-network-default"),
@@ -242,12 +265,20 @@ void it_declare(const char *queue) {
 }
 
 void it_delete_queue(const char *queue) {
+  if (it_queue_is_dir()) {
+    it_dir_delete(queue);
+    return;
+  }
   amqp_queue_delete(amqp(), 1, amqp_cstring_bytes(queue), 0, 0);
   check_rpc("queue.delete");
 }
 
 void it_publish_len(const char *rk, const void *body, size_t len) {
   amqp_basic_properties_t p;
+  if (it_queue_is_dir()) {
+    it_dir_publish(rk, body, len);
+    return;
+  }
   memset(&p, 0, sizeof(p));
   p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
   p.delivery_mode = 2;
@@ -337,10 +368,14 @@ static int take_one(const char *queue, int timeout_ms, it_msg_t *out, int requeu
 }
 
 int it_get(const char *queue, int timeout_ms, it_msg_t *out) {
+  if (it_queue_is_dir())
+    return it_dir_take(queue, timeout_ms, out, 0);
   return take_one(queue, timeout_ms, out, 0);
 }
 
 int it_requeue_one(const char *queue, int timeout_ms) {
+  if (it_queue_is_dir())
+    return it_dir_take(queue, timeout_ms, NULL, 1);
   return take_one(queue, timeout_ms, NULL, 1);
 }
 
@@ -358,6 +393,10 @@ void it_queue_counts(const char *queue, long *ready, long *unacked) {
   char cmd[1024], line[1024], name[512];
   FILE *p;
   init_env();
+  if (it_queue_is_dir()) {
+    it_dir_counts(queue, ready, unacked);
+    return;
+  }
   *ready = *unacked = -1;
   snprintf(cmd, sizeof(cmd),
            "bash %s/scripts/services.sh rabbitmqctl %s list_queues -q --no-table-headers name "
@@ -776,6 +815,7 @@ void it_cleanup(void) {
   if (g_conn != NULL)
     PQfinish(g_conn);
   g_conn = NULL;
+  it_backends_cleanup();
   if (g_amqp_conn != NULL) {
     amqp_channel_close(g_amqp_conn, 1, AMQP_REPLY_SUCCESS);
     amqp_connection_close(g_amqp_conn, AMQP_REPLY_SUCCESS);

@@ -68,6 +68,19 @@ void it_queue_counts(const char *queue, long *ready, long *unacked);
  * pg-start: they return once the server is down / ready again). */
 void it_services(const char *cmd);
 
+/* ---- backend pairs ------------------------------------------------------------------
+ * MQPROC_TEST_QUEUE=dir: the queue is a directory queue in the test's tmpdir (it_amqp_url
+ * is then a dir:// URL and the AMQP helpers below act on its files; a dead letter of P is
+ * in P's failed/); MQPROC_TEST_STORE=sqlite: the store is the test's TMP/jobs.db (it_db_url
+ * a sqlite:// URL, it_sql reads it). */
+int it_queue_is_dir(void);
+int it_store_is_sqlite(void);
+/* The SQL of the test's store: pg for PostgreSQL, sqlite for SQLite (times there are
+ * integer ms since the epoch, booleans 0/1). */
+const char *it_q(const char *pg, const char *sqlite);
+/* The most "start" spans open at once in a PROC_SPANS file (proc.sh). */
+int it_most_at_once(const char *spans_path);
+
 /* ---- SQL on this test's schema ------------------------------------------------------ */
 
 /* First cell of the first row as text (NULL for SQL NULL or no row). The query may
