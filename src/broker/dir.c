@@ -289,12 +289,22 @@ static void report_confirms(dirb_t *b, int status_if_ok) {
     free(b->sync_dirs[i]);
   }
   b->n_sync = 0;
-  for (size_t i = 0; i < b->n_confirms; i++) { /* the callback may publish again */
-    confirm_t c = b->confirms[i];
-    int st = c.status == MQPROC_OK ? (synced ? status_if_ok : MQPROC_EBROKER_NACKED) : c.status;
-    b->ev.on_confirm(b->ev.ud, c.seq, st);
+  /* the confirms of what was synced now; a callback may publish again: those wait for the
+   * next round (and its fsync), in a list of their own */
+  while (b->n_confirms > 0) {
+    size_t n = b->n_confirms;
+    confirm_t *list = b->confirms;
+    b->confirms = NULL;
+    b->n_confirms = b->cap_confirms = 0;
+    for (size_t i = 0; i < n; i++) {
+      int st = list[i].status == MQPROC_OK ? (synced ? status_if_ok : MQPROC_EBROKER_NACKED)
+                                           : list[i].status;
+      b->ev.on_confirm(b->ev.ud, list[i].seq, st);
+    }
+    free(list);
+    if (status_if_ok == MQPROC_OK)
+      break; /* new ones are reported by the next pump, after their fsync */
   }
-  b->n_confirms = 0;
 }
 
 static int d_fd(mqproc__broker_t *base) {

@@ -30,6 +30,7 @@ typedef struct sq_engine {
   sq_req_t *todo, **todo_tail; /* queued by the loop */
   sq_req_t *done, **done_tail; /* finished, for the loop */
   sq_req_t *running;           /* the round on the thread now */
+  sq_req_t *dispatching;       /* finished ones the loop is calling back now */
   int efd;                     /* eventfd: finished requests wait */
   int stop;
 } sq_engine_t;
@@ -232,9 +233,12 @@ static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
   e->done = NULL;
   e->done_tail = &e->done;
   pthread_mutex_unlock(&e->lock);
-  while (list != NULL) {
-    sq_req_t *r = list;
-    list = r->next;
+  /* a callback may free its delivery, which forgets its other requests: those still in
+   * this list too (mqproc__sq_forget looks here) */
+  e->dispatching = list;
+  while (e->dispatching != NULL) {
+    sq_req_t *r = e->dispatching;
+    e->dispatching = r->next;
     if (!r->forgotten) {
       if (r->rc == MQPROC_OK && r->rows_out != NULL)
         r->rows_out(r);
@@ -261,12 +265,13 @@ int mqproc__sq_submit(sq_store_t *s, sq_req_t *r) {
 }
 
 void mqproc__sq_forget(sq_engine_t *e, void *ud) {
-  sq_req_t *lists[3];
+  sq_req_t *lists[4];
   pthread_mutex_lock(&e->lock);
   lists[0] = e->todo;
   lists[1] = e->running;
   lists[2] = e->done;
-  for (int k = 0; k < 3; k++)
+  lists[3] = e->dispatching; /* the loop's own: forget runs on the loop */
+  for (int k = 0; k < 4; k++)
     for (sq_req_t *r = lists[k]; r != NULL; r = r->next)
       if (r->ud == ud)
         r->forgotten = 1;
