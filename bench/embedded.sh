@@ -70,6 +70,53 @@ run() {
 run durable "" 2
 run relaxed "?synchronous=normal" 2
 
+# An idle server's wake-ups per second (context switches of all its threads over 10 s).
+say "idle: one server on an empty queue, 10 s"
+dir=$WORK/idle
+mkdir -p "$dir"
+"$BUILD/$PROC" processing-server --queue "dir://$dir/spool" --database "sqlite://$dir/jobs.db" \
+  --migrate --log-level warn --log-dir "$dir/logs" 2>"$dir/server.log" &
+server=$!
+sleep 2
+switches() { cat /proc/"$server"/task/*/status | awk '/ctxt_switches/ { n += $2 } END { print n }'; }
+s0=$(switches)
+sleep 10
+R[idle_wakeups_per_s]=$(awk -v a="$s0" -v b="$(switches)" 'BEGIN { printf "%.1f", (b - a) / 10 }')
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=
+
+# kill -9 of a job's holder: how long until the other server of the same host runs it again.
+say "take-back: two servers, the holder of a 30 s job killed with SIGKILL"
+dir=$WORK/takeback
+mkdir -p "$dir"
+"$BUILD/mqproc" migrate --database "sqlite://$dir/jobs.db" >/dev/null
+pids=()
+for w in A B; do
+  "$BUILD/$PROC" processing-server --queue "dir://$dir/spool" --database "sqlite://$dir/jobs.db" \
+    --log-level warn --log-dir "$dir/logs" --worker-id "$w" 2>"$dir/server-$w.log" &
+  pids+=($!)
+done
+sleep 1
+"$BUILD/mqproc" submit --queue "dir://$dir/spool" --processor "$PROC" --mets /m.xml -I IN \
+  --job-id tb-1 --param sleep_ms=30000 >/dev/null
+for _ in $(seq 1 100); do
+  holder=$(sqlite3 "$dir/jobs.db" "SELECT worker_id FROM mqproc_jobs WHERE job_id = 'tb-1' AND state = 'RUNNING'" 2>/dev/null || true)
+  [ -n "$holder" ] && break
+  sleep 0.05
+done
+[ "$holder" = A ] && victim=${pids[0]} || victim=${pids[1]}
+t_kill=$(date +%s%3N)
+kill -9 "$victim"
+for _ in $(seq 1 200); do
+  t_again=$(sqlite3 "$dir/jobs.db" "SELECT start_time FROM mqproc_jobs WHERE job_id = 'tb-1' AND attempt = 2" 2>/dev/null || true)
+  [ -n "$t_again" ] && break
+  sleep 0.05
+done
+R[takeback_ms]=$([ -n "$t_again" ] && echo $((t_again - t_kill)) || echo "none")
+kill "${pids[@]}" 2>/dev/null || true
+wait 2>/dev/null || true
+
 printf '\n%-46s %10s\n' "embedded pair, $(nproc) cores, N=$N" "jobs/s"
 printf '%-46s %10s\n' "raw: dir enqueue (fdatasync + rename + dir fsync)" "${R[raw_dir_enqueue]}"
 printf '%-46s %10s\n' "raw: dir claim + settle (renames, unlink)" "${R[raw_dir_claim]}"
@@ -78,8 +125,11 @@ printf '%-46s %10s\n' "raw: SQLite claim+complete, 64/commit, FULL" "${R[raw_sql
 printf '%-46s %10s\n' "raw: SQLite claim+complete, 1/commit, NORMAL" "${R[raw_sqlite_normal_1]}"
 printf '%-46s %10s  (%s results)\n' "mqproc dir+sqlite durable, concurrency 2" "${R[durable]}" "${R[durable_results]}"
 printf '%-46s %10s  (%s results)\n' "mqproc dir+sqlite relaxed, concurrency 2" "${R[relaxed]}" "${R[relaxed_results]}"
+printf '%-46s %10s\n' "idle server: wake-ups per second" "${R[idle_wakeups_per_s]}"
+printf '%-46s %10s\n' "kill -9 of the holder -> run again (ms)" "${R[takeback_ms]}"
 printf '\nRESULT n=%s' "$N"
-for k in raw_dir_enqueue raw_dir_claim raw_sqlite_1 raw_sqlite_64 raw_sqlite_normal_1 durable relaxed; do
+for k in raw_dir_enqueue raw_dir_claim raw_sqlite_1 raw_sqlite_64 raw_sqlite_normal_1 durable relaxed \
+  idle_wakeups_per_s takeback_ms; do
   printf ' %s=%s' "$k" "${R[$k]}"
 done
 echo

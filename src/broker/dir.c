@@ -42,8 +42,9 @@
 
 typedef struct held {
   uint64_t tag;
-  int fd; /* holds the flock */
-  char name[MQPROC__DIRQ_NAME_MAX + 8];
+  uint64_t consumer; /* the consume() it came through: prefetch counts per consumer */
+  int fd;            /* holds the flock */
+  char name[NAME_MAX + 1];
   struct held *next;
 } held_t;
 
@@ -60,6 +61,7 @@ typedef struct dirb {
   int ino; /* inotify fd; -1: not connected */
   uint64_t epoch, next_tag, next_seq, consumer;
   int consuming, prefetch, n_held;
+  int reread; /* a name was passed over (locked): read new/ again at the next look */
   held_t *held;
   char **heap; /* ready names, smallest first */
   size_t n, cap;
@@ -155,9 +157,17 @@ static void take_back(dirb_t *b) {
       continue;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* nobody holds it (ours are held by our fds) */
       int again = len > 2 && strcmp(e->d_name + len - 2, ".r") == 0;
-      snprintf(to, sizeof(to), "%s/new/%s%s", b->qdir, e->d_name, again ? "" : ".r");
-      if (rename(from, to) == 0)
+      snprintf(to, sizeof(to), "%s/new/%.*s%s", b->qdir, NAME_MAX - 2, e->d_name,
+               again ? "" : ".r");
+      if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) != 0 && errno == EEXIST) {
+        char name[MQPROC__DIRQ_NAME_MAX]; /* never over another job: a fresh name */
+        mqproc__dirq_name(mqproc__dirq_name_priority(e->d_name), 1, name, sizeof(name));
+        snprintf(to, sizeof(to), "%s/new/%s", b->qdir, name);
+        if (rename(from, to) == 0)
+          n++;
+      } else {
         n++;
+      }
     }
     close(fd);
   }
@@ -216,9 +226,15 @@ static int deliver_one(dirb_t *b) {
   while ((name = heap_pop(b)) != NULL) {
     snprintf(from, sizeof(from), "%s/new/%s", b->qdir, name);
     snprintf(to, sizeof(to), "%s/cur/%s", b->qdir, name);
+    if (strlen(name) > NAME_MAX) { /* cannot be: a directory entry's name */
+      free(name);
+      continue;
+    }
     fd = open(from, O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(from, to) == 0)
       break; /* ours */
+    if (fd >= 0 && errno == EWOULDBLOCK)
+      b->reread = 1; /* locked: a peer claims it, or one that put it back still holds it */
     if (fd >= 0)
       close(fd);
     free(name); /* another server's, or gone */
@@ -233,6 +249,7 @@ static int deliver_one(dirb_t *b) {
     return 1;
   }
   h->tag = ++b->next_tag;
+  h->consumer = b->consumer;
   h->fd = fd;
   snprintf(h->name, sizeof(h->name), "%s", name);
   h->next = b->held;
@@ -311,10 +328,19 @@ static int d_fd(mqproc__broker_t *base) {
   return ((dirb_t *)base)->ino;
 }
 
+/* Deliveries of the current consumer not settled: its prefetch counts these only (the
+ * server counts an older consumer's itself, as for AMQP's per-consumer basic.qos). */
+static int held_now(const dirb_t *b) {
+  int n = 0;
+  for (const held_t *h = b->held; h != NULL; h = h->next)
+    n += h->consumer == b->consumer;
+  return n;
+}
+
 static int d_pending(mqproc__broker_t *base) {
   dirb_t *b = (dirb_t *)base;
   return b->ino >= 0 &&
-         (b->n_confirms > 0 || (b->consuming && b->n_held < b->prefetch && b->n > 0));
+         (b->n_confirms > 0 || (b->consuming && b->n > 0 && held_now(b) < b->prefetch));
 }
 
 static int d_pump(mqproc__broker_t *base, char *err) {
@@ -339,11 +365,13 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   if (now - b->looked_ms >= LOOK_EVERY_MS) {
     b->looked_ms = now;
     take_back(b);
-    overflow |= b->n == 0; /* what inotify cannot see: other hosts' files on NFS */
+    overflow |= b->n == 0 || b->reread; /* what inotify cannot see: other hosts' files on
+                                           NFS; names passed over while locked */
+    b->reread = 0;
   }
   if (overflow)
     read_new(b);
-  while (b->consuming && b->n_held < b->prefetch && b->ino >= 0 && deliver_one(b))
+  while (b->consuming && b->ino >= 0 && held_now(b) < b->prefetch && deliver_one(b))
     ;
   if (b->n_confirms > 0)
     report_confirms(b, MQPROC_OK);
@@ -430,6 +458,21 @@ static int d_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the dir queue is not open");
   if (p->routing_key[0] == '\0' || p->routing_key[0] == '.' || strchr(p->routing_key, '/'))
     return mqproc__err(err, MQPROC_EINVAL, "'%s' cannot name a queue directory", p->routing_key);
+  /* room for its confirm first: once its file is written, it is reported */
+  if (b->n_confirms == b->cap_confirms) {
+    size_t cap = b->cap_confirms ? 2 * b->cap_confirms : 64;
+    confirm_t *c = realloc(b->confirms, cap * sizeof(*c));
+    char **s = realloc(b->sync_dirs, cap * sizeof(*s));
+    if (s != NULL)
+      b->sync_dirs = s;
+    if (c == NULL || s == NULL) {
+      if (c != NULL)
+        b->confirms = c;
+      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    }
+    b->confirms = c;
+    b->cap_confirms = cap;
+  }
   if (p->n_headers > 0) {
     json_t *o = json_object();
     for (size_t i = 0; i < p->n_headers; i++)
@@ -453,20 +496,6 @@ static int d_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_
   }
   if (rc != MQPROC_OK && rc != MQPROC_EBROKER_UNROUTABLE)
     return rc;
-  if (b->n_confirms == b->cap_confirms) {
-    size_t cap = b->cap_confirms ? 2 * b->cap_confirms : 64;
-    confirm_t *c = realloc(b->confirms, cap * sizeof(*c));
-    char **s = realloc(b->sync_dirs, cap * sizeof(*s));
-    if (s != NULL)
-      b->sync_dirs = s;
-    if (c == NULL || s == NULL) {
-      if (c != NULL)
-        b->confirms = c;
-      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-    }
-    b->confirms = c;
-    b->cap_confirms = cap;
-  }
   *seq = ++b->next_seq;
   b->confirms[b->n_confirms++] =
       (confirm_t){*seq, rc == MQPROC_OK || !p->mandatory ? MQPROC_OK : MQPROC_EBROKER_UNROUTABLE};
@@ -477,6 +506,8 @@ static int d_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_
       ;
     if (i == b->n_sync && (b->sync_dirs[b->n_sync] = strdup(dir)) != NULL)
       b->n_sync++;
+    else if (i == b->n_sync) /* its directory cannot be synced: not confirmed */
+      b->confirms[b->n_confirms - 1].status = MQPROC_EBROKER_NACKED;
   }
   return MQPROC_OK;
 }

@@ -62,9 +62,43 @@ static int make_dir(const char *path, const char *parent, char *err) {
   return mqproc__err(err, MQPROC_ESYS, "cannot create %s: %s", path, strerror(errno));
 }
 
+/* mkdir -p of the spool itself (each missing parent made and fsynced into its own). */
+static int make_spool(const char *spool, char *err) {
+  char path[MQPROC__DIRQ_SPOOL_MAX], parent[MQPROC__DIRQ_SPOOL_MAX];
+  struct stat st;
+  int rc;
+  if (stat(spool, &st) == 0)
+    return S_ISDIR(st.st_mode) ? MQPROC_OK
+                               : mqproc__err(err, MQPROC_ESYS, "%s is no directory", spool);
+  snprintf(path, sizeof(path), "%s", spool);
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != '\0')
+      continue;
+    {
+      char c = *p;
+      *p = '\0';
+      snprintf(parent, sizeof(parent), "%s", path);
+      {
+        char *slash = strrchr(parent, '/');
+        if (slash == parent)
+          slash[1] = '\0';
+        else if (slash != NULL)
+          *slash = '\0';
+      }
+      if ((rc = make_dir(path, parent, err)) != MQPROC_OK)
+        return rc;
+      *p = c;
+      if (c == '\0')
+        return MQPROC_OK;
+    }
+  }
+}
+
 int mqproc__dirq_make(const char *spool, const char *queue, char *qdir, char *err) {
   char sub[PATH_MAX];
   int rc;
+  if ((rc = make_spool(spool, err)) != MQPROC_OK)
+    return rc;
   if (queue[0] == '\0' || queue[0] == '.' || strchr(queue, '/') != NULL ||
       strlen(queue) > MQPROC__DIRQ_NAME_MAX)
     return mqproc__err(err, MQPROC_EINVAL, "'%s' cannot name a queue directory", queue);

@@ -253,7 +253,7 @@ static int insert_try(sqlite3 *db, sq_req_t *r, const char *job, int try_no, int
 }
 
 static int run_claim(sqlite3 *db, sq_req_t *r) {
-  mqproc__claim_t *c = r->out;
+  mqproc__claim_t *c = &r->claim; /* the caller's gets it on the loop (claim_out) */
   sqlite3_stmt *st;
   int n;
   if ((st = mqproc__sq_stmt(db, CLAIM_NEW, r->err)) == NULL)
@@ -343,16 +343,46 @@ static int run_claim(sqlite3 *db, sq_req_t *r) {
   return MQPROC_OK;
 }
 
+static void claim_out(sq_req_t *r) {
+  mqproc__claim_t *c = r->out, *a = &r->claim;
+  c->claimed = a->claimed;
+  c->try_no = a->try_no;
+  c->attempt = a->attempt;
+  memcpy(c->state, a->state, sizeof(c->state));
+  c->tries = a->tries;
+  c->requeues = a->requeues;
+  c->result_published = a->result_published;
+  c->callbacks_done = a->callbacks_done;
+  c->outbox_pending = a->outbox_pending;
+  c->lease_live = a->lease_live;
+  c->lease_left_ms = a->lease_left_ms;
+  memcpy(c->worker_id_now, a->worker_id_now, sizeof(c->worker_id_now));
+  memcpy(c->holder_host, a->holder_host, sizeof(c->holder_host));
+  c->holder_pid = a->holder_pid;
+}
+
+static void int_out(sq_req_t *r) {
+  *(int *)r->out = r->int_out;
+}
+
+/* r with its answer copied out on the loop by copy (NULL r: passed on). */
+static sq_req_t *with_out(sq_req_t *r, void (*copy)(sq_req_t *)) {
+  if (r != NULL)
+    r->copy_out = copy;
+  return r;
+}
+
 static int sq_claim(mqproc__store_t *base, mqproc__claim_t *c, mqproc__store_done_cb done,
                     void *ud) {
-  return mqproc__sq_send(base,
-                         mqproc__sq_req(run_claim, c, done, ud, "sssssssiliiy", c->job_id,
-                                        c->processor, c->worker_id, c->request_json,
-                                        c->request_format != NULL ? c->request_format : "json",
-                                        c->log_path, c->headers_json, c->lease_ms,
-                                        c->created_time >= 0 ? c->created_time * 1000LL : -1LL,
-                                        c->max_attempts > 0 ? c->max_attempts : 1000000,
-                                        c->priority, c->request_body, c->request_body_len));
+  return mqproc__sq_send(
+      base, with_out(mqproc__sq_req(run_claim, c, done, ud, "sssssssiliiy", c->job_id, c->processor,
+                                    c->worker_id, c->request_json,
+                                    c->request_format != NULL ? c->request_format : "json",
+                                    c->log_path, c->headers_json, c->lease_ms,
+                                    c->created_time >= 0 ? c->created_time * 1000LL : -1LL,
+                                    c->max_attempts > 0 ? c->max_attempts : 1000000, c->priority,
+                                    c->request_body, c->request_body_len),
+                     claim_out));
 }
 
 /* ---- tries and outcomes ------------------------------------------------------------- */
@@ -390,15 +420,16 @@ static int run_start_try(sqlite3 *db, sq_req_t *r) {
   try_no = sqlite3_column_int(st, 0);
   if ((n = mqproc__sq_exec(db, st, "start a try", r->err)) < 0)
     return n;
-  *(int *)r->out = try_no;
+  r->int_out = try_no;
   return insert_try(db, r, r->s[0], try_no, (int)r->i[0], r->s[1]);
 }
 
 static int sq_start_try(mqproc__store_t *base, const char *job_id, int attempt,
                         const char *worker_id, const char *log_path, int *try_no,
                         mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base, mqproc__sq_req(run_start_try, try_no, done, ud, "sssi", job_id,
-                                              worker_id, log_path, attempt));
+  return mqproc__sq_send(base, with_out(mqproc__sq_req(run_start_try, try_no, done, ud, "sssi",
+                                                       job_id, worker_id, log_path, attempt),
+                                        int_out));
 }
 
 /* s: job, error; i: attempt, try, ok, exit (-1), signal (0), ms */
@@ -524,15 +555,17 @@ static int run_fail(sqlite3 *db, sq_req_t *r) {
   queued = strcmp((const char *)sqlite3_column_text(st, 0), "QUEUED") == 0;
   if ((n = mqproc__sq_exec(db, st, "fail", r->err)) < 0)
     return n;
-  *(int *)r->out = queued;
+  r->int_out = queued;
   return MQPROC_OK;
 }
 
 static int sq_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
                    int max_requeues, int republish, int *requeued, mqproc__store_done_cb done,
                    void *ud) {
-  return mqproc__sq_send(base, mqproc__sq_req(run_fail, requeued, done, ud, "ssiii", job_id, error,
-                                              attempt, max_requeues, republish));
+  return mqproc__sq_send(base,
+                         with_out(mqproc__sq_req(run_fail, requeued, done, ud, "ssiii", job_id,
+                                                 error, attempt, max_requeues, republish),
+                                  int_out));
 }
 
 /* s: job, why; i: attempt, republish */

@@ -170,6 +170,12 @@ static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
   for (sq_req_t *r = round; ok && r != NULL; r = r->next) {
     exec(db, "SAVEPOINT r");
     r->rc = r->run(db, r);
+    if (sqlite3_get_autocommit(db)) { /* SQLite rolled the whole transaction back (a full
+                                         disk, an I/O error): nothing of the round is kept */
+      snprintf(err, sizeof(err), "%s", r->rc != MQPROC_OK ? r->err : "the transaction ended");
+      ok = 0;
+      break;
+    }
     if (r->rc != MQPROC_OK && r->rc != MQPROC_ESTORE_FENCED)
       exec(db, "ROLLBACK TO r");
     exec(db, "RELEASE r");
@@ -195,7 +201,7 @@ static void *engine_main(void *arg) {
     sq_req_t *round;
     while (e->todo == NULL && !e->stop)
       pthread_cond_wait(&e->cond, &e->lock);
-    if (e->todo == NULL && e->stop)
+    if (e->stop) /* what is still queued is dropped, never run (store.h: destroy) */
       break;
     round = e->todo;
     e->todo = NULL;
@@ -239,7 +245,9 @@ static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
   while (e->dispatching != NULL) {
     sq_req_t *r = e->dispatching;
     e->dispatching = r->next;
-    if (!r->forgotten) {
+    if (!r->forgotten) { /* the caller's memory is touched here only, on the loop */
+      if (r->rc == MQPROC_OK && r->copy_out != NULL)
+        r->copy_out(r);
       if (r->rc == MQPROC_OK && r->rows_out != NULL)
         r->rows_out(r);
       if (r->done != NULL)

@@ -31,7 +31,11 @@ struct sq_req {
   long long i[16]; /* integer arguments */
   void *blob;      /* a blob argument (copy) */
   size_t blob_len;
-  void *out;    /* the caller's out struct or int */
+  void *out;             /* the caller's out struct or int: written on the loop only, by copy_out,
+                            when the request was not forgotten */
+  mqproc__claim_t claim; /* run_claim's answer, for copy_out */
+  int int_out;           /* start_try's try number, fail's "requeued" */
+  void (*copy_out)(sq_req_t *r);
   void *row_cb; /* the caller's row callback */
   sq_row_t *rows, **rows_tail;
   mqproc__store_done_cb done;
