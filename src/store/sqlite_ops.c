@@ -236,14 +236,20 @@ int mqproc__sq_record_callbacks(mqproc__store_t *s, const char *job_id, const ch
 static int run_record_dead(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, worker_id, body_sha256,"
-      " body_len, body, received_at) VALUES (?1, ?2, ?3, ?4, unhex(?5), ?6, ?7, mq_now())";
-  static const char SQL_NO_UNHEX[] = /* unhex() came with SQLite 3.41 */
-      "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, worker_id, body_sha256,"
       " body_len, body, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, mq_now())";
-  (void)SQL;
-  if (r->blob == NULL && (r->blob = malloc(1)) == NULL)
-    return MQPROC_ENOMEM;
-  return run_plain(db, r, SQL_NO_UNHEX, 5, 1);
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  unsigned char sha[32];
+  int n;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  for (int i = 0; i < 32; i++) /* the digest's 32 bytes, as PostgreSQL keeps them */
+    sscanf(r->s[4] + 2 * i, "%2hhx", &sha[i]);
+  for (int k = 0; k < 4; k++)
+    mqproc__sq_text(st, k + 1, r->s[k]);
+  sqlite3_bind_blob(st, 5, sha, sizeof(sha), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 6, r->i[0]);
+  sqlite3_bind_blob(st, 7, r->blob != NULL ? r->blob : "", (int)r->blob_len, SQLITE_STATIC);
+  return (n = mqproc__sq_exec(db, st, "record the dead letter", r->err)) < 0 ? n : MQPROC_OK;
 }
 
 int mqproc__sq_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
