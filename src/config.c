@@ -34,7 +34,8 @@ static const opt_t OPTS[] = {
      "AMQP URL of the broker, amqp://user:pass@host:port/vhost, or dir:///SPOOL for a "
      "directory queue (docs/dir-queue.md) (required)"},
     {"database", "MQPROC_DATABASE", OPT_STR, F(database), NULL, 0, 0, 0,
-     "PostgreSQL URL or conninfo of the job store (required)"},
+     "PostgreSQL URL or conninfo of the job store, or sqlite:///PATH[?synchronous=normal] "
+     "(docs/sqlite-store.md) (required)"},
     {"processor", "MQPROC_PROCESSOR", OPT_STR, F(processor), NULL, 0, 0, 0,
      "processor name = job queue name (required for mqproc; overrides a C processor's name)"},
     {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, FOR_GENERIC,

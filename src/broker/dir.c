@@ -200,16 +200,22 @@ static int read_file(int fd, char **out, size_t *len) {
   return 0;
 }
 
-static void to_failed(dirb_t *b, const char *name, const char *why) {
-  char from[PATH_MAX], to[PATH_MAX], reason[PATH_MAX];
+/* NAME.reason beside a job in qdir's failed/. */
+static void write_reason(const char *qdir, const char *name, const char *why) {
+  char path[PATH_MAX];
   FILE *f;
-  snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
-  snprintf(to, sizeof(to), "%s/failed/%s", b->qdir, name);
-  snprintf(reason, sizeof(reason), "%s/failed/%s.reason", b->qdir, name);
-  if ((f = fopen(reason, "w")) != NULL) {
+  snprintf(path, sizeof(path), "%s/failed/%s.reason", qdir, name);
+  if ((f = fopen(path, "w")) != NULL) {
     fprintf(f, "%s\n", why);
     fclose(f);
   }
+}
+
+static void to_failed(dirb_t *b, const char *name, const char *why) {
+  char from[PATH_MAX], to[PATH_MAX];
+  snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
+  snprintf(to, sizeof(to), "%s/failed/%s", b->qdir, name);
+  write_reason(b->qdir, name, why);
   if (rename(from, to) != 0)
     MQPROC__WARN("dir queue: cannot move %s to failed/: %s", from, strerror(errno));
 }
@@ -226,10 +232,6 @@ static int deliver_one(dirb_t *b) {
   while ((name = heap_pop(b)) != NULL) {
     snprintf(from, sizeof(from), "%s/new/%s", b->qdir, name);
     snprintf(to, sizeof(to), "%s/cur/%s", b->qdir, name);
-    if (strlen(name) > NAME_MAX) { /* cannot be: a directory entry's name */
-      free(name);
-      continue;
-    }
     fd = open(from, O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(from, to) == 0)
       break; /* ours */
@@ -485,14 +487,8 @@ static int d_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_
   rc = mqproc__dirq_put(qdir, dead ? "failed" : "new", &m, 0, name, err);
   free(headers);
   if (rc == MQPROC_OK && dead) { /* the reason beside it, as for a rejected job */
-    char reason[PATH_MAX];
     const char *why = header(p, "x-mqproc-reason");
-    FILE *f;
-    snprintf(reason, sizeof(reason), "%s/failed/%s.reason", qdir, name);
-    if ((f = fopen(reason, "w")) != NULL) {
-      fprintf(f, "%s\n", why != NULL ? why : "dead-lettered");
-      fclose(f);
-    }
+    write_reason(qdir, name, why != NULL ? why : "dead-lettered");
   }
   if (rc != MQPROC_OK && rc != MQPROC_EBROKER_UNROUTABLE)
     return rc;

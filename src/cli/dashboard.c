@@ -42,17 +42,10 @@ typedef struct dashboard {
 } dashboard_t;
 
 static void pinged(void *ud, const char *problem) {
-  mqproc__http_req_t *req = ud;
-  json_t *o = json_pack("{s:b, s:[]}", "ready", problem == NULL, "reasons");
-  char *json, *text;
+  json_t *reasons = json_array();
   if (problem != NULL)
-    json_array_append_new(json_object_get(o, "reasons"), json_sprintf("database: %.300s", problem));
-  json = json_dumps(o, JSON_COMPACT);
-  text = json != NULL ? mqproc__asprintf("%s\n", json) : NULL;
-  mqproc__http_reply(req, problem == NULL ? 200 : 503, "application/json", text,
-                     text != NULL ? strlen(text) : 0);
-  free(json);
-  json_decref(o);
+    json_array_append_new(reasons, json_sprintf("database: %.300s", problem));
+  mqproc__http_reply_ready(ud, reasons);
 }
 
 static void handle(void *ud, mqproc__http_req_t *req) {

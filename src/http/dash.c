@@ -228,12 +228,6 @@ static void read_free(read_t *r) {
   free(r);
 }
 
-static void reply_text_with(mqproc__http_req_t *req, int status, const char *type, const char *text,
-                            const char *const *headers) {
-  char *copy = strdup(text);
-  mqproc__http_reply_with(req, status, type, copy, copy != NULL ? strlen(copy) : 0, headers);
-}
-
 /* A script gets JSON; a browser goes back to the page that asked (or an error page). */
 static void answer_action(read_t *r, const mqproc__page_opts_t *o) {
   const char *line = json_string_value(json_object_get(r->result, "audit"));
@@ -243,17 +237,11 @@ static void answer_action(read_t *r, const mqproc__page_opts_t *o) {
     MQPROC__INFO("audit: %s", line);
   if (r->api) {
     json_t *out = json_pack("{s:b}", "ok", r->status == 200);
-    char *text, *json;
     if (r->status != 200)
       json_object_set_new(out, "error", json_string(r->err));
     if (r->result != NULL)
       json_object_update(out, r->result);
-    json = json_dumps(out, JSON_COMPACT);
-    text = json != NULL ? mqproc__asprintf("%s\n", json) : NULL;
-    mqproc__http_reply(r->req, r->status, "application/json", text,
-                       text != NULL ? strlen(text) : 0);
-    free(json);
-    json_decref(out);
+    mqproc__http_reply_json(r->req, r->status, out);
     return;
   }
   if (r->status == 200) {
@@ -262,7 +250,7 @@ static void answer_action(read_t *r, const mqproc__page_opts_t *o) {
                 : strdup("/");
     {
       const char *hdrs[] = {"Location", where != NULL ? where : "/", NULL};
-      reply_text_with(r->req, 303, "text/plain; charset=utf-8", "done\n", hdrs);
+      mqproc__http_reply_text_with(r->req, 303, "text/plain; charset=utf-8", "done\n", hdrs);
     }
     free(where);
     return;
@@ -380,7 +368,7 @@ static void post(mqproc__dash_t *d, mqproc__http_req_t *req, const char *path) {
     const char *set[] = {"Location", "/", "Set-Cookie", mqproc__auth_cookie(d->auth), NULL};
     char *html;
     if (mqproc__auth_token_ok(d->auth, mqproc__http_form(req, "token"))) {
-      reply_text_with(req, 303, "text/plain; charset=utf-8", "signed in\n", set);
+      mqproc__http_reply_text_with(req, 303, "text/plain; charset=utf-8", "signed in\n", set);
       return;
     }
     mqproc__http_peer(req, peer, sizeof(peer));
@@ -391,14 +379,14 @@ static void post(mqproc__dash_t *d, mqproc__http_req_t *req, const char *path) {
   }
   if (!strcmp(path, "/logout")) {
     const char *clear[] = {"Location", "/", "Set-Cookie", MQPROC__AUTH_COOKIE_CLEAR, NULL};
-    reply_text_with(req, 303, "text/plain; charset=utf-8", "signed out\n", clear);
+    mqproc__http_reply_text_with(req, 303, "text/plain; charset=utf-8", "signed out\n", clear);
     return;
   }
   if ((how = mqproc__auth_check(d->auth, req)) == MQPROC__AUTH_NONE) {
     const char *www[] = {"WWW-Authenticate", "Bearer", NULL};
     if (mqproc__http_header(req, "Authorization") != NULL)
-      reply_text_with(req, 401, "application/json",
-                      "{\"ok\":false,\"error\":\"wrong admin token\"}\n", www);
+      mqproc__http_reply_text_with(req, 401, "application/json",
+                                   "{\"ok\":false,\"error\":\"wrong admin token\"}\n", www);
     else
       reply_page(req, 401, mqproc__page_login("sign in first", &o, &len), len, www);
     return;

@@ -247,8 +247,32 @@ void mqproc__http_reply_with(mqproc__http_req_t *r, int status, const char *cont
 
 void mqproc__http_reply_text(mqproc__http_req_t *req, int status, const char *content_type,
                              const char *text) {
+  mqproc__http_reply_text_with(req, status, content_type, text, NULL);
+}
+
+void mqproc__http_reply_text_with(mqproc__http_req_t *req, int status, const char *content_type,
+                                  const char *text, const char *const *headers) {
   char *copy = strdup(text);
-  mqproc__http_reply(req, status, content_type, copy, copy != NULL ? strlen(copy) : 0);
+  mqproc__http_reply_with(req, status, content_type, copy, copy != NULL ? strlen(copy) : 0,
+                          headers);
+}
+
+void mqproc__http_reply_json(mqproc__http_req_t *req, int status, json_t *o) {
+  char *json = json_dumps(o, JSON_COMPACT), *text = NULL;
+  if (json != NULL)
+    text = mqproc__asprintf("%s\n", json);
+  free(json);
+  json_decref(o);
+  if (text == NULL)
+    mqproc__http_reply_text(req, 500, "text/plain; charset=utf-8", "out of memory\n");
+  else
+    mqproc__http_reply(req, status, "application/json", text, strlen(text));
+}
+
+void mqproc__http_reply_ready(mqproc__http_req_t *req, json_t *reasons) {
+  int ready = json_array_size(reasons) == 0;
+  mqproc__http_reply_json(req, ready ? 200 : 503,
+                          json_pack("{s:b, s:o}", "ready", ready, "reasons", reasons));
 }
 
 const char *mqproc__http_method(const mqproc__http_req_t *r) {

@@ -10,6 +10,7 @@
 #ifndef MQPROC_HTTP_H
 #define MQPROC_HTTP_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "loop.h"
@@ -50,8 +51,15 @@ void mqproc__http_reply(mqproc__http_req_t *req, int status, const char *content
 /* The same with more headers: name, value, ..., NULL. */
 void mqproc__http_reply_with(mqproc__http_req_t *req, int status, const char *content_type,
                              char *body, size_t len, const char *const *headers);
-/* mqproc__http_reply() with a copy of a NUL-terminated text. */
+/* mqproc__http_reply() with a copy of a NUL-terminated text (and more headers). */
 void mqproc__http_reply_text(mqproc__http_req_t *req, int status, const char *content_type,
                              const char *text);
+void mqproc__http_reply_text_with(mqproc__http_req_t *req, int status, const char *content_type,
+                                  const char *text, const char *const *headers);
+/* o (taken) as one line of compact JSON. */
+void mqproc__http_reply_json(mqproc__http_req_t *req, int status, json_t *o);
+/* A readiness answer: {"ready", "reasons"} (reasons taken), 200 when there are none,
+ * else 503. */
+void mqproc__http_reply_ready(mqproc__http_req_t *req, json_t *reasons);
 
 #endif

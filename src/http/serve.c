@@ -41,18 +41,10 @@ typedef struct ready {
 static void ready_answer(mqproc__serve_t *s, const char *db_problem) {
   while (s->ready != NULL) {
     ready_t *r = s->ready;
-    json_t *o;
-    char *json, *text;
     s->ready = r->next;
     if (db_problem != NULL)
       json_array_append_new(r->reasons, json_string(db_problem));
-    o = json_pack("{s:b, s:o}", "ready", json_array_size(r->reasons) == 0, "reasons", r->reasons);
-    json = json_dumps(o, JSON_COMPACT);
-    text = json != NULL ? mqproc__asprintf("%s\n", json) : NULL;
-    mqproc__http_reply(r->req, json_array_size(json_object_get(o, "reasons")) == 0 ? 200 : 503,
-                       "application/json", text, text != NULL ? strlen(text) : 0);
-    json_decref(o);
-    free(json);
+    mqproc__http_reply_ready(r->req, r->reasons);
     free(r);
   }
   if (s->ready_timer != 0)

@@ -20,6 +20,7 @@ struct admin_amqp {
   amqp_connection_state_t conn; /* NULL: a directory queue */
   uint64_t seq;
   char spool[MQPROC__DIRQ_SPOOL_MAX];
+  char made[MQPROC__DIRQ_NAME_MAX + 1]; /* the queue last made (a --count run makes it once) */
 };
 
 /* ---- dir:// ------------------------------------------------------------------------- */
@@ -63,7 +64,12 @@ static int dir_send(admin_amqp_t *a, const char *rk, const void *body, size_t le
     m.headers_json = hj;
   }
   /* a queue no server made yet is made here: the first server finds its jobs waiting */
-  rc = mqproc__dirq_make(a->spool, rk, qdir, err);
+  if (strcmp(a->made, rk) == 0) {
+    snprintf(qdir, sizeof(qdir), "%s/%s", a->spool, rk);
+    rc = MQPROC_OK;
+  } else if ((rc = mqproc__dirq_make(a->spool, rk, qdir, err)) == MQPROC_OK) {
+    snprintf(a->made, sizeof(a->made), "%s", rk);
+  }
   if (rc == MQPROC_OK)
     rc = mqproc__dirq_put(qdir, "new", &m, 1, name, err);
   free(hj);

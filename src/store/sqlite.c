@@ -2,194 +2,18 @@
  * and workers rows as the PostgreSQL store (store/pg.c), in SQLite's dialect: times are
  * integer milliseconds since the epoch (mq_now(), a function of the connection), booleans
  * 0/1, JSON as text. Each method is a request run on the engine's thread
- * (store/sqlite_engine.c), many of them per transaction; the schema and `migrate` are here,
- * the statements of the sweeps, marks and the fleet in store/sqlite_ops.c. */
+ * (store/sqlite_engine.c, which also builds the requests), many of them per transaction;
+ * the statements of the sweeps, marks and the fleet in store/sqlite_ops.c, the schema and
+ * `migrate` in store/sqlite_conn.c. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statfs.h>
 
 #include "log.h"
 #include "store/sqlite_int.h"
 #include "util.h"
-
-#define SCHEMA_VERSION 5
-/* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
- * not delivered yet): mq_now() exists only on the servers' connections */
-#define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
-
-/* clang-format off */
-static const char SCHEMA[] =
-    "CREATE TABLE IF NOT EXISTS mqproc_schema_migrations (version integer PRIMARY KEY,"
-    "  name text NOT NULL, applied_at integer NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS mqproc_jobs ("
-    "  job_id text PRIMARY KEY, processor_name text NOT NULL,"
-    "  state text NOT NULL DEFAULT 'QUEUED'"
-    "    CHECK (state IN ('QUEUED', 'RUNNING', 'SUCCESS', 'FAILED', 'CANCELLED')),"
-    "  attempt integer NOT NULL DEFAULT 0, tries integer NOT NULL DEFAULT 0,"
-    "  deliveries integer NOT NULL DEFAULT 0, requeues integer NOT NULL DEFAULT 0,"
-    "  worker_id text, lease_until integer, created_time integer,"
-    "  queued_at integer NOT NULL DEFAULT " NOW_MS ", start_time integer, end_time integer,"
-    "  exec_time_ms integer,"
-    "  request text, last_error text, log_path text,"
-    "  result_published integer NOT NULL DEFAULT 0,"
-    "  callback_state text CHECK (callback_state IN ('OK', 'FAILED')), callback_error text,"
-    "  updated_at integer NOT NULL DEFAULT " NOW_MS ","
-    "  delivery_acked integer NOT NULL DEFAULT 0, republish integer NOT NULL DEFAULT 0,"
-    "  request_format text NOT NULL DEFAULT 'json' CHECK (request_format IN ('json', 'yaml')),"
-    "  dead_letter_pending integer NOT NULL DEFAULT 0, request_body blob,"
-    "  headers text, priority integer, cancel_requested integer NOT NULL DEFAULT 0,"
-    "  attempt_base integer NOT NULL DEFAULT 0);"
-    "CREATE INDEX IF NOT EXISTS mqproc_jobs_state_idx ON mqproc_jobs (processor_name, state);"
-    "CREATE INDEX IF NOT EXISTS mqproc_jobs_sweep_idx ON mqproc_jobs (processor_name, lease_until)"
-    "  WHERE delivery_acked OR republish;"
-    "CREATE INDEX IF NOT EXISTS mqproc_jobs_list_idx ON mqproc_jobs (queued_at DESC, job_id DESC);"
-    "CREATE INDEX IF NOT EXISTS mqproc_jobs_end_idx ON mqproc_jobs (processor_name, end_time)"
-    "  WHERE end_time IS NOT NULL;"
-    "CREATE INDEX IF NOT EXISTS mqproc_jobs_cancel_idx ON mqproc_jobs (worker_id)"
-    "  WHERE cancel_requested;"
-    "CREATE TABLE IF NOT EXISTS mqproc_job_tries ("
-    "  job_id text NOT NULL REFERENCES mqproc_jobs (job_id) ON DELETE CASCADE,"
-    "  try integer NOT NULL, attempt integer NOT NULL, worker_id text NOT NULL,"
-    "  started_at integer NOT NULL, ended_at integer, ok integer, exit_code integer,"
-    "  term_signal integer, duration_ms integer, error text, PRIMARY KEY (job_id, try));"
-    "CREATE TABLE IF NOT EXISTS mqproc_dead_letters ("
-    "  id integer PRIMARY KEY AUTOINCREMENT, processor_name text NOT NULL, job_id text,"
-    "  reason text NOT NULL, body blob NOT NULL, worker_id text, received_at integer NOT NULL,"
-    "  body_len integer, body_sha256 blob);"
-    "CREATE TABLE IF NOT EXISTS mqproc_workers ("
-    "  worker_id text PRIMARY KEY, processor_name text NOT NULL, host text NOT NULL,"
-    "  pid integer NOT NULL, version text NOT NULL, started_at integer NOT NULL,"
-    "  last_seen integer NOT NULL, interval_ms integer NOT NULL,"
-    "  state text NOT NULL CHECK (state IN ('starting', 'running', 'paused', 'draining',"
-    "    'stopped', 'dead')),"
-    "  concurrency integer NOT NULL, in_flight integer NOT NULL DEFAULT 0,"
-    "  jobs_done integer NOT NULL DEFAULT 0, jobs_failed integer NOT NULL DEFAULT 0,"
-    "  current_jobs text NOT NULL DEFAULT '[]', restarts integer NOT NULL DEFAULT 0, note text);"
-    "CREATE INDEX IF NOT EXISTS mqproc_workers_processor_idx"
-    "  ON mqproc_workers (processor_name, last_seen);"
-    "CREATE TABLE IF NOT EXISTS mqproc_control ("
-    "  processor_name text NOT NULL, worker_id text NOT NULL DEFAULT '',"
-    "  wish text NOT NULL CHECK (wish IN ('pause', 'drain')), set_by text NOT NULL,"
-    "  set_at integer NOT NULL, PRIMARY KEY (processor_name, worker_id));"
-    "CREATE TABLE IF NOT EXISTS mqproc_audit ("
-    "  id integer PRIMARY KEY AUTOINCREMENT, at integer NOT NULL, actor text NOT NULL,"
-    "  action text NOT NULL, target text NOT NULL, rows_affected integer NOT NULL, detail text);"
-    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
-    "  VALUES (5, 'sqlite schema', mq_now());";
-/* clang-format on */
-
-/* ---- requests ----------------------------------------------------------------------- */
-
-/* A request: types says what follows: s text (copied into r->s in order), i int,
- * l long long (into r->i in order), y blob (pointer, size_t; one per request). */
-sq_req_t *mqproc__sq_req(int (*run)(sqlite3 *, sq_req_t *), void *out, mqproc__store_done_cb done,
-                         void *ud, const char *types, ...) {
-  sq_req_t *r = calloc(1, sizeof(*r));
-  va_list ap;
-  int ns = 0, ni = 0, ok = r != NULL;
-  if (r == NULL)
-    return NULL;
-  r->run = run;
-  r->out = out;
-  r->done = done;
-  r->ud = ud;
-  va_start(ap, types);
-  for (int k = 0; ok && types[k] != '\0'; k++) {
-    switch (types[k]) {
-    case 's': {
-      const char *s = va_arg(ap, const char *);
-      char *clean = NULL;
-      if (s != NULL) { /* like PostgreSQL, texts are UTF-8: cuts mid-character cleaned */
-        if (mqproc__utf8_clean(s, &clean) == NULL)
-          ok = 0;
-        else if ((r->s[ns] = clean != NULL ? clean : strdup(s)) == NULL)
-          ok = 0;
-      }
-      ns++;
-      break;
-    }
-    case 'i':
-      r->i[ni++] = va_arg(ap, int);
-      break;
-    case 'l':
-      r->i[ni++] = va_arg(ap, long long);
-      break;
-    case 'y': {
-      const void *p = va_arg(ap, const void *);
-      size_t len = va_arg(ap, size_t);
-      if (p != NULL && (r->blob = malloc(len > 0 ? len : 1)) != NULL) {
-        memcpy(r->blob, p, len);
-        r->blob_len = len;
-      } else if (p != NULL) {
-        ok = 0;
-      }
-      break;
-    }
-    default:
-      ok = 0;
-    }
-  }
-  va_end(ap);
-  if (!ok) {
-    r->rows = NULL;
-    for (int k = 0; k < 16; k++)
-      free(r->s[k]);
-    free(r->blob);
-    free(r);
-    return NULL;
-  }
-  return r;
-}
-
-int mqproc__sq_send(mqproc__store_t *base, sq_req_t *r) {
-  return r != NULL ? mqproc__sq_submit((sq_store_t *)base, r) : MQPROC_ENOMEM;
-}
-
-/* Binds text (NULL: SQL NULL). */
-void mqproc__sq_text(sqlite3_stmt *st, int i, const char *s) {
-  if (s == NULL)
-    sqlite3_bind_null(st, i);
-  else
-    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-}
-
-/* Steps a statement to its end (rows not read); the rows it changed, or a store error
- * code (< 0) with err. */
-int mqproc__sq_exec(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    ;
-  if (rc != SQLITE_DONE) {
-    rc = mqproc__sq_error(db, what, err);
-    sqlite3_reset(st);
-    return rc;
-  }
-  sqlite3_reset(st);
-  return sqlite3_changes(db);
-}
-
-/* The first step: 1 a row is there (finish with mqproc__sq_exec), 0 none (reset), or a
- * store error code (< 0) with err. Never step again after 0: SQLite would run it anew. */
-int mqproc__sq_first(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW)
-    return 1;
-  if (rc != SQLITE_DONE)
-    rc = mqproc__sq_error(db, what, err);
-  else
-    rc = 0;
-  sqlite3_reset(st);
-  return rc;
-}
-
-/* A fenced write changed no row: a newer attempt owns the job (s[0], i[0]: job, attempt). */
-int mqproc__sq_fenced(sq_req_t *r) {
-  return mqproc__err(r->err, MQPROC_ESTORE_FENCED, "job %s: attempt %lld no longer owns the job",
-                     r->s[0], r->i[0]);
-}
 
 /* ---- claim -------------------------------------------------------------------------- */
 
@@ -387,9 +211,9 @@ static int sq_claim(mqproc__store_t *base, mqproc__claim_t *c, mqproc__store_don
 
 /* ---- tries and outcomes ------------------------------------------------------------- */
 
-/* Runs sql with s[0..ns) then i[0..ni) bound in that order; fenced when it changed no row
- * (fence), else the rows it changed in *changed. */
-static int run_simple(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni, int fence) {
+/* Runs sql with s[0..ns), then i[0..ni), then the blob (if any) bound in that order:
+ * MQPROC_ESTORE_FENCED when fence and it changed no row. */
+int mqproc__sq_run(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni, int fence) {
   sqlite3_stmt *st = mqproc__sq_stmt(db, sql, r->err);
   int n, k = 1;
   if (st == NULL)
@@ -398,6 +222,8 @@ static int run_simple(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni,
     mqproc__sq_text(st, k++, r->s[j]);
   for (int j = 0; j < ni; j++)
     sqlite3_bind_int64(st, k++, r->i[j]);
+  if (r->blob != NULL)
+    sqlite3_bind_blob(st, k, r->blob, (int)r->blob_len, SQLITE_STATIC);
   if ((n = mqproc__sq_exec(db, st, "write", r->err)) < 0)
     return n;
   return fence && n == 0 ? mqproc__sq_fenced(r) : MQPROC_OK;
@@ -441,7 +267,7 @@ static int run_end_try(sqlite3 *db, sq_req_t *r) {
       "UPDATE mqproc_job_tries SET ended_at = mq_now(), ok = ?2, exit_code = ?3,"
       " term_signal = ?4, duration_ms = ?5, error = ?6 WHERE job_id = ?1 AND try = ?7";
   sqlite3_stmt *st;
-  int rc = run_simple(db, r, JOB, 2, 1, 1), n;
+  int rc = mqproc__sq_run(db, r, JOB, 2, 1, 1), n;
   if (rc != MQPROC_OK || (st = mqproc__sq_stmt(db, TRY, r->err)) == NULL)
     return rc != MQPROC_OK ? rc : MQPROC_ESTORE_QUERY;
   mqproc__sq_text(st, 1, r->s[0]);
@@ -574,7 +400,7 @@ static int run_release(sqlite3 *db, sq_req_t *r) {
       "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL, republish = ?4,"
       " delivery_acked = 0, last_error = coalesce(?2, last_error), updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING'";
-  return run_simple(db, r, SQL, 2, 2, 1);
+  return mqproc__sq_run(db, r, SQL, 2, 2, 1);
 }
 
 static int sq_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
@@ -589,7 +415,7 @@ static int run_give_up(sqlite3 *db, sq_req_t *r) {
       " republish = 0, delivery_acked = 0, last_error = ?2, updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?3"
       " AND (state = 'QUEUED' OR (state = 'RUNNING' AND lease_until < mq_now()))";
-  return run_simple(db, r, SQL, 2, 1, 1);
+  return mqproc__sq_run(db, r, SQL, 2, 1, 1);
 }
 
 static int sq_give_up(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
@@ -601,7 +427,7 @@ static int sq_give_up(mqproc__store_t *base, const char *job_id, int attempt, co
 static int run_ack_early(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET delivery_acked = 1, updated_at = mq_now()"
                             " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
-  return run_simple(db, r, SQL, 1, 1, 1);
+  return mqproc__sq_run(db, r, SQL, 1, 1, 1);
 }
 
 static int sq_ack_early(mqproc__store_t *base, const char *job_id, int attempt,
@@ -614,7 +440,7 @@ static int run_renew(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET lease_until = mq_now() + ?3 WHERE job_id = ?1 AND attempt = ?2"
       " AND (state = 'RUNNING' OR (delivery_acked AND state IN ('SUCCESS', 'FAILED')))";
-  return run_simple(db, r, SQL, 1, 2, 1);
+  return mqproc__sq_run(db, r, SQL, 1, 2, 1);
 }
 
 static int sq_renew(mqproc__store_t *base, const char *job_id, int attempt, int lease_ms,
@@ -625,7 +451,7 @@ static int sq_renew(mqproc__store_t *base, const char *job_id, int attempt, int 
 
 static int run_ping(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "SELECT 1";
-  return run_simple(db, r, SQL, 0, 0, 0);
+  return mqproc__sq_run(db, r, SQL, 0, 0, 0);
 }
 
 static int sq_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) {
@@ -633,81 +459,6 @@ static int sq_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) 
 }
 
 /* ---- open, migrate, the class ------------------------------------------------------- */
-
-/* A database on a network filesystem is refused: WAL needs shared memory on one host,
- * and SQLite's locks over NFS and SMB are known to fail. */
-static int network_fs(const char *path, char *err) {
-  char dir[4096];
-  const char *slash = strrchr(path, '/');
-  struct statfs fs;
-  static const struct {
-    unsigned long magic;
-    const char *name;
-  } NET[] = {{0x6969, "NFS"},       {0x517B, "SMB"},      {0xFF534D42, "CIFS"},
-             {0xFE534D42, "SMB2"},  {0x00C36400, "Ceph"}, {0x5346414F, "AFS"},
-             {0x73757245, "Coda"},  {0x01021997, "9P"},   {0x47504653, "GPFS"},
-             {0x0BD00BD0, "Lustre"}};
-  snprintf(dir, sizeof(dir), "%.*s", slash != NULL && slash != path ? (int)(slash - path) : 1,
-           slash != NULL ? path : ".");
-  if (statfs(dir, &fs) != 0)
-    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s: %s", dir, strerror(errno));
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(NET); i++)
-    if ((unsigned long)fs.f_type == NET[i].magic)
-      return mqproc__err(err, MQPROC_ECONFIG,
-                         "%s is on a network filesystem (%s): SQLite's write-ahead log needs "
-                         "every server on one host and its locks fail over the network; put the "
-                         "database on a local disk, or use PostgreSQL (--database "
-                         "postgresql://...)",
-                         path, NET[i].name);
-  return MQPROC_OK;
-}
-
-static int sq_open(mqproc__store_t *base, char *err) {
-  sq_store_t *s = (sq_store_t *)base;
-  sqlite3 *db;
-  sqlite3_stmt *st;
-  int rc, version = 0;
-  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
-      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
-    return rc;
-  if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) ==
-      SQLITE_OK) {
-    if (sqlite3_step(st) == SQLITE_ROW)
-      version = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-  }
-  sqlite3_close(db);
-  if (version == 0)
-    return mqproc__err(err, MQPROC_ESTORE_QUERY,
-                       "the mqproc schema is not in %s: run `mqproc migrate --database "
-                       "sqlite://%s` or start with --migrate",
-                       s->path, s->path);
-  if (version < SCHEMA_VERSION)
-    return mqproc__err(err, MQPROC_ESTORE_QUERY, "%s: schema version %d, this build needs %d",
-                       s->path, version, SCHEMA_VERSION);
-  return MQPROC_OK;
-}
-
-static int sq_migrate(mqproc__store_t *base, char *err) {
-  sq_store_t *s = (sq_store_t *)base;
-  sqlite3 *db;
-  char *msg = NULL;
-  int rc;
-  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
-      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
-    return rc;
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
-      sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
-      sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
-    mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
-    sqlite3_free(msg);
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_close(db);
-    return MQPROC_ESTORE_QUERY;
-  }
-  sqlite3_close(db);
-  return MQPROC_OK;
-}
 
 static void sq_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
   /* no notifications in SQLite: a server reads its wish and cancels with every beat */
@@ -731,8 +482,8 @@ static void sq_destroy(mqproc__store_t *base) {
 
 static const struct mqproc__store_class sq_class = {
     "sqlite",                    /* name */
-    sq_open,                     /* open */
-    sq_migrate,                  /* migrate */
+    mqproc__sq_open,             /* open */
+    mqproc__sq_migrate,          /* migrate */
     sq_claim,                    /* claim */
     sq_start_try,                /* start_try */
     sq_end_try,                  /* end_try */

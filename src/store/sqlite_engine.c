@@ -6,6 +6,7 @@
  * (one WAL fsync with synchronous=FULL) for all of them. The finished requests go back to
  * the loop through an eventfd. */
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,116 @@ static void req_free(sq_req_t *r) {
     free(row);
   }
   free(r);
+}
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+/* A request: types says what follows: s text (copied into r->s in order), i int,
+ * l long long (into r->i in order), y blob (pointer, size_t; one per request). */
+sq_req_t *mqproc__sq_req(int (*run)(sqlite3 *, sq_req_t *), void *out, mqproc__store_done_cb done,
+                         void *ud, const char *types, ...) {
+  sq_req_t *r = calloc(1, sizeof(*r));
+  va_list ap;
+  int ns = 0, ni = 0, ok = r != NULL;
+  if (r == NULL)
+    return NULL;
+  r->run = run;
+  r->out = out;
+  r->done = done;
+  r->ud = ud;
+  va_start(ap, types);
+  for (int k = 0; ok && types[k] != '\0'; k++) {
+    switch (types[k]) {
+    case 's': {
+      const char *s = va_arg(ap, const char *);
+      char *clean = NULL;
+      if (s != NULL) { /* like PostgreSQL, texts are UTF-8: cuts mid-character cleaned */
+        if (mqproc__utf8_clean(s, &clean) == NULL)
+          ok = 0;
+        else if ((r->s[ns] = clean != NULL ? clean : strdup(s)) == NULL)
+          ok = 0;
+      }
+      ns++;
+      break;
+    }
+    case 'i':
+      r->i[ni++] = va_arg(ap, int);
+      break;
+    case 'l':
+      r->i[ni++] = va_arg(ap, long long);
+      break;
+    case 'y': {
+      const void *p = va_arg(ap, const void *);
+      size_t len = va_arg(ap, size_t);
+      if (p != NULL && (r->blob = malloc(len > 0 ? len : 1)) != NULL) {
+        memcpy(r->blob, p, len);
+        r->blob_len = len;
+      } else if (p != NULL) {
+        ok = 0;
+      }
+      break;
+    }
+    default:
+      ok = 0;
+    }
+  }
+  va_end(ap);
+  if (!ok) {
+    r->rows = NULL;
+    for (int k = 0; k < 16; k++)
+      free(r->s[k]);
+    free(r->blob);
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+int mqproc__sq_send(mqproc__store_t *base, sq_req_t *r) {
+  return r != NULL ? mqproc__sq_submit((sq_store_t *)base, r) : MQPROC_ENOMEM;
+}
+
+/* Binds text (NULL: SQL NULL). */
+void mqproc__sq_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s == NULL)
+    sqlite3_bind_null(st, i);
+  else
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* Steps a statement to its end (rows not read); the rows it changed, or a store error
+ * code (< 0) with err. */
+int mqproc__sq_exec(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    ;
+  if (rc != SQLITE_DONE) {
+    rc = mqproc__sq_error(db, what, err);
+    sqlite3_reset(st);
+    return rc;
+  }
+  sqlite3_reset(st);
+  return sqlite3_changes(db);
+}
+
+/* The first step: 1 a row is there (finish with mqproc__sq_exec), 0 none (reset), or a
+ * store error code (< 0) with err. Never step again after 0: SQLite would run it anew. */
+int mqproc__sq_first(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    return 1;
+  if (rc != SQLITE_DONE)
+    rc = mqproc__sq_error(db, what, err);
+  else
+    rc = 0;
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* A fenced write changed no row: a newer attempt owns the job (s[0], i[0]: job, attempt). */
+int mqproc__sq_fenced(sq_req_t *r) {
+  return mqproc__err(r->err, MQPROC_ESTORE_FENCED, "job %s: attempt %lld no longer owns the job",
+                     r->s[0], r->i[0]);
 }
 
 /* ---- the thread --------------------------------------------------------------------- */

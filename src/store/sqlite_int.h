@@ -83,8 +83,15 @@ void mqproc__sq_text(sqlite3_stmt *st, int i, const char *s);
 int mqproc__sq_exec(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err);
 /* The first step: 1 a row, 0 none (reset), < 0 a store error code with err. */
 int mqproc__sq_first(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err);
+/* Runs sql with s[0..ns), then i[0..ni), then the blob (if any) bound in that order:
+ * MQPROC_ESTORE_FENCED when fence and it changed no row. */
+int mqproc__sq_run(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni, int fence);
 /* MQPROC_ESTORE_FENCED for r (s[0] the job, i[0] the attempt). */
 int mqproc__sq_fenced(sq_req_t *r);
+
+/* ---- the schema (store/sqlite_conn.c): the class's open and migrate ---- */
+int mqproc__sq_open(mqproc__store_t *base, char *err);
+int mqproc__sq_migrate(mqproc__store_t *base, char *err);
 
 /* ---- the sweeps, marks and the fleet (store/sqlite_ops.c): the class's methods ---- */
 int mqproc__sq_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,

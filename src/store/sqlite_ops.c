@@ -146,26 +146,11 @@ int mqproc__sq_sweep_outbox(mqproc__store_t *s, const char *processor, int lease
 
 /* ---- marks -------------------------------------------------------------------------- */
 
-/* Runs sql with s[0..ns) and then i[0..ni) bound in order (not fenced). */
-static int run_plain(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni) {
-  sqlite3_stmt *st = mqproc__sq_stmt(db, sql, r->err);
-  int k = 1, n;
-  if (st == NULL)
-    return MQPROC_ESTORE_QUERY;
-  for (int j = 0; j < ns; j++)
-    mqproc__sq_text(st, k++, r->s[j]);
-  for (int j = 0; j < ni; j++)
-    sqlite3_bind_int64(st, k++, r->i[j]);
-  if (r->blob != NULL)
-    sqlite3_bind_blob(st, k++, r->blob, (int)r->blob_len, SQLITE_STATIC);
-  return (n = mqproc__sq_exec(db, st, "write", r->err)) < 0 ? n : MQPROC_OK;
-}
-
 static int run_republished(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET republish = 0, lease_until = NULL,"
                             " updated_at = mq_now() WHERE job_id = ?1 AND state = 'QUEUED'"
                             " AND republish";
-  return run_plain(db, r, SQL, 1, 0);
+  return mqproc__sq_run(db, r, SQL, 1, 0, 0);
 }
 
 int mqproc__sq_republished(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done,
@@ -183,7 +168,7 @@ static int run_outbox_done(sqlite3 *db, sq_req_t *r) {
       "   ELSE callback_state END,"
       " callback_error = CASE WHEN ?6 THEN ?3 ELSE callback_error END, updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?4 AND state IN ('SUCCESS', 'FAILED') AND delivery_acked";
-  return run_plain(db, r, SQL, 3, 3);
+  return mqproc__sq_run(db, r, SQL, 3, 3, 0);
 }
 
 int mqproc__sq_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
@@ -197,7 +182,7 @@ int mqproc__sq_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, 
 static int run_dead_lettered(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET dead_letter_pending = 0, updated_at = mq_now()"
                             " WHERE job_id = ?1 AND attempt = ?2 AND dead_letter_pending";
-  return run_plain(db, r, SQL, 1, 1);
+  return mqproc__sq_run(db, r, SQL, 1, 1, 0);
 }
 
 int mqproc__sq_dead_lettered(mqproc__store_t *s, const char *job_id, int attempt,
@@ -210,7 +195,7 @@ static int run_mark_published(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET result_published = (?2 IS NULL),"
                             " last_error = coalesce(?2, last_error), updated_at = mq_now()"
                             " WHERE job_id = ?1";
-  return run_plain(db, r, SQL, 2, 0);
+  return mqproc__sq_run(db, r, SQL, 2, 0, 0);
 }
 
 int mqproc__sq_mark_published(mqproc__store_t *s, const char *job_id, const char *error,
@@ -223,7 +208,7 @@ static int run_record_callbacks(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET callback_state = CASE WHEN ?2 IS NULL THEN 'OK' ELSE 'FAILED' END,"
       " callback_error = ?2, updated_at = mq_now() WHERE job_id = ?1";
-  return run_plain(db, r, SQL, 2, 0);
+  return mqproc__sq_run(db, r, SQL, 2, 0, 0);
 }
 
 int mqproc__sq_record_callbacks(mqproc__store_t *s, const char *job_id, const char *error,
@@ -289,7 +274,7 @@ static int run_beat(sqlite3 *db, sq_req_t *r) {
                                 " WHERE worker_id = ?1 AND state = 'RUNNING' AND cancel_requested";
   const char *reads[2] = {WISH, CANCELS};
   sqlite3_stmt *st;
-  int rc = run_plain(db, r, ROW, 7, 8);
+  int rc = mqproc__sq_run(db, r, ROW, 7, 8, 0);
   if (rc != MQPROC_OK)
     return rc;
   for (int k = 0; k < 2; k++) {
@@ -349,7 +334,7 @@ static int run_holder_gone(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_workers SET state = 'dead', note = 'pid gone, seen by ' || ?3"
       " WHERE worker_id = ?1 AND host = ?2 AND pid = ?4 AND state NOT IN ('stopped', 'dead')";
-  return run_plain(db, r, SQL, 3, 1);
+  return mqproc__sq_run(db, r, SQL, 3, 1, 0);
 }
 
 int mqproc__sq_holder_gone(mqproc__store_t *s, const char *worker_id, const char *host, int pid,

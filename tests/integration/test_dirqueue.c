@@ -208,3 +208,26 @@ Test(dirqueue, a_killed_servers_job_is_taken_back_and_finished_once) {
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 1);
   it_server_stop(b);
 }
+
+/* URLs that cannot work stop the server at start with the reason (no endless retrying). */
+Test(dirqueue, a_bad_queue_or_store_url_stops_the_server_with_the_reason) {
+  struct {
+    const char *queue, *database, *why;
+  } cases[] = {
+      {"dir://relative", NULL, "expected dir:///ABSOLUTE/PATH"},
+      {NULL, "sqlite://relative.db", "expected sqlite:///ABSOLUTE/PATH"},
+      {NULL, it_fmt("sqlite://%s/jobs.db?synchronous=bogus", it_tmpdir()),
+       "the only option is ?synchronous=normal"},
+      {NULL, it_fmt("sqlite://%s/no-such-dir/jobs.db", it_tmpdir()), "No such file or directory"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *extra[] = {"--queue", cases[i].queue != NULL ? cases[i].queue : url(), "--database",
+                           cases[i].database != NULL ? cases[i].database : it_db_url(), NULL};
+    it_server_t *srv = it_server_spawn(it_name("dqbad"), it_proc("proc.sh"), extra, NULL);
+    int st = it_server_wait_exit(srv, WAIT_MS);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) != 0, "case %zu: wait status %d", i, st);
+    cr_expect(it_server_count_log(srv, cases[i].why) > 0, "case %zu: no '%s' in the log", i,
+              cases[i].why);
+    it_server_stop(srv);
+  }
+}

@@ -1,0 +1,153 @@
+/* SQLite job store, part three: the schema, `migrate`, the check at start (the schema's
+ * version, and no network filesystem), on a connection of their own before the loop
+ * runs, as store/pg_conn.c does for PostgreSQL. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statfs.h>
+
+#include "store/sqlite_int.h"
+#include "util.h"
+
+#define SCHEMA_VERSION 5
+/* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
+ * not delivered yet): mq_now() exists only on the servers' connections */
+#define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
+
+/* clang-format off */
+static const char SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS mqproc_schema_migrations (version integer PRIMARY KEY,"
+    "  name text NOT NULL, applied_at integer NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS mqproc_jobs ("
+    "  job_id text PRIMARY KEY, processor_name text NOT NULL,"
+    "  state text NOT NULL DEFAULT 'QUEUED'"
+    "    CHECK (state IN ('QUEUED', 'RUNNING', 'SUCCESS', 'FAILED', 'CANCELLED')),"
+    "  attempt integer NOT NULL DEFAULT 0, tries integer NOT NULL DEFAULT 0,"
+    "  deliveries integer NOT NULL DEFAULT 0, requeues integer NOT NULL DEFAULT 0,"
+    "  worker_id text, lease_until integer, created_time integer,"
+    "  queued_at integer NOT NULL DEFAULT " NOW_MS ", start_time integer, end_time integer,"
+    "  exec_time_ms integer,"
+    "  request text, last_error text, log_path text,"
+    "  result_published integer NOT NULL DEFAULT 0,"
+    "  callback_state text CHECK (callback_state IN ('OK', 'FAILED')), callback_error text,"
+    "  updated_at integer NOT NULL DEFAULT " NOW_MS ","
+    "  delivery_acked integer NOT NULL DEFAULT 0, republish integer NOT NULL DEFAULT 0,"
+    "  request_format text NOT NULL DEFAULT 'json' CHECK (request_format IN ('json', 'yaml')),"
+    "  dead_letter_pending integer NOT NULL DEFAULT 0, request_body blob,"
+    "  headers text, priority integer, cancel_requested integer NOT NULL DEFAULT 0,"
+    "  attempt_base integer NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_state_idx ON mqproc_jobs (processor_name, state);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_sweep_idx ON mqproc_jobs (processor_name, lease_until)"
+    "  WHERE delivery_acked OR republish;"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_list_idx ON mqproc_jobs (queued_at DESC, job_id DESC);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_end_idx ON mqproc_jobs (processor_name, end_time)"
+    "  WHERE end_time IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_cancel_idx ON mqproc_jobs (worker_id)"
+    "  WHERE cancel_requested;"
+    "CREATE TABLE IF NOT EXISTS mqproc_job_tries ("
+    "  job_id text NOT NULL REFERENCES mqproc_jobs (job_id) ON DELETE CASCADE,"
+    "  try integer NOT NULL, attempt integer NOT NULL, worker_id text NOT NULL,"
+    "  started_at integer NOT NULL, ended_at integer, ok integer, exit_code integer,"
+    "  term_signal integer, duration_ms integer, error text, PRIMARY KEY (job_id, try));"
+    "CREATE TABLE IF NOT EXISTS mqproc_dead_letters ("
+    "  id integer PRIMARY KEY AUTOINCREMENT, processor_name text NOT NULL, job_id text,"
+    "  reason text NOT NULL, body blob NOT NULL, worker_id text, received_at integer NOT NULL,"
+    "  body_len integer, body_sha256 blob);"
+    "CREATE TABLE IF NOT EXISTS mqproc_workers ("
+    "  worker_id text PRIMARY KEY, processor_name text NOT NULL, host text NOT NULL,"
+    "  pid integer NOT NULL, version text NOT NULL, started_at integer NOT NULL,"
+    "  last_seen integer NOT NULL, interval_ms integer NOT NULL,"
+    "  state text NOT NULL CHECK (state IN ('starting', 'running', 'paused', 'draining',"
+    "    'stopped', 'dead')),"
+    "  concurrency integer NOT NULL, in_flight integer NOT NULL DEFAULT 0,"
+    "  jobs_done integer NOT NULL DEFAULT 0, jobs_failed integer NOT NULL DEFAULT 0,"
+    "  current_jobs text NOT NULL DEFAULT '[]', restarts integer NOT NULL DEFAULT 0, note text);"
+    "CREATE INDEX IF NOT EXISTS mqproc_workers_processor_idx"
+    "  ON mqproc_workers (processor_name, last_seen);"
+    "CREATE TABLE IF NOT EXISTS mqproc_control ("
+    "  processor_name text NOT NULL, worker_id text NOT NULL DEFAULT '',"
+    "  wish text NOT NULL CHECK (wish IN ('pause', 'drain')), set_by text NOT NULL,"
+    "  set_at integer NOT NULL, PRIMARY KEY (processor_name, worker_id));"
+    "CREATE TABLE IF NOT EXISTS mqproc_audit ("
+    "  id integer PRIMARY KEY AUTOINCREMENT, at integer NOT NULL, actor text NOT NULL,"
+    "  action text NOT NULL, target text NOT NULL, rows_affected integer NOT NULL, detail text);"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (5, 'sqlite schema', mq_now());";
+/* clang-format on */
+
+/* A database on a network filesystem is refused: WAL needs shared memory on one host,
+ * and SQLite's locks over NFS and SMB are known to fail. */
+static int network_fs(const char *path, char *err) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  struct statfs fs;
+  static const struct {
+    unsigned long magic;
+    const char *name;
+  } NET[] = {{0x6969, "NFS"},       {0x517B, "SMB"},      {0xFF534D42, "CIFS"},
+             {0xFE534D42, "SMB2"},  {0x00C36400, "Ceph"}, {0x5346414F, "AFS"},
+             {0x73757245, "Coda"},  {0x01021997, "9P"},   {0x47504653, "GPFS"},
+             {0x0BD00BD0, "Lustre"}};
+  snprintf(dir, sizeof(dir), "%.*s", slash != NULL && slash != path ? (int)(slash - path) : 1,
+           slash != NULL ? path : ".");
+  if (statfs(dir, &fs) != 0) /* no directory to put it in: not an outage to wait out */
+    return mqproc__err(err,
+                       errno == ENOENT || errno == ENOTDIR ? MQPROC_ECONFIG : MQPROC_ESTORE_CONNECT,
+                       "the database's directory %s: %s", dir, strerror(errno));
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(NET); i++)
+    if ((unsigned long)fs.f_type == NET[i].magic)
+      return mqproc__err(err, MQPROC_ECONFIG,
+                         "%s is on a network filesystem (%s): SQLite's write-ahead log needs "
+                         "every server on one host and its locks fail over the network; put the "
+                         "database on a local disk, or use PostgreSQL (--database "
+                         "postgresql://...)",
+                         path, NET[i].name);
+  return MQPROC_OK;
+}
+
+int mqproc__sq_open(mqproc__store_t *base, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  int rc, version = 0;
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
+      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) ==
+      SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW)
+      version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  if (version == 0)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY,
+                       "the mqproc schema is not in %s: run `mqproc migrate --database "
+                       "sqlite://%s` or start with --migrate",
+                       s->path, s->path);
+  if (version < SCHEMA_VERSION)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY, "%s: schema version %d, this build needs %d",
+                       s->path, version, SCHEMA_VERSION);
+  return MQPROC_OK;
+}
+
+int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  char *msg = NULL;
+  int rc;
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
+      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
+    return MQPROC_ESTORE_QUERY;
+  }
+  sqlite3_close(db);
+  return MQPROC_OK;
+}
