@@ -5,7 +5,10 @@
 #   "<job_id> <attempt> <try> <worker> start"    when it starts
 #   "<job_id> <attempt> <try> <worker> done"     when it finishes (just before exit 0)
 #   "<job_id> <attempt> <try> <worker> overlap"  at start, for each earlier run of the same
-#                                                job that is still alive (shell or its sleep)
+#                                                job that is still alive (shell or its sleep;
+#                                                a zombie is dead: an init that reaps late,
+#                                                as some containers' do, leaves killed runs as
+#                                                zombies for a while, and kill -0 finds them)
 # It works for the number of milliseconds that ends the job id ("job-00042-173": 173 ms),
 # in a child process (like a wrapper script running the real processor), so the run time
 # of every job is fixed by chaos.sh's --seed.
@@ -16,7 +19,10 @@ pids=${CHAOS_RUN_DIR:?CHAOS_RUN_DIR is not set}/$MQPROC_JOB_ID
 echo "$me start" >>"$log"
 if [ -f "$pids" ]; then
   while read -r p; do
-    if kill -0 "$p" 2>/dev/null; then echo "$me overlap" >>"$log"; fi
+    st=
+    # shellcheck disable=SC2034 # (pid and comm are read past)
+    read -r _pid _comm st _rest <"/proc/$p/stat" 2>/dev/null || st=
+    if [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; then echo "$me overlap" >>"$log"; fi
   done <"$pids"
 fi
 ms=${MQPROC_JOB_ID##*-}

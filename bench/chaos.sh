@@ -5,8 +5,12 @@
 #
 #   bash bench/chaos.sh [--jobs 2000] [--servers 3] [--kills 10] [--broker-restarts 1]
 #                       [--db-restarts 1] [--job-ms 50..400] [--seed N] [--timeout 900]
+#                       [--backend amqp+postgresql|dir+sqlite]
 #                       [--mqproc PATH] [--server-arg ARG]...
 #
+#   --backend B        amqp+postgresql (default): private RabbitMQ and PostgreSQL;
+#                      dir+sqlite: a dir:// queue and an sqlite:// store in the log
+#                      directory, no servers (so no broker or database restarts: kills only)
 #   --mqproc PATH      use this mqproc binary instead of building build/bench/mqproc
 #   --server-arg ARG   extra argument for every processing server (repeatable),
 #                      e.g. --server-arg=--ack-after=2
@@ -21,7 +25,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$PWD
 
 JOBS=2000 SERVERS=3 KILLS=10 BROKER_RESTARTS=1 DB_RESTARTS=1 JOB_MS=50..400
-SEED=$((($(date +%s%N) / 1000) % 32768)) TIMEOUT=900 BIN=
+SEED=$((($(date +%s%N) / 1000) % 32768)) TIMEOUT=900 BIN= BACKEND=amqp+postgresql
 SERVER_ARGS=()
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -39,8 +43,9 @@ while [ $# -gt 0 ]; do
   --jobs) JOBS=$val ;;
   --servers) SERVERS=$val ;;
   --kills) KILLS=$val ;;
-  --broker-restarts) BROKER_RESTARTS=$val ;;
-  --db-restarts) DB_RESTARTS=$val ;;
+  --broker-restarts) BROKER_RESTARTS=$val RESTARTS_SET=1 ;;
+  --db-restarts) DB_RESTARTS=$val RESTARTS_SET=1 ;;
+  --backend) BACKEND=$val ;;
   --job-ms) JOB_MS=$val ;;
   --seed) SEED=$val ;;
   --timeout) TIMEOUT=$val ;;
@@ -55,6 +60,17 @@ done
 [[ $JOB_MS =~ ^([0-9]+)\.\.([0-9]+)$ ]] || { echo "chaos: --job-ms must be MIN..MAX" >&2; exit 2; }
 MS_LO=${BASH_REMATCH[1]} MS_HI=${BASH_REMATCH[2]}
 if [ "$MS_LO" -gt "$MS_HI" ] || [ "$SERVERS" -lt 1 ] || [ "$JOBS" -lt 1 ]; then usage; fi
+case $BACKEND in
+amqp+postgresql) ;;
+dir+sqlite)
+  if [ -n "${RESTARTS_SET:-}" ] && [ $((BROKER_RESTARTS + DB_RESTARTS)) -gt 0 ]; then
+    echo "chaos: dir+sqlite has no broker or database server to restart" >&2
+    exit 2
+  fi
+  BROKER_RESTARTS=0 DB_RESTARTS=0
+  ;;
+*) echo "chaos: --backend must be amqp+postgresql or dir+sqlite" >&2; exit 2 ;;
+esac
 
 BUILD=build/bench
 SERVICES=build/chaos-services
@@ -107,27 +123,52 @@ cleanup() {
   for id in "${LIVE[@]}"; do
     timeout 35 tail --pid="${SPID[$id]}" -f /dev/null 2>/dev/null || kill -KILL "${SPID[$id]}" 2>/dev/null || true
   done
-  bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
+  [ "$BACKEND" != amqp+postgresql ] || bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "starting private RabbitMQ + PostgreSQL in $SERVICES"
-bash scripts/services.sh start "$SERVICES" >"$BUILD/services-start.log" 2>&1 || {
-  cat "$BUILD/services-start.log" >&2
-  exit 2
-}
-set -a
-# shellcheck disable=SC1091
-. "$SERVICES/env"
-set +a
-AMQP=$MQPROC_TEST_AMQP_URL DB=$MQPROC_TEST_PG_URL
-export PGCONNECT_TIMEOUT=2
-sql() { psql "$DB" -XAtqc "$1" 2>/dev/null; }
-
 rm -rf "$LOGS"
 mkdir -p "$LOGS/servers" "$LOGS/runs"
+if [ "$BACKEND" = amqp+postgresql ]; then
+  say "starting private RabbitMQ + PostgreSQL in $SERVICES"
+  bash scripts/services.sh start "$SERVICES" >"$BUILD/services-start.log" 2>&1 || {
+    cat "$BUILD/services-start.log" >&2
+    exit 2
+  }
+  set -a
+  # shellcheck disable=SC1091
+  . "$SERVICES/env"
+  set +a
+  QUEUE=$MQPROC_TEST_AMQP_URL DB=$MQPROC_TEST_PG_URL
+  export PGCONNECT_TIMEOUT=2
+  sql() { psql "$DB" -XAtqc "$1" 2>/dev/null; }
+  # "job_id state attempt tries deliveries requeues result_published(t/f)", tab-separated
+  jobs_tsv() {
+    sql "COPY (SELECT job_id, state, attempt, tries, deliveries, requeues, result_published
+              FROM mqproc_jobs) TO STDOUT"
+  }
+  # ready and unacknowledged messages of the job queue
+  queue_counts() {
+    bash scripts/services.sh rabbitmqctl "$SERVICES" list_queues -q --no-table-headers name \
+      messages_ready messages_unacknowledged 2>/dev/null | awk -v q="$PROC" '$1 == q { print $2, $3 }'
+  }
+else
+  say "dir:// queue and sqlite:// store in $LOGS (no servers to start)"
+  SPOOL=$REPO/$LOGS/spool DBFILE=$REPO/$LOGS/jobs.db
+  QUEUE=dir://$SPOOL DB=sqlite://$DBFILE
+  sql() { sqlite3 -cmd '.timeout 30000' "$DBFILE" "$1" 2>/dev/null; }
+  jobs_tsv() {
+    sqlite3 -cmd '.timeout 30000' -separator $'\t' "$DBFILE" \
+      "SELECT job_id, state, attempt, tries, deliveries, requeues,
+              CASE WHEN result_published THEN 't' ELSE 'f' END FROM mqproc_jobs"
+  }
+  # files ready in new/ and held in cur/
+  queue_counts() {
+    echo "$(find "$SPOOL/$PROC/new" -type f | wc -l) $(find "$SPOOL/$PROC/cur" -type f | wc -l)"
+  }
+fi
 : >"$SIDE"
 : >"$LOGS/faults.log"
 "$BIN" migrate --database="$DB" >"$LOGS/migrate.log" 2>&1 || { cat "$LOGS/migrate.log" >&2; exit 2; }
@@ -137,7 +178,7 @@ start_server() {
   local id=chaos-w$next_worker
   next_worker=$((next_worker + 1))
   CHAOS_WORKER=$id CHAOS_SIDE_LOG=$SIDE CHAOS_RUN_DIR=$REPO/$LOGS/runs "$BIN" processing-server --processor "$PROC" \
-    --exec "$REPO/bench/chaos-proc.sh" --queue="$AMQP" --database="$DB" --lease=5 \
+    --exec "$REPO/bench/chaos-proc.sh" --queue="$QUEUE" --database="$DB" --lease=5 \
     --heartbeat=5 --log-dir="$REPO/$LOGS" --worker-id="$id" --pass-env='CHAOS_*' "${SERVER_ARGS[@]}" \
     >"$LOGS/servers/$id.log" 2>&1 </dev/null &
   SPID[$id]=$!
@@ -230,7 +271,7 @@ inject() {
 # ---- run ---------------------------------------------------------------------------------
 say "publishing $JOBS jobs (job-ms $MS_LO..$MS_HI, seed $SEED)"
 T_PUB=$(now_ms)
-"$CLIENT" publish "$AMQP" "$PROC" "$RESULTQ" "$LOGS/jobs.txt" || { echo "chaos: publish failed" >&2; exit 2; }
+"$CLIENT" publish "$QUEUE" "$PROC" "$RESULTQ" "$LOGS/jobs.txt" || { echo "chaos: publish failed" >&2; exit 2; }
 final=0 last_report=0 plan_i=0 timed_out=0
 while :; do
   if n=$(sql "SELECT count(*) FROM mqproc_jobs WHERE state IN ('SUCCESS','FAILED')") && [ -n "$n" ]; then
@@ -290,10 +331,6 @@ say "$final / $JOBS jobs final in $(((T_END - T_PUB) / 1000)) s"
 
 # Every delivery should be settled once every job is final (copies held under another
 # server's lease are requeued and then acked as already final): wait for the job queue.
-queue_counts() {
-  bash scripts/services.sh rabbitmqctl "$SERVICES" list_queues -q --no-table-headers name \
-    messages_ready messages_unacknowledged 2>/dev/null | awk -v q="$PROC" '$1 == q { print $2, $3 }'
-}
 qc="? ?"
 deadline=$((SECONDS + 30))
 while :; do
@@ -318,9 +355,8 @@ for id in "${LIVE[@]}"; do
 done
 LIVE=()
 
-"$CLIENT" drain "$AMQP" "$RESULTQ" "$LOGS/results.txt" 3000 | sed 's/^/    /'
-sql "COPY (SELECT job_id, state, attempt, tries, deliveries, requeues, result_published
-           FROM mqproc_jobs) TO STDOUT" >"$LOGS/jobs-db.tsv"
+"$CLIENT" drain "$QUEUE" "$RESULTQ" "$LOGS/results.txt" 3000 | sed 's/^/    /'
+jobs_tsv >"$LOGS/jobs-db.tsv"
 dead=$(sql "SELECT count(*) FROM mqproc_dead_letters")
 unended=$(sql "SELECT count(*) FROM mqproc_job_tries WHERE ended_at IS NULL")
 sleep 1 # orphaned processor runs of killed servers may still be finishing
@@ -366,7 +402,7 @@ eval "$(awk -F'[ \t]' -v out=vars '
 rate=$(awk -v n="$FIN" -v ms="$wall_ms" 'BEGIN { printf "%.1f", (ms > 0 ? n * 1000 / ms : 0) }')
 {
   echo
-  echo "================ chaos: $JOBS jobs, $SERVERS servers, job-ms $MS_LO..$MS_HI, seed $SEED ================"
+  echo "================ chaos ($BACKEND): $JOBS jobs, $SERVERS servers, job-ms $MS_LO..$MS_HI, seed $SEED ================"
   printf '%-44s %s\n' \
     "jobs published" "$N" \
     "SUCCESS rows" "$SUCC" \

@@ -1,4 +1,5 @@
-/* AMQP side of the chaos benchmark (bench/chaos.sh): publish the jobs, drain the results.
+/* Queue side of the chaos benchmark (bench/chaos.sh): publish the jobs, drain the results,
+ * over AMQP or a directory queue (URL dir:///SPOOL, docs/dir-queue.md).
  *
  *   chaos_client publish URL PROCESSOR RESULT_QUEUE JOBS_FILE
  *       Declares exchange ocrd-network-default (direct, non-durable, as mqproc and OCR-D
@@ -12,17 +13,27 @@
  *       writes one line per result message: "job_id state redelivered message_id attempt". Prints
  * the count.
  *
+ * With URL dir:///SPOOL the same over files, as a producer in another program would: publish
+ * writes each job into SPOOL/PROCESSOR/tmp/ and renames it into new/ (docs/dir-queue.md,
+ * "Writing a job from another program"; no fsync: the bench kills servers, not the power);
+ * drain reads and removes the files of SPOOL/RESULT_QUEUE/new/ (IDLE_MS: how long no new
+ * file arrived before it stops).
+ *
  * Build: cc -O2 bench/chaos_client.c $(pkg-config --cflags --libs librabbitmq jansson)
  */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EXCHANGE "ocrd-network-default"
 #define CH 1
@@ -77,6 +88,20 @@ static void declare_queue(amqp_connection_state_t c, const char *q) {
   amqp_queue_bind(c, CH, amqp_cstring_bytes(q), amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes(q),
                   amqp_empty_table);
   check_rpc(c, "queue.bind");
+}
+
+/* The processing message of one job. */
+static char *job_body(const char *job_id, const char *proc, const char *resq) {
+  json_t *o =
+      json_pack("{s:s, s:s, s:I, s:[s], s:[s], s:s, s:{}, s:s}", "job_id", job_id, "processor_name",
+                proc, "created_time", (json_int_t)time(NULL), "input_file_grps", "OCR-D-IMG",
+                "output_file_grps", "OCR-D-CHAOS", "path_to_mets", "/data/chaos/mets.xml",
+                "parameters", "result_queue_name", resq);
+  char *body = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  if (body == NULL)
+    die("out of memory");
+  return body;
 }
 
 /* ---- publish -------------------------------------------------------------------------- */
@@ -145,15 +170,7 @@ static int cmd_publish(const char *url, const char *proc, const char *resq, cons
     line[strcspn(line, "\r\n")] = '\0';
     if (line[0] == '\0')
       continue;
-    json_t *o =
-        json_pack("{s:s, s:s, s:I, s:[s], s:[s], s:s, s:{}, s:s}", "job_id", line, "processor_name",
-                  proc, "created_time", (json_int_t)time(NULL), "input_file_grps", "OCR-D-IMG",
-                  "output_file_grps", "OCR-D-CHAOS", "path_to_mets", "/data/chaos/mets.xml",
-                  "parameters", "result_queue_name", resq);
-    char *body = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (body == NULL)
-      die("out of memory");
+    char *body = job_body(line, proc, resq);
     int rc = amqp_basic_publish(c, CH, amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes(proc), 1, 0,
                                 &p, amqp_cstring_bytes(body));
     free(body);
@@ -172,6 +189,149 @@ static int cmd_publish(const char *url, const char *proc, const char *resq, cons
          (unsigned long long)g_confirmed, (unsigned long long)g_nacked,
          (unsigned long long)g_returned);
   return g_nacked == 0 && g_returned == 0 ? 0 : 1;
+}
+
+/* ---- a directory queue ------------------------------------------------------------------- */
+
+static void mkdirs(const char *spool, const char *q) {
+  char p[4096];
+  const char *subs[] = {"", "/tmp", "/new", "/cur", "/failed"};
+  snprintf(p, sizeof(p), "%s", spool);
+  if (mkdir(p, 0755) != 0 && errno != EEXIST)
+    die("mkdir %s: %s", p, strerror(errno));
+  for (int i = 0; i < 5; i++) {
+    snprintf(p, sizeof(p), "%s/%s%s", spool, q, subs[i]);
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+      die("mkdir %s: %s", p, strerror(errno));
+  }
+}
+
+static int dir_publish(const char *spool, const char *proc, const char *resq, const char *jobs) {
+  FILE *in = fopen(jobs, "r");
+  char line[512], tmp[4096], dst[4096], name[256];
+  long n = 0;
+  if (in == NULL)
+    die("cannot open %s", jobs);
+  mkdirs(spool, proc);
+  mkdirs(spool, resq);
+  while (fgets(line, sizeof(line), in) != NULL) {
+    struct timespec ts;
+    line[strcspn(line, "\r\n")] = '\0';
+    if (line[0] == '\0')
+      continue;
+    char *body = job_body(line, proc, resq);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    /* priority 0 (99 - 0), microseconds in 16 hex digits (FIFO), who wrote it */
+    snprintf(name, sizeof(name), "99-%016llx-chaos-%d-%ld",
+             (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000,
+             (int)getpid(), n);
+    snprintf(tmp, sizeof(tmp), "%s/%s/tmp/%s", spool, proc, name);
+    snprintf(dst, sizeof(dst), "%s/%s/new/%s", spool, proc, name);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL || fputs(body, f) == EOF || fclose(f) != 0)
+      die("write %s: %s", tmp, strerror(errno));
+    if (rename(tmp, dst) != 0)
+      die("rename %s: %s", tmp, strerror(errno));
+    free(body);
+    n++;
+  }
+  fclose(in);
+  printf("published %ld job files\n", n);
+  return 0;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "r");
+  char *buf = NULL;
+  size_t cap = 0;
+  *len = 0;
+  if (f == NULL)
+    return NULL;
+  for (;;) {
+    if (*len + 4096 + 1 > cap && (buf = realloc(buf, cap = 2 * cap + 8192)) == NULL)
+      die("out of memory");
+    size_t k = fread(buf + *len, 1, 4096, f);
+    *len += k;
+    if (k < 4096)
+      break;
+  }
+  fclose(f);
+  buf[*len] = '\0';
+  return buf;
+}
+
+/* One result file as a line of the drain's output; the envelope carries message_id and
+ * headers (docs/dir-queue.md). */
+static int dir_result(FILE *out, const char *path, int redelivered) {
+  size_t len;
+  char *data = slurp(path, &len), *body = data;
+  json_t *meta = NULL, *o;
+  const char *env = "MQPROC-ENVELOPE 1 ";
+  if (data == NULL)
+    return -1;
+  if (strncmp(data, env, strlen(env)) == 0 && (body = strchr(data, '\n')) != NULL) {
+    meta = json_loadb(data + strlen(env), (size_t)(body - data) - strlen(env), 0, NULL);
+    body++;
+  } else
+    body = data;
+  o = json_loads(body, 0, NULL);
+  const char *jid = json_string_value(json_object_get(o, "job_id"));
+  const char *st = json_string_value(json_object_get(o, "state"));
+  const char *mid = json_string_value(json_object_get(meta, "message_id"));
+  const char *att =
+      json_string_value(json_object_get(json_object_get(meta, "headers"), "x-mqproc-attempt"));
+  if (jid == NULL || st == NULL)
+    fprintf(out, "(undecodable) ? %d - -\n", redelivered);
+  else
+    fprintf(out, "%s %s %d %s %s\n", jid, st, redelivered, mid != NULL && *mid ? mid : "-",
+            att != NULL && *att ? att : "-");
+  json_decref(o);
+  json_decref(meta);
+  free(data);
+  return jid != NULL && st != NULL ? 0 : 1;
+}
+
+static int dir_drain(const char *spool, const char *resq, const char *out_path, int idle_ms) {
+  FILE *out = fopen(out_path, "w");
+  char dir[4096], path[8192];
+  long n = 0, bad = 0;
+  struct timespec last, now;
+  if (out == NULL)
+    die("cannot open %s", out_path);
+  snprintf(dir, sizeof(dir), "%s/%s/new", spool, resq);
+  clock_gettime(CLOCK_MONOTONIC, &last);
+  for (;;) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    long got = 0;
+    if (d == NULL)
+      die("cannot read %s: %s", dir, strerror(errno));
+    while ((e = readdir(d)) != NULL) {
+      size_t k = strlen(e->d_name);
+      if (e->d_name[0] == '.')
+        continue;
+      snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+      int rc = dir_result(out, path, k > 2 && strcmp(e->d_name + k - 2, ".r") == 0);
+      if (rc < 0)
+        continue;
+      bad += rc;
+      if (unlink(path) != 0)
+        die("unlink %s: %s", path, strerror(errno));
+      got++;
+    }
+    closedir(d);
+    n += got;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (got > 0)
+      last = now;
+    else if ((now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1000000 >= idle_ms)
+      break;
+    else
+      usleep(100 * 1000);
+  }
+  fclose(out);
+  printf("drained %ld result files (%ld undecodable)\n", n, bad);
+  return 0;
 }
 
 /* ---- drain ---------------------------------------------------------------------------- */
@@ -234,6 +394,14 @@ static int cmd_drain(const char *url, const char *resq, const char *out_path, in
 }
 
 int main(int argc, char **argv) {
+  const char *dirq = "dir://";
+  if (argc == 6 && strncmp(argv[2], dirq, strlen(dirq)) == 0) {
+    const char *spool = argv[2] + strlen(dirq);
+    if (strcmp(argv[1], "publish") == 0)
+      return dir_publish(spool, argv[3], argv[4], argv[5]);
+    if (strcmp(argv[1], "drain") == 0)
+      return dir_drain(spool, argv[3], argv[4], atoi(argv[5]));
+  }
   if (argc == 6 && strcmp(argv[1], "publish") == 0)
     return cmd_publish(argv[2], argv[3], argv[4], argv[5]);
   if (argc == 6 && strcmp(argv[1], "drain") == 0)

@@ -10,7 +10,9 @@
 #   --rows=LIST    only these rows (names below) or groups: raw, tools, mqproc
 #                  raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_relay
 #                  raw_db_1 raw_db_64 raw_fork naive celery mqproc_c_p1 mqproc_c_p64
-#                  mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency
+#                  mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency embedded
+#                  (embedded: the dir:// + sqlite:// pair, bench/embedded.sh, with its own
+#                  raw limits on this disk: rows raw_dir_*, raw_sqlite_*, mqproc_dir_sqlite*)
 #
 # Prints the table on stdout (also written to build/throughput/last.txt), then one line
 # `RESULT key=value ...` (keys in bench/README.md); progress goes to stderr.
@@ -34,12 +36,12 @@ for arg in "$@"; do
 done
 
 ALL_ROWS=(raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_relay raw_db_1 raw_db_64 raw_fork
-  naive celery mqproc_c_p1 mqproc_c_p64 mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency)
+  naive celery mqproc_c_p1 mqproc_c_p64 mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency embedded)
 declare -A WANT=()
 for r in ${ROWS_ARG//,/ }; do
   case $r in
   raw | tools | mqproc) for x in "${ALL_ROWS[@]}"; do
-    case $r:$x in raw:raw_* | tools:naive | tools:celery | mqproc:mqproc_* | mqproc:latency) WANT[$x]=1 ;; esac
+    case $r:$x in raw:raw_* | tools:naive | tools:celery | mqproc:mqproc_* | mqproc:latency | mqproc:embedded) WANT[$x]=1 ;; esac
   done ;;
   *) [[ " ${ALL_ROWS[*]} " == *" $r "* ]] || { echo "throughput: unknown row $r" >&2; exit 2; }
     WANT[$r]=1 ;;
@@ -523,6 +525,36 @@ if selected mqproc_exec_c2; then
 fi
 selected latency && latency
 
+# The embedded pair: one server on a dir:// queue and an sqlite:// store, no broker or
+# database server (bench/embedded.sh: the example C processor, --concurrency 2, results
+# to a sibling queue), beside the raw limits of this disk measured by the same script.
+embedded() {
+  local out=$LOGS/embedded.txt line k
+  say "embedded pair (dir:// + sqlite://): bench/embedded.sh"
+  if ! env N="$([ $QUICK = 1 ] && echo 1000 || echo 5000)" bash bench/embedded.sh >"$out" 2>"$LOGS/embedded.err"; then
+    ORDER+=(mqproc_dir_sqlite)
+    R_RATE[mqproc_dir_sqlite]=FAIL R_NOTE[mqproc_dir_sqlite]="(bench/embedded.sh failed: $LOGS/embedded.err)"
+    return
+  fi
+  line=$(grep '^RESULT' "$out" | tail -n 1)
+  for k in raw_dir_enqueue raw_dir_claim raw_sqlite_1 raw_sqlite_64 raw_sqlite_normal_1 durable relaxed; do
+    local v row=$k
+    v=$(sed -n "s/.*\b$k=\([^ ]*\).*/\1/p" <<<"$line")
+    case $k in durable) row=mqproc_dir_sqlite ;; relaxed) row=mqproc_dir_sqlite_relaxed ;; esac
+    ORDER+=("$row")
+    R_RATE[$row]=${v:-n/a}
+  done
+  R_LABEL[raw_dir_enqueue]="raw dir://: write+fdatasync+rename+dir fsync"
+  R_LABEL[raw_dir_claim]="raw dir://: claim+settle (flock, renames)"
+  R_LABEL[raw_sqlite_1]="raw SQLite claim+complete, 1/commit, FULL"
+  R_LABEL[raw_sqlite_64]="raw SQLite claim+complete, 64/commit, FULL"
+  R_LABEL[raw_sqlite_normal_1]="raw SQLite claim+complete, 1/commit, NORMAL"
+  R_LABEL[mqproc_dir_sqlite]="mqproc dir+sqlite durable, C, conc 2"
+  R_LABEL[mqproc_dir_sqlite_relaxed]="mqproc dir+sqlite ?synchronous=normal"
+  R_NOTE[mqproc_dir_sqlite]="$(sed -n 's/.*\bidle_wakeups_per_s=\([^ ]*\).*/idle wake-ups \1\/s/p' <<<"$line"), $(sed -n 's/.*\btakeback_ms=\([^ ]*\).*/kill -9 take-back \1 ms/p' <<<"$line")"
+}
+selected embedded && embedded
+
 # ---- ratios, table, RESULT ---------------------------------------------------------------
 num() { [[ ${1:-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 ratio() { num "$1" && num "$2" && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
@@ -532,7 +564,9 @@ lower() { if num "$1" && num "$2"; then awk -v a="$1" -v b="$2" 'BEGIN { print (
 declare -A RAW_RATE=([mqproc_c_p1]=$(lower "${R_RATE[raw_db_1]:-}" "${R_RATE[raw_consume_p1]:-}")
   [mqproc_c_p64]=$(lower "${R_RATE[raw_db_64]:-}" "${R_RATE[raw_relay]:-}")
   [mqproc_c_batched]=$(lower "${R_RATE[raw_db_64]:-}" "${R_RATE[raw_relay]:-}")
-  [mqproc_exec_p1]=${R_RATE[raw_fork]:-} [mqproc_exec_c2]=${R_RATE[raw_fork]:-})
+  [mqproc_exec_p1]=${R_RATE[raw_fork]:-} [mqproc_exec_c2]=${R_RATE[raw_fork]:-}
+  [mqproc_dir_sqlite]=$(lower "${R_RATE[raw_sqlite_64]:-}" "${R_RATE[raw_dir_claim]:-}")
+  [mqproc_dir_sqlite_relaxed]=$(lower "${R_RATE[raw_sqlite_normal_1]:-}" "${R_RATE[raw_dir_claim]:-}"))
 for row in "${ORDER[@]}"; do
   case $row in
   mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${RAW_RATE[$row]:-}") ;;
@@ -558,7 +592,7 @@ kv wall_s "$WALL"
   printf '# mqproc throughput, %s, %s, %d cores, load %s -> %s, %s s%s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" \
     "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)" "$(nproc)" "$LOAD_START" "$LOAD_END" "$WALL" \
     "$([ $QUICK = 1 ] && echo ', --quick')"
-  printf '# PostgreSQL fsync=on synchronous_commit=on; jobs/s of a tool = first -> last result; vs raw: C rows / the lower of raw_db (1 or 64 per commit) and the broker (consume p1, relay), --exec rows / raw_fork\n'
+  printf '# PostgreSQL fsync=on synchronous_commit=on; jobs/s of a tool = first -> last result; vs raw: C rows / the lower of raw_db (1 or 64 per commit) and the broker (consume p1, relay), --exec rows / raw_fork; dir+sqlite / the lower of raw SQLite (64/commit FULL; 1/commit NORMAL) and raw dir claim\n'
   printf '%-42s %9s %12s %8s %9s  %s\n' row jobs/s commits/job "vs raw" "vs celery" notes
   for row in "${ORDER[@]}"; do
     rate=${R_RATE[$row]:-}

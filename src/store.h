@@ -246,6 +246,11 @@ int mqproc__store_sqlite_new(mqproc__store_t **out, const char *url, mqproc__loo
                              char *err);
 /* Whether url names an SQLite store. */
 int mqproc__store_is_sqlite(const char *url);
+struct sqlite3;
+/* A blocking connection to the SQLite store at url for operators' tools (src/ops/): the
+ * store's settings (WAL, busy timeout, mq_now()), refused on a network filesystem or
+ * without the schema, as a server's open is. MQPROC_OK, or an error code with err. */
+int mqproc__store_sqlite_connect(const char *url, struct sqlite3 **db, char *err);
 
 #define MQPROC__STORE_CALL(s, method, ...) ((s)->klass->method((s), __VA_ARGS__))
 #define mqproc__store_open(s, err) ((s)->klass->open((s), (err)))

@@ -123,28 +123,25 @@ long long mqproc__parse_duration(const char *s) {
 
 /* ---- database ----------------------------------------------------------------------- */
 
-PGconn *mqproc__admin_db(const args_t *a) {
+mqproc__odb_t *mqproc__admin_db(const args_t *a) {
   const char *url = mqproc__arg(a, "database");
-  char masked[512];
-  PGconn *c;
+  char masked[512], err[512];
+  mqproc__odb_t *c;
   if (url == NULL || url[0] == '\0') {
     fprintf(stderr, "mqproc: --database (or MQPROC_DATABASE) is required\n");
     return NULL;
   }
-  c = PQconnectdb(url);
-  if (PQstatus(c) != CONNECTION_OK) {
+  if ((c = mqproc__odb_open(url, 30000, err)) == NULL) {
     mqproc__mask_secret(url, masked, sizeof(masked));
-    fprintf(stderr, "mqproc: cannot connect to %s: %s", masked, PQerrorMessage(c));
-    PQfinish(c);
-    return NULL;
+    fprintf(stderr, "mqproc: cannot connect to %s: %s", masked, err);
   }
-  PQclear(PQexec(c, "SET statement_timeout = 30000"));
   return c;
 }
 
-PGresult *mqproc__admin_q(PGconn *c, const char *sql, int n, const char *const *vals) {
+mqproc__ores_t *mqproc__admin_q(mqproc__odb_t *c, const char *pg, const char *sq, int n,
+                                const char *const *vals) {
   char err[512];
-  PGresult *r = mqproc__ops_q(c, sql, n, vals, err, sizeof(err));
+  mqproc__ores_t *r = mqproc__odb_q(c, pg, sq, n, vals, err);
   if (r == NULL)
     fprintf(stderr, "mqproc: %s", err);
   return r;
@@ -159,7 +156,7 @@ const char *mqproc__admin_actor(void) {
   return actor;
 }
 
-int mqproc__admin_audit(PGconn *c, const char *action, const char *target, long long rows,
+int mqproc__admin_audit(mqproc__odb_t *c, const char *action, const char *target, long long rows,
                         json_t *detail) {
   char err[512],
       *line = mqproc__ops_audit(c, mqproc__admin_actor(), action, target, rows, detail, err);

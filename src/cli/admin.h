@@ -6,7 +6,6 @@
 #define MQPROC_CLI_ADMIN_H
 
 #include <jansson.h>
-#include <libpq-fe.h>
 #include <stddef.h>
 
 #include "ops/ops.h"
@@ -48,13 +47,15 @@ long long mqproc__parse_duration(const char *s);
 
 /* ---- database ----------------------------------------------------------------------- */
 
-/* Connects to --database / MQPROC_DATABASE (prints why not and returns NULL). */
-PGconn *mqproc__admin_db(const args_t *a);
-/* Runs sql with text parameters (NULL = SQL NULL); prints the error and returns NULL on
- * failure. */
-PGresult *mqproc__admin_q(PGconn *c, const char *sql, int n, const char *const *vals);
+/* Connects to --database / MQPROC_DATABASE, PostgreSQL or SQLite (prints why not and
+ * returns NULL). */
+mqproc__odb_t *mqproc__admin_db(const args_t *a);
+/* Runs pg, or sq on SQLite (NULL: pg), with text parameters (NULL = SQL NULL); prints
+ * the error and returns NULL on failure. */
+mqproc__ores_t *mqproc__admin_q(mqproc__odb_t *c, const char *pg, const char *sq, int n,
+                                const char *const *vals);
 /* Records an operator action in mqproc_audit and the log (stderr). */
-int mqproc__admin_audit(PGconn *c, const char *action, const char *target, long long rows,
+int mqproc__admin_audit(mqproc__odb_t *c, const char *action, const char *target, long long rows,
                         json_t *detail);
 /* Prints an action's (ops.h) "audit" line on stderr. */
 void mqproc__print_audit(json_t *out);

@@ -16,7 +16,8 @@
 #include "util.h"
 
 static const aopt_t OPTS[] = {
-    {"database", 0, 1, "MQPROC_DATABASE", "PostgreSQL URL of the job store (required)"},
+    {"database", 0, 1, "MQPROC_DATABASE",
+     "job store: postgresql://... or sqlite:///PATH (required)"},
     {"queue", 0, 1, "MQPROC_QUEUE",
      "AMQP URL: queue depths and consumers on the page, and where retry publishes"},
     {"exchange", 0, 1, "MQPROC_EXCHANGE",

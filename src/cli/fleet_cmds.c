@@ -11,8 +11,8 @@
 #include "util.h"
 
 static const aopt_t OPTS[] = {
-    {"database", 0, 1, "MQPROC_DATABASE", "PostgreSQL URL of the job store"},
-    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL (stats: queue depth and consumers)"},
+    {"database", 0, 1, "MQPROC_DATABASE", "job store: postgresql://... or sqlite:///PATH"},
+    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL or dir:///SPOOL (stats: queue depth and consumers)"},
     {"processor", 0, 1, NULL, "only this processor"},
     {"worker", 0, 1, NULL, "pause/resume/drain: only this server (its worker id)"},
     {"timeout", 0, 1, NULL, "pause/resume/drain: seconds to wait for confirmations (default 5)"},
@@ -27,7 +27,7 @@ static const char *const WORKER_COLS[] = {"worker_id",   "processor_name", "stat
 
 int mqproc__cmd_workers(int argc, char **argv) {
   args_t a;
-  PGconn *c;
+  mqproc__odb_t *c;
   json_t *rows;
   char err[512];
   int rc;
@@ -43,7 +43,7 @@ int mqproc__cmd_workers(int argc, char **argv) {
   if ((c = mqproc__admin_db(&a)) == NULL)
     return 1;
   rows = mqproc__ops_workers(c, mqproc__arg(&a, "processor"), mqproc__has(&a, "all"), err);
-  PQfinish(c);
+  mqproc__odb_close(c);
   if (rows == NULL) {
     fprintf(stderr, "mqproc workers: %s", err);
     return 1;
@@ -63,10 +63,14 @@ static void print_stats(json_t *o) {
   json_t *j = json_object_get(o, "jobs"), *f = json_object_get(o, "finished_per_minute"),
          *e = json_object_get(o, "exec_time_ms_60m");
   printf("%s\n", json_string_value(json_object_get(o, "processor")));
-  if (json_is_integer(json_object_get(o, "queue_depth")))
+  if (json_is_integer(json_object_get(o, "queue_depth")) &&
+      json_is_integer(json_object_get(o, "consumers")))
     printf("  queue          %lld ready, %lld consumer(s)\n",
            (long long)json_integer_value(json_object_get(o, "queue_depth")),
            (long long)json_integer_value(json_object_get(o, "consumers")));
+  else if (json_is_integer(json_object_get(o, "queue_depth"))) /* dir://: no consumer count */
+    printf("  queue          %lld ready\n",
+           (long long)json_integer_value(json_object_get(o, "queue_depth")));
   else
     printf("  queue          unknown (no --queue, or no such queue)\n");
   printf("  jobs           QUEUED %lld, RUNNING %lld; last 24 h: SUCCESS %lld, FAILED %lld, "
@@ -92,7 +96,7 @@ static void print_stats(json_t *o) {
 
 int mqproc__cmd_stats(int argc, char **argv) {
   args_t a;
-  PGconn *c;
+  mqproc__odb_t *c;
   admin_amqp_t *amqp = NULL;
   json_t *all = json_array();
   const char *proc;
@@ -131,7 +135,7 @@ int mqproc__cmd_stats(int argc, char **argv) {
     json_decref(procs);
   }
   mqproc__amqp_close(amqp);
-  PQfinish(c);
+  mqproc__odb_close(c);
   if (mqproc__has(&a, "json")) {
     mqproc__print_json(all);
     return 0;
@@ -148,8 +152,8 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
   const char *want = wish == NULL ? "running" : !strcmp(wish, "pause") ? "paused" : "draining";
   const char *timeout;
   args_t a;
-  PGconn *c;
-  PGresult *r;
+  mqproc__odb_t *c;
+  mqproc__ores_t *r;
   const char *vals[2];
   long long deadline;
   int rc, pending = 0;
@@ -174,7 +178,7 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
     json_t *out = mqproc__ops_control(c, cmd, vals[0], vals[1], mqproc__admin_actor(), NULL, err);
     if (out == NULL) {
       fprintf(stderr, "mqproc %s: %s", cmd, err);
-      PQfinish(c);
+      mqproc__odb_close(c);
       return 1;
     }
     mqproc__print_audit(out);
@@ -191,24 +195,29 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
         " AND " MQPROC__SEEN_LATELY
         " AND (w.state NOT IN ('stopped', 'dead') OR ($3 = 'draining' AND w.state = 'stopped'))"
         " ORDER BY 1",
+        "SELECT w.worker_id, w.state = ?3 OR (?3 = 'draining' AND w.state = 'stopped')"
+        " FROM mqproc_workers w WHERE w.processor_name = ?1 AND (?2 = '' OR w.worker_id = ?2)"
+        " AND " MQPROC__SQ_SEEN_LATELY
+        " AND (w.state NOT IN ('stopped', 'dead') OR (?3 = 'draining' AND w.state = 'stopped'))"
+        " ORDER BY 1",
         3, v);
     if (r == NULL)
       break;
     pending = 0;
-    for (int i = 0; i < PQntuples(r); i++)
-      pending += PQgetvalue(r, i, 1)[0] != 't';
+    for (int i = 0; i < mqproc__ores_rows(r); i++)
+      pending += !mqproc__ores_bool(r, i, 1);
     if (pending == 0 || mqproc__now_ms() >= deadline) {
-      if (PQntuples(r) == 0)
+      if (mqproc__ores_rows(r) == 0)
         printf("%s %s: no live server now; servers started later obey it\n", cmd, vals[0]);
-      for (int i = 0; i < PQntuples(r); i++)
-        printf("%s %s\n", PQgetvalue(r, i, 0),
-               PQgetvalue(r, i, 1)[0] == 't' ? want : "did not confirm in time");
-      PQclear(r);
+      for (int i = 0; i < mqproc__ores_rows(r); i++)
+        printf("%s %s\n", mqproc__ores_get(r, i, 0),
+               mqproc__ores_bool(r, i, 1) ? want : "did not confirm in time");
+      mqproc__ores_free(r);
       break;
     }
-    PQclear(r);
+    mqproc__ores_free(r);
     nanosleep(&(struct timespec){0, 50 * 1000000}, NULL); /* poll the rows: 50 ms */
   }
-  PQfinish(c);
+  mqproc__odb_close(c);
   return pending == 0 ? 0 : 1;
 }

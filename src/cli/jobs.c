@@ -11,8 +11,9 @@
 #define BATCH 1000
 
 static const aopt_t OPTS[] = {
-    {"database", 0, 1, "MQPROC_DATABASE", "PostgreSQL URL of the job store"},
-    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL (retry publishes the stored request)"},
+    {"database", 0, 1, "MQPROC_DATABASE", "job store: postgresql://... or sqlite:///PATH"},
+    {"queue", 0, 1, "MQPROC_QUEUE",
+     "AMQP URL or dir:///SPOOL (retry publishes the stored request)"},
     {"exchange", 0, 1, "MQPROC_EXCHANGE",
      "exchange jobs are published to (default ocrd-network-default)"},
     {"state", 0, 1, NULL, "only jobs in this state (QUEUED RUNNING SUCCESS FAILED CANCELLED)"},
@@ -38,7 +39,7 @@ static const char *const LIST_COLS[] = {
     "worker_id",    "created_time",   "queued_at", "start_time", "end_time",
     "exec_time_ms", "last_error",     "cursor",    NULL};
 
-static int list(PGconn *c, const args_t *a) {
+static int list(mqproc__odb_t *c, const args_t *a) {
   const char *limit = mqproc__arg(a, "limit");
   mqproc__jobs_filter_t f = {.state = mqproc__arg(a, "state"),
                              .processor = mqproc__arg(a, "processor"),
@@ -69,7 +70,7 @@ static int list(PGconn *c, const args_t *a) {
   return 0;
 }
 
-static int show(PGconn *c, const args_t *a, const char *id) {
+static int show(mqproc__odb_t *c, const args_t *a, const char *id) {
   char err[512];
   json_t *job = mqproc__ops_job(c, id, err), *v;
   const char *key;
@@ -101,27 +102,30 @@ static int show(PGconn *c, const args_t *a, const char *id) {
   return 0;
 }
 
-static int show_log(PGconn *c, const char *id) {
+static int show_log(mqproc__odb_t *c, const char *id) {
   const char *vals[1] = {id};
-  PGresult *r = mqproc__admin_q(c, "SELECT log_path FROM mqproc_jobs WHERE job_id = $1", 1, vals);
+  mqproc__ores_t *r =
+      mqproc__admin_q(c, "SELECT log_path FROM mqproc_jobs WHERE job_id = $1",
+                      "SELECT log_path FROM mqproc_jobs WHERE job_id = ?1", 1, vals);
   FILE *f;
   char buf[65536];
   size_t n;
   if (r == NULL)
     return 1;
-  if (PQntuples(r) == 0 || PQgetisnull(r, 0, 0)) {
-    fprintf(stderr, "mqproc jobs log: %s\n", PQntuples(r) == 0 ? "no such job" : "no log recorded");
-    PQclear(r);
+  if (mqproc__ores_rows(r) == 0 || mqproc__ores_null(r, 0, 0)) {
+    fprintf(stderr, "mqproc jobs log: %s\n",
+            mqproc__ores_rows(r) == 0 ? "no such job" : "no log recorded");
+    mqproc__ores_free(r);
     return 1;
   }
-  f = fopen(PQgetvalue(r, 0, 0), "r");
+  f = fopen(mqproc__ores_get(r, 0, 0), "r");
   if (f == NULL) {
     fprintf(stderr, "mqproc jobs log: cannot read %s (it is on the host that ran the job)\n",
-            PQgetvalue(r, 0, 0));
-    PQclear(r);
+            mqproc__ores_get(r, 0, 0));
+    mqproc__ores_free(r);
     return 1;
   }
-  PQclear(r);
+  mqproc__ores_free(r);
   while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
     fwrite(buf, 1, n, stdout);
   fclose(f);
@@ -145,19 +149,22 @@ static char *id_json(const args_t *a) {
   return out;
 }
 
-static long long count(PGconn *c, const char *where, const char *const *vals, int n) {
-  char sql[1024];
-  PGresult *r;
+/* The rows of mqproc_jobs that match where (PostgreSQL's) or sq_where (SQLite's). */
+static long long count(mqproc__odb_t *c, const char *where, const char *sq_where,
+                       const char *const *vals, int n) {
+  char sql[1024], sq[1024];
+  mqproc__ores_t *r;
   long long k;
   snprintf(sql, sizeof(sql), "SELECT count(*) FROM mqproc_jobs WHERE %s", where);
-  if ((r = mqproc__admin_q(c, sql, n, vals)) == NULL)
+  snprintf(sq, sizeof(sq), "SELECT count(*) FROM mqproc_jobs WHERE %s", sq_where);
+  if ((r = mqproc__admin_q(c, sql, sq, n, vals)) == NULL)
     return -1;
-  k = atoll(PQgetvalue(r, 0, 0));
-  PQclear(r);
+  k = atoll(mqproc__ores_get(r, 0, 0));
+  mqproc__ores_free(r);
   return k;
 }
 
-static int retry(PGconn *c, const args_t *a) {
+static int retry(mqproc__odb_t *c, const args_t *a) {
   mqproc__ops_retry_t w = {.state = mqproc__arg(a, "state"),
                            .processor = mqproc__arg(a, "processor"),
                            .exchange = mqproc__arg(a, "exchange"),
@@ -175,7 +182,8 @@ static int retry(PGconn *c, const args_t *a) {
   }
   if (ids == NULL) {
     const char *vals[2] = {w.state, w.processor};
-    long long n = count(c, "state = $1 AND ($2::text IS NULL OR processor_name = $2)", vals, 2);
+    long long n = count(c, "state = $1 AND ($2::text IS NULL OR processor_name = $2)",
+                        "state = ?1 AND (?2 IS NULL OR processor_name = ?2)", vals, 2);
     if (n < 0)
       return 1;
     if (!mqproc__has(a, "yes")) {
@@ -220,7 +228,7 @@ static int retry(PGconn *c, const args_t *a) {
   return total ? 1 : 0;
 }
 
-static int cancel(PGconn *c, const args_t *a) {
+static int cancel(mqproc__odb_t *c, const args_t *a) {
   char *ids, err[512];
   json_t *out, *v;
   long long n;
@@ -252,7 +260,7 @@ static int cancel(PGconn *c, const args_t *a) {
   return n == a->npos - 1 ? 0 : 1;
 }
 
-static int purge(PGconn *c, const args_t *a) {
+static int purge(mqproc__odb_t *c, const args_t *a) {
   long long secs = mqproc__parse_duration(mqproc__arg(a, "older-than")), n, total = 0;
   const char *state = mqproc__arg(a, "state"), *proc = mqproc__arg(a, "processor");
   char s[32];
@@ -261,14 +269,18 @@ static int purge(PGconn *c, const args_t *a) {
       "end_time < now() - $1::bigint * interval '1 second'"
       " AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND ($2::text IS NULL OR state = $2)"
       " AND ($3::text IS NULL OR processor_name = $3)";
-  char sql[1024];
+  static const char SQ_WHERE[] =
+      "end_time < mq_now() - CAST(?1 AS INTEGER) * 1000"
+      " AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND (?2 IS NULL OR state = ?2)"
+      " AND (?3 IS NULL OR processor_name = ?3)";
+  char sql[1024], sq[1024];
   if (secs < 0) {
     fprintf(stderr, "mqproc jobs purge: --older-than DURATION is required (e.g. 30d)\n");
     return 2;
   }
   snprintf(s, sizeof(s), "%lld", secs);
   if (!mqproc__has(a, "yes")) {
-    if ((n = count(c, WHERE, vals, 3)) < 0)
+    if ((n = count(c, WHERE, SQ_WHERE, vals, 3)) < 0)
       return 1;
     printf("would purge %lld finished job(s); run again with --yes to do it\n", n);
     return 0;
@@ -277,13 +289,17 @@ static int purge(PGconn *c, const args_t *a) {
            "DELETE FROM mqproc_jobs WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE %s"
            " LIMIT 1000 FOR UPDATE SKIP LOCKED)",
            WHERE);
+  snprintf(sq, sizeof(sq),
+           "DELETE FROM mqproc_jobs WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE %s"
+           " LIMIT 1000)",
+           SQ_WHERE);
   do {
-    PGresult *r = mqproc__admin_q(c, sql, 3, vals);
+    mqproc__ores_t *r = mqproc__admin_q(c, sql, sq, 3, vals);
     if (r == NULL)
       return 1;
-    n = atoll(PQcmdTuples(r));
+    n = mqproc__ores_changed(r);
     total += n;
-    PQclear(r);
+    mqproc__ores_free(r);
   } while (n == BATCH);
   printf("purged %lld job(s)\n", total);
   mqproc__admin_audit(
@@ -294,7 +310,7 @@ static int purge(PGconn *c, const args_t *a) {
 
 int mqproc__cmd_jobs(int argc, char **argv) {
   args_t a;
-  PGconn *c;
+  mqproc__odb_t *c;
   const char *sub;
   int rc;
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "jobs")) != 0)
@@ -327,6 +343,6 @@ int mqproc__cmd_jobs(int argc, char **argv) {
     rc = cancel(c, &a);
   else
     rc = purge(c, &a);
-  PQfinish(c);
+  mqproc__odb_close(c);
   return rc;
 }

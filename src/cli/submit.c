@@ -12,7 +12,8 @@
 
 static const aopt_t OPTS[] = {
     {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},
-    {"database", 0, 1, "MQPROC_DATABASE", "PostgreSQL URL (for --wait)"},
+    {"database", 0, 1, "MQPROC_DATABASE",
+     "job store: postgresql://... or sqlite:///PATH (for --wait)"},
     {"exchange", 0, 1, "MQPROC_EXCHANGE", "exchange (default ocrd-network-default)"},
     {"processor", 0, 1, NULL, "processor = queue name (required)"},
     {"mets", 0, 1, NULL, "path_to_mets of the job"},
@@ -123,27 +124,30 @@ static int wait_all(const args_t *a, json_t *ids) {
   const char *t = mqproc__arg(a, "timeout");
   time_t deadline = time(NULL) + (t != NULL ? atol(t) : 3600);
   char *arr = json_dumps(ids, JSON_COMPACT);
-  PGconn *c = mqproc__admin_db(a);
+  mqproc__odb_t *c = mqproc__admin_db(a);
   int rc = 2;
   if (c == NULL || arr == NULL) {
     free(arr);
-    PQfinish(c);
+    mqproc__odb_close(c);
     return 2;
   }
   for (;;) {
     const char *vals[1] = {arr};
-    PGresult *r = mqproc__admin_q(
+    mqproc__ores_t *r = mqproc__admin_q(
         c,
         "SELECT count(*) FILTER (WHERE state = 'SUCCESS'), count(*) FILTER (WHERE state IN"
         " ('FAILED', 'CANCELLED')) FROM mqproc_jobs WHERE job_id IN"
         " (SELECT jsonb_array_elements_text($1::jsonb))",
+        "SELECT count(*) FILTER (WHERE state = 'SUCCESS'), count(*) FILTER (WHERE state IN"
+        " ('FAILED', 'CANCELLED')) FROM mqproc_jobs WHERE job_id IN"
+        " (SELECT value FROM json_each(?1))",
         1, vals);
     long long ok, bad;
     if (r == NULL)
       break;
-    ok = atoll(PQgetvalue(r, 0, 0));
-    bad = atoll(PQgetvalue(r, 0, 1));
-    PQclear(r);
+    ok = atoll(mqproc__ores_get(r, 0, 0));
+    bad = atoll(mqproc__ores_get(r, 0, 1));
+    mqproc__ores_free(r);
     if (ok + bad == (long long)json_array_size(ids)) {
       fprintf(stderr, "mqproc submit: %lld SUCCESS, %lld FAILED or CANCELLED\n", ok, bad);
       rc = bad > 0 ? 1 : 0;
@@ -157,7 +161,7 @@ static int wait_all(const args_t *a, json_t *ids) {
     nanosleep(&(struct timespec){0, 200 * 1000000}, NULL);
   }
   free(arr);
-  PQfinish(c);
+  mqproc__odb_close(c);
   return rc;
 }
 

@@ -13,7 +13,6 @@
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
-#include "store/pg_int.h"
 #include "util.h"
 
 #define LOG_TAIL 16384
@@ -46,7 +45,7 @@ struct mqproc__dash {
   mqproc__loop_t *loop;
   char *database, *queue, *title, *exchange, *via;
   mqproc__auth_t *auth; /* NULL: read-only */
-  PGconn *pg;           /* the reader's: used by one read at a time */
+  mqproc__odb_t *db;    /* the reader's: used by one read at a time */
   admin_amqp_t *amqp;   /* likewise */
   time_t amqp_failed;   /* when connecting last failed (retried after AMQP_RETRY_S) */
   read_t *head, *tail;  /* waiting reads */
@@ -58,21 +57,14 @@ struct mqproc__dash {
 /* ---- on the reader thread ----------------------------------------------------------- */
 
 static int db(mqproc__dash_t *d, char *err) {
-  const char *vals[MQPROC__PG_MAX_PARAMS];
-  if (d->pg != NULL && PQstatus(d->pg) == CONNECTION_OK)
+  char e[512];
+  if (d->db != NULL && mqproc__odb_ok(d->db))
     return 1;
-  PQfinish(d->pg);
-  /* the store's settings (connect timeout, keepalives, tcp_user_timeout) and the URL's
-   * own options (a search_path, say); the statement timeout is SET afterwards */
-  mqproc__pg_conn_vals(d->database, vals);
-  d->pg = PQconnectdbParams(mqproc__pg_conn_keys, vals, 1);
-  if (PQstatus(d->pg) == CONNECTION_OK) { /* a page never waits long for a slow query */
-    PQclear(PQexec(d->pg, "SET statement_timeout = 5000"));
+  mqproc__odb_close(d->db);
+  /* a page never waits long for a slow query: 5 s */
+  if ((d->db = mqproc__odb_open(d->database, 5000, e)) != NULL)
     return 1;
-  }
-  snprintf(err, 512, "the database is not reachable: %s", PQerrorMessage(d->pg));
-  PQfinish(d->pg);
-  d->pg = NULL;
+  snprintf(err, 512, "the database is not reachable: %.470s", e);
   return 0;
 }
 
@@ -111,20 +103,20 @@ static char *tail_of(const char *path) {
 }
 
 static json_t *overview(mqproc__dash_t *d, char *err) {
-  json_t *procs = mqproc__ops_processors(d->pg, err), *out, *v, *stats;
+  json_t *procs = mqproc__ops_processors(d->db, err), *out, *v, *stats;
   size_t i;
   if (procs == NULL)
     return NULL;
   out = json_pack("{s:[]}", "processors");
   json_array_foreach(procs, i, v) {
-    stats = mqproc__ops_stats(d->pg, broker(d), json_string_value(v));
+    stats = mqproc__ops_stats(d->db, broker(d), json_string_value(v));
     json_object_set_new(stats, "per_minute",
-                        mqproc__ops_per_minute(d->pg, json_string_value(v), err));
+                        mqproc__ops_per_minute(d->db, json_string_value(v), err));
     json_array_append_new(json_object_get(out, "processors"), stats);
   }
   json_decref(procs);
-  json_object_set_new(out, "workers", mqproc__ops_workers(d->pg, NULL, 0, err));
-  json_object_set_new(out, "failures", mqproc__ops_failures(d->pg, 20, err));
+  json_object_set_new(out, "workers", mqproc__ops_workers(d->db, NULL, 0, err));
+  json_object_set_new(out, "failures", mqproc__ops_failures(d->db, 20, err));
   return out;
 }
 
@@ -140,7 +132,7 @@ static void act(mqproc__dash_t *d, read_t *r) {
     if (a == NULL)
       snprintf(r->err, sizeof(r->err), "not retried: the broker is %s",
                d->queue == NULL ? "not configured (--queue)" : "not reachable now");
-    else if ((r->result = mqproc__ops_retry(d->pg, a, &w, r->err)) != NULL)
+    else if ((r->result = mqproc__ops_retry(d->db, a, &w, r->err)) != NULL)
       r->status = json_integer_value(json_object_get(r->result, "retried")) > 0 ? 200 : 409;
     if (r->status == 200 &&
         !json_is_true(json_object_get(json_array_get(json_object_get(r->result, "jobs"), 0),
@@ -152,11 +144,11 @@ static void act(mqproc__dash_t *d, read_t *r) {
       snprintf(r->err, sizeof(r->err),
                "not retried: the job is unknown, QUEUED or RUNNING, or has no stored request");
   } else if (!strcmp(r->action, "cancel")) {
-    if ((r->result = mqproc__ops_cancel(d->pg, ids, NULL, r->actor, d->via, r->err)) != NULL)
+    if ((r->result = mqproc__ops_cancel(d->db, ids, NULL, r->actor, d->via, r->err)) != NULL)
       r->status = json_integer_value(json_object_get(r->result, "cancelled")) > 0 ? 200 : 409;
     if (r->status == 409)
       snprintf(r->err, sizeof(r->err), "not cancelled: the job has finished, or is unknown");
-  } else if ((r->result = mqproc__ops_control(d->pg, r->action, r->arg, NULL, r->actor, d->via,
+  } else if ((r->result = mqproc__ops_control(d->db, r->action, r->arg, NULL, r->actor, d->via,
                                               r->err)) != NULL) {
     r->status = 200;
   }
@@ -190,27 +182,27 @@ static void run_read(void *ud) {
                                .after = r->after,
                                .since_s = -1,
                                .limit = 50};
-    r->result = mqproc__ops_jobs(d->pg, &f, r->err);
+    r->result = mqproc__ops_jobs(d->db, &f, r->err);
     break;
   }
   case R_JOB:
-    if ((r->result = mqproc__ops_job(d->pg, r->arg, r->err)) != NULL)
+    if ((r->result = mqproc__ops_job(d->db, r->arg, r->err)) != NULL)
       r->log_tail = tail_of(json_string_value(json_object_get(r->result, "log_path")));
     break;
   case R_ACTION:
     act(d, r);
     break;
   case R_PING: {
-    PGresult *res = mqproc__ops_q(d->pg, "SELECT 1", 0, NULL, r->err, sizeof(r->err));
+    mqproc__ores_t *res = mqproc__odb_q(d->db, "SELECT 1", NULL, 0, NULL, r->err);
     r->status = res != NULL ? 200 : 503;
     r->result = res != NULL ? json_true() : NULL;
-    PQclear(res);
+    mqproc__ores_free(res);
     break;
   }
   }
-  if (r->result == NULL && PQstatus(d->pg) != CONNECTION_OK) {
-    PQfinish(d->pg);
-    d->pg = NULL;
+  if (r->result == NULL && !mqproc__odb_ok(d->db)) {
+    mqproc__odb_close(d->db);
+    d->db = NULL;
   }
 }
 
@@ -534,7 +526,7 @@ void mqproc__dash_free(mqproc__dash_t *d) {
   drop_queued(d);
   if (d->running != NULL)
     read_free(d->running);
-  PQfinish(d->pg);
+  mqproc__odb_close(d->db);
   mqproc__amqp_close(d->amqp);
   free(d->database);
   free(d->queue);

@@ -1,6 +1,8 @@
 /* Operator actions (ops.h): the writes of `mqproc jobs retry|cancel` and `mqproc
  * pause|resume|drain`, shared with the status page's buttons so both do exactly the same,
- * each recorded in mqproc_audit. Blocking: never called on a server's loop. */
+ * each recorded in mqproc_audit; PostgreSQL's text beside SQLite's. SQLite has no
+ * notifications: a server reads a wish or a cancel with its next beat. Blocking: never
+ * called on a server's loop. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,24 +11,27 @@
 
 #define ERRLEN 512
 #define IDS "ARRAY(SELECT jsonb_array_elements_text($1::jsonb))"
+#define SQ_IDS "(SELECT value FROM json_each(?1))"
 
-char *mqproc__ops_audit(PGconn *c, const char *actor, const char *action, const char *target,
+char *mqproc__ops_audit(mqproc__odb_t *c, const char *actor, const char *action, const char *target,
                         long long rows, json_t *detail, char *err) {
   char n[32], *d = detail != NULL ? json_dumps(detail, JSON_COMPACT) : NULL, *line = NULL;
   const char *vals[5] = {actor, action, target, n, d};
-  PGresult *r;
+  mqproc__ores_t *r;
   snprintf(n, sizeof(n), "%lld", rows);
-  r = mqproc__ops_q(c,
+  r = mqproc__odb_q(c,
                     "INSERT INTO mqproc_audit (actor, action, target, rows_affected, detail)"
                     " VALUES ($1, $2, $3, $4::bigint, $5::jsonb)",
-                    5, vals, err, ERRLEN);
+                    "INSERT INTO mqproc_audit (at, actor, action, target, rows_affected, detail)"
+                    " VALUES (mq_now(), ?1, ?2, ?3, CAST(?4 AS INTEGER), ?5)",
+                    5, vals, err);
   if (r != NULL) {
     size_t len = strlen(actor) + strlen(action) + strlen(target) + (d != NULL ? strlen(d) : 0) + 64;
     if ((line = malloc(len)) != NULL)
       snprintf(line, len, "%s %s %s (%lld row%s)%s%s", actor, action, target, rows,
                rows == 1 ? "" : "s", d != NULL ? " " : "", d != NULL ? d : "");
   }
-  PQclear(r);
+  mqproc__ores_free(r);
   free(d);
   json_decref(detail);
   return line;
@@ -58,10 +63,11 @@ static size_t stored_headers(const char *text, char *kv[32]) {
  * row keeps its history (tries, attempt: the fencing token only grows); its attempt
  * budget and requeues start afresh. A request not published is published by a server's
  * sweep within a minute (republish). */
-static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange, const char *ids,
-                             const char *state, const char *proc, json_t *jobs, char *err) {
+static long long retry_batch(mqproc__odb_t *c, admin_amqp_t *amqp, const char *exchange,
+                             const char *ids, const char *state, const char *proc, json_t *jobs,
+                             char *err) {
   const char *vals[3] = {ids, state, proc};
-  PGresult *r = mqproc__ops_q(
+  mqproc__ores_t *r = mqproc__odb_q(
       c,
       "UPDATE mqproc_jobs SET state = 'QUEUED', attempt_base = attempt, requeues = 0,"
       " end_time = NULL, start_time = NULL, worker_id = NULL, result_published = false,"
@@ -74,38 +80,52 @@ static long long retry_batch(PGconn *c, admin_amqp_t *amqp, const char *exchange
       "   LIMIT 1000 FOR UPDATE SKIP LOCKED)"
       " RETURNING job_id, processor_name, request_body, request_format, coalesce(priority, -1),"
       "   coalesce(headers, '{}')::text",
-      3, vals, err, ERRLEN);
+      "UPDATE mqproc_jobs SET state = 'QUEUED', attempt_base = attempt, requeues = 0,"
+      " end_time = NULL, start_time = NULL, worker_id = NULL, result_published = 0,"
+      " delivery_acked = 0, cancel_requested = 0, republish = 1,"
+      " lease_until = mq_now() + 60000, updated_at = mq_now()"
+      " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE"
+      "   (?1 IS NULL OR job_id IN " SQ_IDS ")"
+      "   AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR processor_name = ?3)"
+      "   AND state IN ('FAILED', 'CANCELLED', 'SUCCESS') AND request_body IS NOT NULL"
+      "   LIMIT 1000)"
+      " RETURNING job_id, processor_name, request_body, request_format, coalesce(priority, -1),"
+      "   coalesce(headers, '{}')",
+      3, vals, err);
   long long n;
   if (r == NULL)
     return -1;
-  n = PQntuples(r);
-  for (int i = 0; i < PQntuples(r); i++) {
+  n = mqproc__ores_rows(r);
+  for (int i = 0; i < mqproc__ores_rows(r); i++) {
     size_t len;
-    unsigned char *body = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 2), &len);
+    unsigned char *body = mqproc__ores_bytes(r, i, 2, &len);
     const char *ctype =
-        !strcmp(PQgetvalue(r, i, 3), "yaml") ? "application/yaml" : "application/json";
-    const char *id[1] = {PQgetvalue(r, i, 0)};
+        !strcmp(mqproc__ores_get(r, i, 3), "yaml") ? "application/yaml" : "application/json";
+    const char *id[1] = {mqproc__ores_get(r, i, 0)};
     char *kv[32], e2[ERRLEN];
-    size_t nh = stored_headers(PQgetvalue(r, i, 5), kv);
+    size_t nh = stored_headers(mqproc__ores_get(r, i, 5), kv);
     /* the request as it came, with its priority and headers (as text) */
     int sent = body != NULL &&
-               mqproc__amqp_send(amqp, exchange, PQgetvalue(r, i, 1), body, len, ctype, id[0],
-                                 atoi(PQgetvalue(r, i, 4)), (const char *const *)kv, nh) == 0;
+               mqproc__amqp_send(amqp, exchange, mqproc__ores_get(r, i, 1), body, len, ctype, id[0],
+                                 atoi(mqproc__ores_get(r, i, 4)), (const char *const *)kv, nh) == 0;
     if (sent)
-      PQclear(mqproc__ops_q(c,
-                            "UPDATE mqproc_jobs SET republish = false, lease_until = NULL"
-                            " WHERE job_id = $1 AND state = 'QUEUED' AND republish",
-                            1, id, e2, sizeof(e2)));
+      mqproc__ores_free(mqproc__odb_q(c,
+                                      "UPDATE mqproc_jobs SET republish = false, lease_until = NULL"
+                                      " WHERE job_id = $1 AND state = 'QUEUED' AND republish",
+                                      "UPDATE mqproc_jobs SET republish = 0, lease_until = NULL"
+                                      " WHERE job_id = ?1 AND state = 'QUEUED' AND republish",
+                                      1, id, e2));
     json_array_append_new(jobs, json_pack("{s:s, s:b}", "job_id", id[0], "published", sent));
-    PQfreemem(body);
+    free(body);
     while (nh > 0)
       free(kv[--nh]);
   }
-  PQclear(r);
+  mqproc__ores_free(r);
   return n;
 }
 
-json_t *mqproc__ops_retry(PGconn *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w, char *err) {
+json_t *mqproc__ops_retry(mqproc__odb_t *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w,
+                          char *err) {
   json_t *jobs = json_array(), *out;
   long long total = 0, n;
   const char *exchange = w->exchange != NULL ? w->exchange : "ocrd-network-default";
@@ -137,27 +157,34 @@ json_t *mqproc__ops_retry(PGconn *c, admin_amqp_t *amqp, const mqproc__ops_retry
 
 /* ---- cancel ------------------------------------------------------------------------- */
 
-json_t *mqproc__ops_cancel(PGconn *c, const char *ids, const char *proc, const char *actor,
+json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, const char *actor,
                            const char *via, char *err) {
   const char *vals[2] = {ids, proc};
   json_t *jobs = json_array(), *out = NULL;
-  PGresult *r;
+  mqproc__ores_t *r = NULL;
   char *line = NULL;
-  PQclear(PQexec(c, "BEGIN"));
+  if (mqproc__odb_begin(c, err) != 0) {
+    json_decref(jobs);
+    return NULL;
+  }
   /* not delivered yet (no row): with a processor, a CANCELLED row its delivery will find */
-  r = mqproc__ops_q(c,
+  r = mqproc__odb_q(c,
                     "INSERT INTO mqproc_jobs (job_id, processor_name, state, end_time,"
                     " last_error) SELECT id, $2, 'CANCELLED', now(), 'cancelled by an "
                     "operator before it was delivered' FROM jsonb_array_elements_text($1::jsonb) id"
                     " WHERE $2::text IS NOT NULL ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
-                    2, vals, err, ERRLEN);
-  for (int i = 0; r != NULL && i < PQntuples(r); i++)
-    json_array_append_new(jobs, json_pack("{s:s, s:s}", "job_id", PQgetvalue(r, i, 0), "outcome",
-                                          "CANCELLED (before its delivery)"));
+                    "INSERT INTO mqproc_jobs (job_id, processor_name, state, end_time,"
+                    " last_error) SELECT value, ?2, 'CANCELLED', mq_now(), 'cancelled by an "
+                    "operator before it was delivered' FROM json_each(?1)"
+                    " WHERE ?2 IS NOT NULL ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
+                    2, vals, err);
   if (r == NULL)
     goto fail;
-  PQclear(r);
-  r = mqproc__ops_q(c,
+  for (int i = 0; i < mqproc__ores_rows(r); i++)
+    json_array_append_new(jobs, json_pack("{s:s, s:s}", "job_id", mqproc__ores_get(r, i, 0),
+                                          "outcome", "CANCELLED (before its delivery)"));
+  mqproc__ores_free(r);
+  r = mqproc__odb_q(c,
                     "UPDATE mqproc_jobs SET cancel_requested = (state = 'RUNNING'),"
                     " state = CASE WHEN state = 'QUEUED' THEN 'CANCELLED' ELSE state END,"
                     " end_time = CASE WHEN state = 'QUEUED' THEN now() ELSE end_time END,"
@@ -166,37 +193,45 @@ json_t *mqproc__ops_cancel(PGconn *c, const char *ids, const char *proc, const c
                     " updated_at = now()"
                     " WHERE job_id = ANY(" IDS ") AND state IN ('QUEUED', 'RUNNING')"
                     " RETURNING job_id, processor_name, cancel_requested",
-                    1, vals, err, ERRLEN);
+                    "UPDATE mqproc_jobs SET cancel_requested = (state = 'RUNNING'),"
+                    " state = CASE WHEN state = 'QUEUED' THEN 'CANCELLED' ELSE state END,"
+                    " end_time = CASE WHEN state = 'QUEUED' THEN mq_now() ELSE end_time END,"
+                    " last_error = CASE WHEN state = 'QUEUED' THEN 'cancelled by an operator' "
+                    "ELSE last_error END,"
+                    " updated_at = mq_now()"
+                    " WHERE job_id IN " SQ_IDS " AND state IN ('QUEUED', 'RUNNING')"
+                    " RETURNING job_id, processor_name, cancel_requested",
+                    1, vals, err);
   if (r == NULL)
     goto fail;
-  for (int i = 0; i < PQntuples(r); i++) {
-    const char *p[1] = {PQgetvalue(r, i, 1)};
-    int running = PQgetvalue(r, i, 2)[0] == 't';
-    json_array_append_new(jobs, json_pack("{s:s, s:s}", "job_id", PQgetvalue(r, i, 0), "outcome",
-                                          running ? "stopping (running)" : "CANCELLED"));
-    if (running) { /* its holder stops it now */
-      PGresult *n = mqproc__ops_q(c, "SELECT pg_notify('mqproc_control', $1)", 1, p, err, ERRLEN);
+  for (int i = 0; i < mqproc__ores_rows(r); i++) {
+    const char *p[1] = {mqproc__ores_get(r, i, 1)};
+    int running = mqproc__ores_bool(r, i, 2);
+    json_array_append_new(jobs, json_pack("{s:s, s:s}", "job_id", mqproc__ores_get(r, i, 0),
+                                          "outcome", running ? "stopping (running)" : "CANCELLED"));
+    if (running && !mqproc__odb_sqlite(c)) { /* its holder stops it now */
+      mqproc__ores_t *n =
+          mqproc__odb_q(c, "SELECT pg_notify('mqproc_control', $1)", NULL, 1, p, err);
       if (n == NULL)
         goto fail;
-      PQclear(n);
+      mqproc__ores_free(n);
     }
   }
-  PQclear(r);
+  mqproc__ores_free(r);
   r = NULL;
   if ((line = mqproc__ops_audit(c, actor, "cancel", ids, (long long)json_array_size(jobs),
                                 json_pack("{s:s?, s:s?}", "processor", proc, "via", via), err)) ==
       NULL)
     goto fail;
-  if ((r = mqproc__ops_q(c, "COMMIT", 0, NULL, err, ERRLEN)) == NULL)
+  if (mqproc__odb_commit(c, err) != 0)
     goto fail;
-  PQclear(r);
   out = json_pack("{s:o, s:I, s:s}", "jobs", jobs, "cancelled", (json_int_t)json_array_size(jobs),
                   "audit", line);
   free(line);
   return out;
 fail:
-  PQclear(r);
-  PQclear(PQexec(c, "ROLLBACK"));
+  mqproc__ores_free(r);
+  mqproc__odb_rollback(c);
   json_decref(jobs);
   free(line);
   return NULL;
@@ -204,43 +239,52 @@ fail:
 
 /* ---- pause / resume / drain --------------------------------------------------------- */
 
-json_t *mqproc__ops_control(PGconn *c, const char *cmd, const char *proc, const char *worker,
+json_t *mqproc__ops_control(mqproc__odb_t *c, const char *cmd, const char *proc, const char *worker,
                             const char *actor, const char *via, char *err) {
   const char *wish = !strcmp(cmd, "pause") ? "pause" : !strcmp(cmd, "drain") ? "drain" : NULL;
   const char *vals[4] = {proc, worker != NULL ? worker : "", wish, actor};
-  PGresult *r;
+  mqproc__ores_t *r;
   char *line = NULL;
   json_t *out;
-  PQclear(PQexec(c, "BEGIN"));
-  r = wish != NULL ? mqproc__ops_q(c,
+  if (mqproc__odb_begin(c, err) != 0)
+    return NULL;
+  r = wish != NULL ? mqproc__odb_q(c,
                                    "INSERT INTO mqproc_control (processor_name, worker_id, wish,"
                                    " set_by) VALUES ($1, $2, $3, $4) ON CONFLICT (processor_name,"
                                    " worker_id) DO UPDATE SET wish = EXCLUDED.wish, set_by ="
                                    " EXCLUDED.set_by, set_at = now()",
-                                   4, vals, err, ERRLEN)
-                   : mqproc__ops_q(c,
+                                   "INSERT INTO mqproc_control (processor_name, worker_id, wish,"
+                                   " set_by, set_at) VALUES (?1, ?2, ?3, ?4, mq_now())"
+                                   " ON CONFLICT (processor_name, worker_id) DO UPDATE SET"
+                                   " wish = excluded.wish, set_by = excluded.set_by,"
+                                   " set_at = excluded.set_at",
+                                   4, vals, err)
+                   : mqproc__odb_q(c,
                                    "DELETE FROM mqproc_control WHERE processor_name = $1 AND"
                                    " (worker_id = $2 OR $2 = '')",
-                                   2, vals, err, ERRLEN);
+                                   "DELETE FROM mqproc_control WHERE processor_name = ?1 AND"
+                                   " (worker_id = ?2 OR ?2 = '')",
+                                   2, vals, err);
   if (r == NULL)
     goto fail;
-  PQclear(r);
-  if ((r = mqproc__ops_q(c, "SELECT pg_notify('mqproc_control', $1)", 1, vals, err, ERRLEN)) ==
-      NULL)
-    goto fail;
-  PQclear(r);
+  mqproc__ores_free(r);
+  if (!mqproc__odb_sqlite(c)) {
+    if ((r = mqproc__odb_q(c, "SELECT pg_notify('mqproc_control', $1)", NULL, 1, vals, err)) ==
+        NULL)
+      goto fail;
+    mqproc__ores_free(r);
+  }
   if ((line = mqproc__ops_audit(c, actor, cmd, vals[1][0] != '\0' ? vals[1] : proc, 1,
                                 json_pack("{s:s, s:s?}", "processor", proc, "via", via), err)) ==
       NULL)
     goto fail;
-  if ((r = mqproc__ops_q(c, "COMMIT", 0, NULL, err, ERRLEN)) == NULL)
+  if (mqproc__odb_commit(c, err) != 0)
     goto fail;
-  PQclear(r);
   out = json_pack("{s:s}", "audit", line);
   free(line);
   return out;
 fail:
-  PQclear(PQexec(c, "ROLLBACK"));
+  mqproc__odb_rollback(c);
   free(line);
   return NULL;
 }

@@ -1,12 +1,14 @@
 /* What operators' tools share, the CLI (src/cli/) and the status page (src/http/): a
- * blocking broker client (publish with confirms, passive declares) and job-table rows as
- * JSON. Both block: a server calls them only from a reader thread, never on its loop. */
+ * blocking broker client (publish with confirms, passive declares), the job store's reads
+ * and actions over a blocking connection (ops/odb.h: PostgreSQL or SQLite), rows as
+ * JSON. All block: a server calls them only from a reader thread, never on its loop. */
 #ifndef MQPROC_OPS_H
 #define MQPROC_OPS_H
 
 #include <jansson.h>
-#include <libpq-fe.h>
 #include <stddef.h>
+
+#include "ops/odb.h"
 
 /* ---- broker ------------------------------------------------------------------------- */
 
@@ -27,30 +29,29 @@ void mqproc__amqp_close(admin_amqp_t *a);
 
 /* The rows of res as an array of objects; columns whose name is in ints are numbers,
  * in jsons are parsed as JSON. */
-json_t *mqproc__rows_json(PGresult *res, const char *const *ints, const char *const *jsons);
+json_t *mqproc__rows_json(const mqproc__ores_t *res, const char *const *ints,
+                          const char *const *jsons);
 /* The columns of a job row that are numbers. */
 extern const char *const MQPROC__JOB_INTS[];
-/* PQexecParams that keeps only good results: NULL with err (errlen bytes) otherwise. */
-PGresult *mqproc__ops_q(PGconn *c, const char *sql, int n, const char *const *vals, char *err,
-                        size_t errlen);
 
 /* ---- fleet reads (err: 512 bytes; NULL on failure) ------------------------------------ */
 
-/* A server refreshes its row every interval_ms (fleet.h); three missed refreshes: dead. */
+/* A server refreshes its row every interval_ms (fleet.h); three missed refreshes: dead.
+ * PostgreSQL's and SQLite's (times in milliseconds) texts. */
 #define MQPROC__SEEN_LATELY "w.last_seen > now() - 3 * w.interval_ms * interval '1 millisecond'"
+#define MQPROC__SQ_SEEN_LATELY "w.last_seen > mq_now() - 3 * w.interval_ms"
 /* A server's state as operators see it. */
-#define MQPROC__WORKER_STATE                                                                       \
-  "CASE WHEN w.state NOT IN ('stopped', 'dead') AND NOT " MQPROC__SEEN_LATELY " THEN 'dead'"       \
-  " ELSE w.state END"
+#define MQPROC__WORKER_STATE_OF(seen)                                                              \
+  "CASE WHEN w.state NOT IN ('stopped', 'dead') AND NOT " seen " THEN 'dead' ELSE w.state END"
 
 /* The servers (of processor, or all), seen in the last hour (all: ever). */
-json_t *mqproc__ops_workers(PGconn *c, const char *processor, int all, char *err);
+json_t *mqproc__ops_workers(mqproc__odb_t *c, const char *processor, int all, char *err);
 /* The processors with a server seen in the last day (no scan of the job table). */
-json_t *mqproc__ops_processors(PGconn *c, char *err);
+json_t *mqproc__ops_processors(mqproc__odb_t *c, char *err);
 /* One processor's figures (`mqproc stats`); amqp NULL: depth and consumers unknown. */
-json_t *mqproc__ops_stats(PGconn *c, admin_amqp_t *amqp, const char *proc);
+json_t *mqproc__ops_stats(mqproc__odb_t *c, admin_amqp_t *amqp, const char *proc);
 /* Jobs finished per minute over the last hour, oldest minute first (60 numbers). */
-json_t *mqproc__ops_per_minute(PGconn *c, const char *proc, char *err);
+json_t *mqproc__ops_per_minute(mqproc__odb_t *c, const char *proc, char *err);
 
 typedef struct mqproc__jobs_filter {
   const char *state, *processor, *after; /* NULL: any / the first page */
@@ -58,11 +59,11 @@ typedef struct mqproc__jobs_filter {
   int limit;                             /* <= 0: 50 */
 } mqproc__jobs_filter_t;
 /* A page of jobs, newest first; each row has a "cursor" for the next page. */
-json_t *mqproc__ops_jobs(PGconn *c, const mqproc__jobs_filter_t *f, char *err);
+json_t *mqproc__ops_jobs(mqproc__odb_t *c, const mqproc__jobs_filter_t *f, char *err);
 /* Every column of a job, its request and "tries". */
-json_t *mqproc__ops_job(PGconn *c, const char *id, char *err);
+json_t *mqproc__ops_job(mqproc__odb_t *c, const char *id, char *err);
 /* The last FAILED jobs, newest first. */
-json_t *mqproc__ops_failures(PGconn *c, int limit, char *err);
+json_t *mqproc__ops_failures(mqproc__odb_t *c, int limit, char *err);
 
 /* ---- actions (err: 512 bytes; NULL on failure) ---------------------------------------
  * What the CLI's commands and the page's buttons do, the same writes for both. actor:
@@ -70,7 +71,7 @@ json_t *mqproc__ops_failures(PGconn *c, int limit, char *err);
  * object with "audit", the line recorded in mqproc_audit (for the caller's log). */
 
 /* Records an operator action in mqproc_audit (detail taken); the line, malloc()ed. */
-char *mqproc__ops_audit(PGconn *c, const char *actor, const char *action, const char *target,
+char *mqproc__ops_audit(mqproc__odb_t *c, const char *actor, const char *action, const char *target,
                         long long rows, json_t *detail, char *err);
 
 #define MQPROC__OPS_BATCH 1000
@@ -83,15 +84,18 @@ typedef struct mqproc__ops_retry {
 /* FAILED, CANCELLED or SUCCESS jobs back to QUEUED, their stored requests published again
  * (priority and headers kept), 1000 rows per transaction: {"jobs": [{job_id, published}],
  * "retried": N, "audit"}; an unpublished one is published by a server's sweep. */
-json_t *mqproc__ops_retry(PGconn *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w, char *err);
-/* QUEUED jobs become CANCELLED, RUNNING ones are stopped by their holder; with proc, ids
- * not delivered yet get a CANCELLED row: {"jobs": [{job_id, outcome}], "cancelled": N,
- * "audit"}, one transaction. */
-json_t *mqproc__ops_cancel(PGconn *c, const char *ids, const char *proc, const char *actor,
+json_t *mqproc__ops_retry(mqproc__odb_t *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w,
+                          char *err);
+/* QUEUED jobs become CANCELLED, RUNNING ones are stopped by their holder (told at once on
+ * PostgreSQL, with its next beat on SQLite); with proc, ids not delivered yet get a
+ * CANCELLED row: {"jobs": [{job_id, outcome}], "cancelled": N, "audit"}, one
+ * transaction. */
+json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, const char *actor,
                            const char *via, char *err);
 /* cmd pause|resume|drain for a processor's servers (worker NULL: all): the stored wish,
- * a notification to the live ones, one transaction: {"audit"}. */
-json_t *mqproc__ops_control(PGconn *c, const char *cmd, const char *proc, const char *worker,
+ * a notification to the live ones (PostgreSQL; on SQLite they read the wish with their
+ * next beat), one transaction: {"audit"}. */
+json_t *mqproc__ops_control(mqproc__odb_t *c, const char *cmd, const char *proc, const char *worker,
                             const char *actor, const char *via, char *err);
 
 #endif

@@ -11,14 +11,15 @@ static int listed(const char *name, const char *const *list) {
   return 0;
 }
 
-json_t *mqproc__rows_json(PGresult *res, const char *const *ints, const char *const *jsons) {
+json_t *mqproc__rows_json(const mqproc__ores_t *res, const char *const *ints,
+                          const char *const *jsons) {
   json_t *arr = json_array();
-  for (int i = 0; i < PQntuples(res); i++) {
+  for (int i = 0; i < mqproc__ores_rows(res); i++) {
     json_t *o = json_object();
-    for (int k = 0; k < PQnfields(res); k++) {
-      const char *name = PQfname(res, k), *v = PQgetvalue(res, i, k);
+    for (int k = 0; k < mqproc__ores_cols(res); k++) {
+      const char *name = mqproc__ores_name(res, k), *v = mqproc__ores_get(res, i, k);
       json_t *x;
-      if (PQgetisnull(res, i, k))
+      if (mqproc__ores_null(res, i, k))
         x = json_null();
       else if (listed(name, ints))
         x = json_integer(strtoll(v, NULL, 10));

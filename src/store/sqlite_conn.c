@@ -131,6 +131,18 @@ int mqproc__sq_open(mqproc__store_t *base, char *err) {
   return MQPROC_OK;
 }
 
+int mqproc__store_sqlite_connect(const char *url, sqlite3 **db, char *err) {
+  mqproc__store_t *base;
+  int rc;
+  *db = NULL;
+  if ((rc = mqproc__store_sqlite_new(&base, url, NULL, err)) != MQPROC_OK)
+    return rc;
+  if ((rc = mqproc__sq_open(base, err)) == MQPROC_OK)
+    rc = mqproc__sq_open_db((sq_store_t *)base, db, err);
+  mqproc__store_destroy(base);
+  return rc;
+}
+
 int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
   sq_store_t *s = (sq_store_t *)base;
   sqlite3 *db;

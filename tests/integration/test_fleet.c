@@ -256,11 +256,15 @@ Test(fleet, a_priority_job_overtakes_two_hundred_queued_ones) {
   it_server_stop(srv);
 }
 
+/* RabbitMQ's x-max-priority (a dir:// queue has its fixed 0-99: nothing to differ) */
 Test(fleet, a_server_whose_max_priority_differs_from_the_queue_stops_with_the_reason) {
   char *proc = it_name("prio2");
   const char *a[] = {"--max-priority", "5", NULL}, *b[] = {"--max-priority", "9", NULL};
-  it_server_t *first = it_server_start(proc, NULL, a, NULL), *second;
+  it_server_t *first, *second;
   int st;
+  if (it_queue_is_dir())
+    cr_skip_test("a dir:// queue has no x-max-priority");
+  first = it_server_start(proc, NULL, a, NULL);
   second = it_server_spawn(proc, NULL, b, NULL);
   st = it_server_wait_exit(second, WAIT_MS);
   cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 1, "wait status %d", st);
@@ -330,7 +334,10 @@ Test(fleet, a_failing_or_hanging_on_failure_handler_is_logged_and_never_retried)
   cr_assert(it_server_wait_log(srv, "still running after 1 s: killing its process group", WAIT_MS));
   cr_assert(it_server_wait_log(srv, "handler killed by signal 9 (not retried)", WAIT_MS));
   cr_expect_eq(it_file_lines(runs), 2, "each handler ran once");
-  cr_expect_str_eq(it_sql("SELECT string_agg(state, ',' ORDER BY job_id) FROM mqproc_jobs", 0),
+  cr_expect_str_eq(it_sql(it_q("SELECT string_agg(state, ',' ORDER BY job_id) FROM mqproc_jobs",
+                               "SELECT group_concat(state, ',') FROM"
+                               " (SELECT state FROM mqproc_jobs ORDER BY job_id)"),
+                          0),
                    "FAILED,FAILED");
   it_server_stop(srv);
 }
@@ -357,7 +364,8 @@ Test(fleet, instances_3_a_killed_child_is_back_and_no_job_is_lost_or_doubled) {
   cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
                      "--job-id", "sup", "--count", "60", NULL),
                0);
-  cr_assert(it_sql_becomes("SELECT count(*) >= 5 FROM mqproc_jobs WHERE state = 'SUCCESS'", "t"));
+  cr_assert(it_sql_becomes("SELECT count(*) >= 5 FROM mqproc_jobs WHERE state = 'SUCCESS'",
+                           it_q("t", "1")));
   victim = kids[1];
   kill(victim, SIGKILL);
   /* back: a new child in its place within 2 s (polled every 20 ms) */
@@ -386,7 +394,10 @@ Test(fleet, a_crash_looping_instance_is_restarted_ever_more_slowly) {
   char *proc = it_name("loop");
   const char *a[] = {"--max-priority", "5", NULL},
              *b[] = {"--max-priority", "9", "--instances", "2", NULL};
-  it_server_t *first = it_server_start(proc, NULL, a, NULL), *sup;
+  it_server_t *first, *sup;
+  if (it_queue_is_dir())
+    cr_skip_test("the crash loop comes from RabbitMQ's x-max-priority");
+  first = it_server_start(proc, NULL, a, NULL);
   /* every instance of the second dies at once: the queue exists with another priority */
   sup = it_server_spawn(proc, NULL, b, NULL);
   cr_expect(it_server_wait_log(sup, "restart 1 in 1000 ms", WAIT_MS));

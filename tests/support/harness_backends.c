@@ -99,7 +99,9 @@ static char *first_name(const char *dir) {
   return NULL;
 }
 
-static void fill(it_msg_t *out, const char *data, size_t len, int redelivered) {
+/* A job file as a message; its priority is the one its name says (docs/dir-queue.md). */
+static void fill(it_msg_t *out, const char *name, const char *data, size_t len) {
+  int redelivered = strlen(name) > 2 && strcmp(name + strlen(name) - 2, ".r") == 0;
   mqproc__dirq_msg_t m;
   json_t *meta = NULL, *h, *v;
   const char *k;
@@ -112,7 +114,7 @@ static void fill(it_msg_t *out, const char *data, size_t len, int redelivered) {
   out->redelivered = redelivered;
   out->content_type = strdup(m.content_type != NULL ? m.content_type : "");
   out->message_id = strdup(m.message_id != NULL ? m.message_id : "");
-  out->priority = -1;
+  out->priority = mqproc__dirq_name_priority(name);
   out->headers = it_fmt("%s", "");
   h = json_object_get(meta, "headers");
   json_object_foreach(h, k, v) {
@@ -158,8 +160,7 @@ int it_dir_take(const char *queue, int timeout_ms, it_msg_t *out, int requeue) {
       unlink(it_fmt("%s.reason", path));
     }
     if (out != NULL)
-      fill(out, data, (size_t)st.st_size,
-           strlen(name) > 2 && strcmp(name + strlen(name) - 2, ".r") == 0);
+      fill(out, name, data, (size_t)st.st_size);
     return 1;
   }
   return 0;
