@@ -5,11 +5,15 @@
 # write + fdatasync + rename + directory fsync, a claim + settle loop of renames; an SQLite
 # claim + complete loop, one and 64 jobs per commit, FULL and NORMAL), then runs the example
 # C processor (no-op) on N pre-queued jobs with results published to a sibling queue (the
-# full protocol): durable (synchronous=FULL) and relaxed (?synchronous=normal). Prints a
-# table and a last line `RESULT key=value ...` (jobs/s).
+# full protocol): durable (synchronous=FULL) and relaxed (?synchronous=normal). Then, one
+# at a time: enqueue -> claim latency (500 jobs, one every 10 ms, into an idle server's
+# queue), a claim's cost at the head of a queue of 1000 and of BIG, an idle server's
+# wake-ups, and the take-back after kill -9 of a holder. Prints a table and a last line
+# `RESULT key=value ...`.
 #
 #   bash bench/embedded.sh            # N=5000 (about a minute)
-#   N=20000 PREFETCH=64 bash bench/embedded.sh
+#   N=20000 PREFETCH=64 BIG=0 bash bench/embedded.sh   (BIG: the long queue of the claim
+#   measurement, default 1000000; 0 skips it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-5000}
@@ -86,6 +90,65 @@ kill "$server"
 wait "$server" 2>/dev/null || true
 server=
 
+# Enqueue -> claim: an idle server, jobs enqueued durably one every 10 ms by another
+# program; the claim is the job row's start_time (written by the claim, milliseconds).
+say "latency: 500 jobs, one every 10 ms, into an idle server's queue"
+dir=$WORK/latency
+mkdir -p "$dir"
+"$BUILD/$PROC" processing-server --queue "dir://$dir/spool" --database "sqlite://$dir/jobs.db" \
+  --migrate --log-level info --log-dir "$dir/logs" 2>"$dir/server.log" &
+server=$!
+for _ in $(seq 1 100); do grep -q 'consuming from queue' "$dir/server.log" && break; sleep 0.05; done
+"$BUILD/tp_embedded" put "$dir/spool/$PROC" 500 10 \
+  "{\"job_id\": \"lat-%d\", \"created_time\": 0, \"processor_name\": \"$PROC\", \"input_file_grps\": [\"IN\"], \"path_to_mets\": \"/m.xml\"}" \
+  >"$dir/enqueued.txt"
+for _ in $(seq 1 200); do
+  [ "$(sqlite3 "$dir/jobs.db" "SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'")" -ge 500 ] && break
+  sleep 0.05
+done
+sqlite3 -separator ' ' "$dir/jobs.db" "SELECT substr(job_id, 5), start_time FROM mqproc_jobs" >"$dir/claimed.txt"
+read -r R[lat_p50_ms] R[lat_p99_ms] R[lat_max_ms] < <(awk '
+  FILENAME ~ /enqueued/ { at[$1] = $2; next }
+  ($1 in at) { printf "%.3f\n", ($2 * 1000 - at[$1]) / 1000 }' "$dir/enqueued.txt" "$dir/claimed.txt" |
+  sort -n | awk '{ d[++n] = $1 } END { printf "%.1f %.1f %.1f\n", d[int(n * 0.5) + 1], d[int(n * 0.99) + 1], d[n] }')
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=
+
+# A claim's cost and the queue's length: the first 1000 jobs of a queue of 1000, then of a
+# queue of BIG (default 1 000 000; BIG=0 skips it), one server, --concurrency 1: ms per job
+# (the first to the 1000th claim), and the time from the server's start to its first claim.
+claim_run() { # KEY QUEUED
+  local key=$1 q=$2 d=$WORK/$1 t0 first
+  mkdir -p "$d/spool"
+  "$BUILD/mqproc" migrate --database "sqlite://$d/jobs.db" >/dev/null
+  "$BUILD/tp_embedded" fill "$d/spool/$PROC" "$q" \
+    "{\"job_id\": \"c-%d\", \"created_time\": 0, \"processor_name\": \"$PROC\", \"input_file_grps\": [\"IN\"], \"path_to_mets\": \"/m.xml\"}"
+  t0=$(date +%s%3N)
+  "$BUILD/$PROC" processing-server --queue "dir://$d/spool" --database "sqlite://$d/jobs.db" \
+    --concurrency 1 --log-level warn --log-dir "$d/logs" 2>"$d/server.log" &
+  server=$!
+  for _ in $(seq 1 6000); do
+    [ "$(sqlite3 "$d/jobs.db" "SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'" 2>/dev/null || echo 0)" -ge 1000 ] && break
+    sleep 0.1
+  done
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  server=
+  first=$(sqlite3 "$d/jobs.db" "SELECT min(start_time) FROM mqproc_jobs")
+  R[${key}_first_ms]=$((first - t0))
+  R[${key}_ms_per_job]=$(sqlite3 "$d/jobs.db" "SELECT printf('%.2f', (max(start_time) - min(start_time)) / 999.0)
+    FROM (SELECT start_time FROM mqproc_jobs ORDER BY start_time LIMIT 1000)")
+  rm -rf "$d/spool"
+}
+BIG=${BIG:-1000000}
+say "claims: the first 1000 jobs of a queue of 1000"
+claim_run q1k 1000
+if [ "$BIG" -gt 0 ]; then
+  say "claims: the first 1000 jobs of a queue of $BIG (filling it takes a while)"
+  claim_run qbig "$BIG"
+fi
+
 # kill -9 of a job's holder: how long until the other server of the same host runs it again.
 say "take-back: two servers, the holder of a 30 s job killed with SIGKILL"
 dir=$WORK/takeback
@@ -125,11 +188,17 @@ printf '%-46s %10s\n' "raw: SQLite claim+complete, 64/commit, FULL" "${R[raw_sql
 printf '%-46s %10s\n' "raw: SQLite claim+complete, 1/commit, NORMAL" "${R[raw_sqlite_normal_1]}"
 printf '%-46s %10s  (%s results)\n' "mqproc dir+sqlite durable, concurrency 2" "${R[durable]}" "${R[durable_results]}"
 printf '%-46s %10s  (%s results)\n' "mqproc dir+sqlite relaxed, concurrency 2" "${R[relaxed]}" "${R[relaxed_results]}"
+printf '%-46s %10s\n' "enqueue -> claim p50 / p99 / max (ms)" "${R[lat_p50_ms]} / ${R[lat_p99_ms]} / ${R[lat_max_ms]}"
+printf '%-46s %10s\n' "ms per job, first 1000 of a queue of 1000" "${R[q1k_ms_per_job]}"
+[ "$BIG" -gt 0 ] && printf '%-46s %10s\n' "ms per job, first 1000 of a queue of $BIG" "${R[qbig_ms_per_job]}"
+printf '%-46s %10s\n' "start -> first claim, queue of 1000 (ms)" "${R[q1k_first_ms]}"
+[ "$BIG" -gt 0 ] && printf '%-46s %10s\n' "start -> first claim, queue of $BIG (ms)" "${R[qbig_first_ms]}"
 printf '%-46s %10s\n' "idle server: wake-ups per second" "${R[idle_wakeups_per_s]}"
 printf '%-46s %10s\n' "kill -9 of the holder -> run again (ms)" "${R[takeback_ms]}"
 printf '\nRESULT n=%s' "$N"
 for k in raw_dir_enqueue raw_dir_claim raw_sqlite_1 raw_sqlite_64 raw_sqlite_normal_1 durable relaxed \
-  idle_wakeups_per_s takeback_ms; do
-  printf ' %s=%s' "$k" "${R[$k]}"
+  idle_wakeups_per_s takeback_ms lat_p50_ms lat_p99_ms lat_max_ms q1k_ms_per_job qbig_ms_per_job \
+  q1k_first_ms qbig_first_ms; do
+  [ -z "${R[$k]:-}" ] || printf ' %s=%s' "$k" "${R[$k]}"
 done
 echo

@@ -531,7 +531,8 @@ selected latency && latency
 embedded() {
   local out=$LOGS/embedded.txt line k
   say "embedded pair (dir:// + sqlite://): bench/embedded.sh"
-  if ! env N="$([ $QUICK = 1 ] && echo 1000 || echo 5000)" bash bench/embedded.sh >"$out" 2>"$LOGS/embedded.err"; then
+  if ! env N="$([ $QUICK = 1 ] && echo 1000 || echo 5000)" BIG="$([ $QUICK = 1 ] && echo 0 || echo 1000000)" \
+    bash bench/embedded.sh >"$out" 2>"$LOGS/embedded.err"; then
     ORDER+=(mqproc_dir_sqlite)
     R_RATE[mqproc_dir_sqlite]=FAIL R_NOTE[mqproc_dir_sqlite]="(bench/embedded.sh failed: $LOGS/embedded.err)"
     return
@@ -551,7 +552,7 @@ embedded() {
   R_LABEL[raw_sqlite_normal_1]="raw SQLite claim+complete, 1/commit, NORMAL"
   R_LABEL[mqproc_dir_sqlite]="mqproc dir+sqlite durable, C, conc 2"
   R_LABEL[mqproc_dir_sqlite_relaxed]="mqproc dir+sqlite ?synchronous=normal"
-  R_NOTE[mqproc_dir_sqlite]="$(sed -n 's/.*\bidle_wakeups_per_s=\([^ ]*\).*/idle wake-ups \1\/s/p' <<<"$line"), $(sed -n 's/.*\btakeback_ms=\([^ ]*\).*/kill -9 take-back \1 ms/p' <<<"$line")"
+  R_NOTE[mqproc_dir_sqlite]="$(sed -n 's/.*\blat_p99_ms=\([^ ]*\).*/enqueue->claim p99 \1 ms/p' <<<"$line"), $(sed -n 's/.*\bidle_wakeups_per_s=\([^ ]*\).*/idle wake-ups \1\/s/p' <<<"$line"), $(sed -n 's/.*\btakeback_ms=\([^ ]*\).*/kill -9 take-back \1 ms/p' <<<"$line")"
 }
 selected embedded && embedded
 

@@ -6,6 +6,9 @@
  *                               unlink), no fsync (as the dir:// backend does)
  *   tp_embedded fill DIR N BODY N files of BODY into DIR/new (tmp + rename, no fsync):
  *                               a queue filled before a run
+ *   tp_embedded put DIR N MS BODY  N jobs enqueued durably (as above) one every MS ms;
+ *                               prints "job_index enqueued_at_us" per job (wall clock,
+ *                               taken at the rename that queues it)
  *   tp_embedded sqlite DB N B   a job table in SQLite (WAL, synchronous=FULL unless the
  *                               environment says SYNC=NORMAL): claim (INSERT ... ON
  *                               CONFLICT ... RETURNING) and complete (UPDATE ... WHERE
@@ -160,13 +163,50 @@ static int sqlite_mode(const char *path, int n, int batch) {
   return 0;
 }
 
+static int put_mode(const char *dir, int n, int ms, const char *body_fmt) {
+  char name[64], body[8192];
+  make_dirs(dir);
+  for (int i = 0; i < n; i++) {
+    struct timespec ts;
+    char tmp[4096], dst[4096];
+    long long at;
+    int fd;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(name, sizeof(name), "50-%016llx-put-%d",
+             (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000, i);
+    snprintf(body, sizeof(body), body_fmt, i);
+    snprintf(tmp, sizeof(tmp), "%s/tmp/%s", dir, name);
+    snprintf(dst, sizeof(dst), "%s/new/%s", dir, name);
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0)
+      die(tmp);
+    if (write(fd, body, strlen(body)) != (ssize_t)strlen(body) || fdatasync(fd) != 0)
+      die("write");
+    close(fd);
+    clock_gettime(CLOCK_REALTIME, &ts); /* queued at the rename */
+    at = (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+    if (rename(tmp, dst) != 0)
+      die("rename");
+    snprintf(tmp, sizeof(tmp), "%s/new", dir);
+    if ((fd = open(tmp, O_RDONLY | O_DIRECTORY)) < 0 || fsync(fd) != 0)
+      die("fsync new/");
+    close(fd);
+    printf("%d %lld\n", i, at);
+    fflush(stdout);
+    usleep((useconds_t)ms * 1000);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 6 && !strcmp(argv[1], "put"))
+    return put_mode(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
   if (argc >= 4 && !strcmp(argv[1], "dir"))
     return dir_mode(argv[2], atoi(argv[3]));
   if (argc >= 5 && !strcmp(argv[1], "fill"))
     return fill_mode(argv[2], atoi(argv[3]), argv[4]);
   if (argc >= 5 && !strcmp(argv[1], "sqlite"))
     return sqlite_mode(argv[2], atoi(argv[3]), atoi(argv[4]));
-  fprintf(stderr, "usage: tp_embedded dir DIR N | fill DIR N BODY | sqlite DB N BATCH\n");
+  fprintf(stderr,
+          "usage: tp_embedded dir DIR N | fill DIR N BODY | put DIR N MS BODY | sqlite DB N B\n");
   return 2;
 }
