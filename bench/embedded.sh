@@ -32,6 +32,11 @@ mkdir -p "$WORK"
 server=
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; true; }
 trap cleanup EXIT
+stop_server() {
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  server=
+}
 
 declare -A R=()
 kv() { # KEY LINE: the value of KEY=... in LINE
@@ -63,9 +68,7 @@ run() {
     [ -n "$(ls "$dir/spool/$PROC/failed")" ] && break # dead letters: the bench's messages are wrong
     sleep 0.2
   done
-  kill "$server"
-  wait "$server" 2>/dev/null || true
-  server=
+  stop_server
   [ "$n" -ge "$N" ] || { say "$key: only $n of $N jobs ended SUCCESS"; tail "$dir/server.log" >&2; exit 1; }
   ms=$(sqlite3 "$db" "SELECT max(end_time) - min(start_time) FROM mqproc_jobs")
   R[$key]=$(awk -v n="$N" -v ms="$ms" 'BEGIN { printf "%.0f", n * 1000 / ms }')
@@ -74,30 +77,28 @@ run() {
 run durable "" 2
 run relaxed "?synchronous=normal" 2
 
+# serve DIR LEVEL: one server on DIR/spool and DIR/jobs.db (made), its log DIR/server.log
+serve() {
+  mkdir -p "$1"
+  "$BUILD/$PROC" processing-server --queue "dir://$1/spool" --database "sqlite://$1/jobs.db" \
+    --migrate --log-level "$2" --log-dir "$1/logs" 2>"$1/server.log" &
+  server=$!
+}
 # An idle server's wake-ups per second (context switches of all its threads over 10 s).
 say "idle: one server on an empty queue, 10 s"
-dir=$WORK/idle
-mkdir -p "$dir"
-"$BUILD/$PROC" processing-server --queue "dir://$dir/spool" --database "sqlite://$dir/jobs.db" \
-  --migrate --log-level warn --log-dir "$dir/logs" 2>"$dir/server.log" &
-server=$!
+serve "$WORK/idle" warn
 sleep 2
 switches() { cat /proc/"$server"/task/*/status | awk '/ctxt_switches/ { n += $2 } END { print n }'; }
 s0=$(switches)
 sleep 10
 R[idle_wakeups_per_s]=$(awk -v a="$s0" -v b="$(switches)" 'BEGIN { printf "%.1f", (b - a) / 10 }')
-kill "$server"
-wait "$server" 2>/dev/null || true
-server=
+stop_server
 
 # Enqueue -> claim: an idle server, jobs enqueued durably one every 10 ms by another
 # program; the claim is the job row's start_time (written by the claim, milliseconds).
 say "latency: 500 jobs, one every 10 ms, into an idle server's queue"
 dir=$WORK/latency
-mkdir -p "$dir"
-"$BUILD/$PROC" processing-server --queue "dir://$dir/spool" --database "sqlite://$dir/jobs.db" \
-  --migrate --log-level info --log-dir "$dir/logs" 2>"$dir/server.log" &
-server=$!
+serve "$dir" info
 for _ in $(seq 1 100); do grep -q 'consuming from queue' "$dir/server.log" && break; sleep 0.05; done
 "$BUILD/tp_embedded" put "$dir/spool/$PROC" 500 10 \
   "{\"job_id\": \"lat-%d\", \"created_time\": 0, \"processor_name\": \"$PROC\", \"input_file_grps\": [\"IN\"], \"path_to_mets\": \"/m.xml\"}" \
@@ -111,9 +112,7 @@ read -r R[lat_p50_ms] R[lat_p99_ms] R[lat_max_ms] < <(awk '
   FILENAME ~ /enqueued/ { at[$1] = $2; next }
   ($1 in at) { printf "%.3f\n", ($2 * 1000 - at[$1]) / 1000 }' "$dir/enqueued.txt" "$dir/claimed.txt" |
   sort -n | awk '{ d[++n] = $1 } END { printf "%.1f %.1f %.1f\n", d[int(n * 0.5) + 1], d[int(n * 0.99) + 1], d[n] }')
-kill "$server"
-wait "$server" 2>/dev/null || true
-server=
+stop_server
 
 # A claim's cost and the queue's length: the first 1000 jobs of a queue of 1000, then of a
 # queue of BIG (default 1 000 000; BIG=0 skips it), one server, --concurrency 1: ms per job
@@ -132,9 +131,7 @@ claim_run() { # KEY QUEUED
     [ "$(sqlite3 "$d/jobs.db" "SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'" 2>/dev/null || echo 0)" -ge 1000 ] && break
     sleep 0.1
   done
-  kill "$server"
-  wait "$server" 2>/dev/null || true
-  server=
+  stop_server
   first=$(sqlite3 "$d/jobs.db" "SELECT min(start_time) FROM mqproc_jobs")
   R[${key}_first_ms]=$((first - t0))
   R[${key}_ms_per_job]=$(sqlite3 "$d/jobs.db" "SELECT printf('%.2f', (max(start_time) - min(start_time)) / 999.0)
