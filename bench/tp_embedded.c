@@ -38,8 +38,11 @@ static void die(const char *what) {
   exit(1);
 }
 
-static void put(const char *dir, const char *name, const char *body, int sync) {
+/* Writes body into dir/tmp/name, renames it into dir/new; with sync, fdatasync before the
+ * rename and an fsync of new/ after. at_us (may be NULL): the wall clock at the rename. */
+static void put(const char *dir, const char *name, const char *body, int sync, long long *at_us) {
   char tmp[4096], dst[4096];
+  struct timespec ts;
   int fd;
   snprintf(tmp, sizeof(tmp), "%s/tmp/%s", dir, name);
   snprintf(dst, sizeof(dst), "%s/new/%s", dir, name);
@@ -48,6 +51,9 @@ static void put(const char *dir, const char *name, const char *body, int sync) {
   if (write(fd, body, strlen(body)) != (ssize_t)strlen(body) || (sync && fdatasync(fd) != 0))
     die("write");
   close(fd);
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (at_us != NULL)
+    *at_us = (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
   if (rename(tmp, dst) != 0)
     die("rename");
   if (sync) {
@@ -75,7 +81,7 @@ static int dir_mode(const char *dir, int n) {
   t0 = now_s();
   for (int i = 0; i < n; i++) {
     snprintf(name, sizeof(name), "50-%016x-tp", i);
-    put(dir, name, "{\"job_id\": \"x\"}", 1);
+    put(dir, name, "{\"job_id\": \"x\"}", 1, NULL);
   }
   t1 = now_s();
   for (int i = 0; i < n; i++) {
@@ -96,7 +102,7 @@ static int fill_mode(const char *dir, int n, const char *body_fmt) {
   for (int i = 0; i < n; i++) {
     snprintf(name, sizeof(name), "50-%016x-fill", i);
     snprintf(body, sizeof(body), body_fmt, i);
-    put(dir, name, body, 0);
+    put(dir, name, body, 0, NULL);
   }
   return 0;
 }
@@ -168,28 +174,12 @@ static int put_mode(const char *dir, int n, int ms, const char *body_fmt) {
   make_dirs(dir);
   for (int i = 0; i < n; i++) {
     struct timespec ts;
-    char tmp[4096], dst[4096];
     long long at;
-    int fd;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(name, sizeof(name), "50-%016llx-put-%d",
              (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000, i);
     snprintf(body, sizeof(body), body_fmt, i);
-    snprintf(tmp, sizeof(tmp), "%s/tmp/%s", dir, name);
-    snprintf(dst, sizeof(dst), "%s/new/%s", dir, name);
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0)
-      die(tmp);
-    if (write(fd, body, strlen(body)) != (ssize_t)strlen(body) || fdatasync(fd) != 0)
-      die("write");
-    close(fd);
-    clock_gettime(CLOCK_REALTIME, &ts); /* queued at the rename */
-    at = (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-    if (rename(tmp, dst) != 0)
-      die("rename");
-    snprintf(tmp, sizeof(tmp), "%s/new", dir);
-    if ((fd = open(tmp, O_RDONLY | O_DIRECTORY)) < 0 || fsync(fd) != 0)
-      die("fsync new/");
-    close(fd);
+    put(dir, name, body, 1, &at);
     printf("%d %lld\n", i, at);
     fflush(stdout);
     usleep((useconds_t)ms * 1000);

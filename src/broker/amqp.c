@@ -351,24 +351,27 @@ static int sent(amqp_broker_t *b, int rc, const char *what, char *err) {
   return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s: %s", what, amqp_error_string2(rc));
 }
 
-static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multiple,
-                     char *err) {
+/* Settles tag: an ack (multiple) or a nack (requeue), on the connection of epoch only. */
+static int settle(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int ack, int flag,
+                  char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   int rc = mqproc__amqp_usable(b, epoch, err);
   if (rc != MQPROC_OK)
     return rc;
   mqproc__amqp_guard_begin(b);
-  return sent(b, amqp_basic_ack(b->conn, CH_CONSUME, tag, multiple != 0), "basic.ack", err);
+  if (ack)
+    return sent(b, amqp_basic_ack(b->conn, CH_CONSUME, tag, flag != 0), "basic.ack", err);
+  return sent(b, amqp_basic_nack(b->conn, CH_CONSUME, tag, 0, flag), "basic.nack", err);
+}
+
+static int amqp_ack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multiple,
+                     char *err) {
+  return settle(base, epoch, tag, 1, multiple, err);
 }
 
 static int amqp_nack_(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int requeue,
                       char *err) {
-  amqp_broker_t *b = (amqp_broker_t *)base;
-  int rc = mqproc__amqp_usable(b, epoch, err);
-  if (rc != MQPROC_OK)
-    return rc;
-  mqproc__amqp_guard_begin(b);
-  return sent(b, amqp_basic_nack(b->conn, CH_CONSUME, tag, 0, requeue), "basic.nack", err);
+  return settle(base, epoch, tag, 0, requeue, err);
 }
 
 static int amqp_declare_queue_(mqproc__broker_t *base, const char *queue, char *err) {
