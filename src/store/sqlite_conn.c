@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <unistd.h>
 
 #include "store/sqlite_int.h"
 #include "util.h"
@@ -137,7 +138,13 @@ int mqproc__store_sqlite_connect(const char *url, sqlite3 **db, char *err) {
   *db = NULL;
   if ((rc = mqproc__store_sqlite_new(&base, url, NULL, err)) != MQPROC_OK)
     return rc;
-  if ((rc = mqproc__sq_open(base, err)) == MQPROC_OK)
+  /* an operator's typo must not leave an empty database behind (a server makes it) */
+  if (access(((sq_store_t *)base)->path, F_OK) != 0)
+    rc = mqproc__err(err, MQPROC_ECONFIG,
+                     "no database at %s: start a server with --migrate, or run `mqproc "
+                     "migrate --database %s`",
+                     ((sq_store_t *)base)->path, url);
+  else if ((rc = mqproc__sq_open(base, err)) == MQPROC_OK)
     rc = mqproc__sq_open_db((sq_store_t *)base, db, err);
   mqproc__store_destroy(base);
   return rc;

@@ -278,6 +278,29 @@ Test(admin, commands_without_a_database_or_broker_fail_clearly) {
   cr_expect_eq(it_run(nojob, env, NULL, NULL), 2, "no --mets or --workspace-id");
 }
 
+/* An SQLite store the commands cannot use: its directory is missing, or the file has no
+ * mqproc schema. Exit 1 with the reason, and nothing created. */
+Test(admin, commands_on_an_unusable_sqlite_store_fail_with_the_reason) {
+  char *missing = it_fmt("%s/no-such-dir/jobs.db", it_tmpdir());
+  char *empty = it_fmt("%s/empty.db", it_tmpdir()), *out;
+  char *absent = it_fmt("%s/typo.db", it_tmpdir());
+  const char *cmd = "\"$0\" jobs list --database \"sqlite://$1\" 2>&1";
+  const char *a[] = {"/bin/sh", "-c", cmd, it_mqproc_bin(), missing, NULL};
+  const char *b[] = {"/bin/sh", "-c", cmd, it_mqproc_bin(), empty, NULL};
+  const char *c[] = {"/bin/sh", "-c", cmd, it_mqproc_bin(), absent, NULL};
+  FILE *f = fopen(empty, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  cr_expect_eq(it_run(a, NULL, NULL, &out), 1);
+  cr_expect(strstr(out, "no database at") != NULL && strstr(out, "no-such-dir") != NULL, "%s", out);
+  cr_expect_eq(access(it_fmt("%s/no-such-dir", it_tmpdir()), F_OK), -1, "a directory was made");
+  cr_expect_eq(it_run(b, NULL, NULL, &out), 1);
+  cr_expect(strstr(out, "mqproc migrate") != NULL, "%s", out);
+  cr_expect_eq(it_run(c, NULL, NULL, &out), 1);
+  cr_expect(strstr(out, "no database at") != NULL, "%s", out);
+  cr_expect_eq(access(absent, F_OK), -1, "a database file was made by a read");
+}
+
 Test(admin, submit_refuses_a_message_the_servers_would_dead_letter) {
   char *proc = it_name("badsub"), *out;
   long ready, unacked;
