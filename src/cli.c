@@ -122,6 +122,8 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     return 2;
   }
   mqproc__log_set_json(level);
+  if (cfg.warning != NULL)
+    MQPROC__WARN("%s", cfg.warning);
   if (!strcmp(argv[1], "migrate")) {
     rc = cmd_migrate(&cfg);
     mqproc__config_free(&cfg);

@@ -36,6 +36,12 @@ static const opt_t OPTS[] = {
     {"database", "MQPROC_DATABASE", OPT_STR, F(database), NULL, 0, 0, 0,
      "PostgreSQL URL or conninfo of the job store, or sqlite:///PATH[?synchronous=normal] "
      "(docs/sqlite-store.md) (required)"},
+    {"queue-file", "MQPROC_QUEUE_FILE", OPT_STR, F(queue_file), NULL, 0, 0, 0,
+     "read --queue from FILE (one URL per line; several are a broker list): keeps the "
+     "password out of /proc/PID/cmdline, which every user can read; e.g. systemd's "
+     "$CREDENTIALS_DIRECTORY/queue"},
+    {"database-file", "MQPROC_DATABASE_FILE", OPT_STR, F(database_file), NULL, 0, 0, 0,
+     "read --database from FILE (as --queue-file)"},
     {"processor", "MQPROC_PROCESSOR", OPT_STR, F(processor), NULL, 0, 0, 0,
      "processor name = job queue name (required for mqproc; overrides a C processor's name)"},
     {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, FOR_GENERIC,
@@ -269,9 +275,10 @@ static const opt_t *find_opt(const char *name, size_t len, mqproc__cli_kind_t ki
   return NULL;
 }
 
-/* Parses one argv option at *i (advancing it when the value is the next word). */
+/* Parses one argv option at *i (advancing it when the value is the next word); *set is
+ * the option it set (NULL for --help). */
 static int parse_arg(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, char **argv, int *i,
-                     char *err) {
+                     const opt_t **set, char *err) {
   const char *a = argv[*i], *name, *eq;
   size_t len;
   const opt_t *o;
@@ -285,6 +292,7 @@ static int parse_arg(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, c
   eq = strchr(name, '=');
   len = eq != NULL ? (size_t)(eq - name) : strlen(name);
   if ((o = find_opt(name, len, kind)) != NULL) {
+    *set = o;
     if (eq != NULL)
       return set_opt(cfg, o, eq + 1, 0, err);
     if (o->type == OPT_BOOL)
@@ -294,8 +302,10 @@ static int parse_arg(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, c
     return set_opt(cfg, o, argv[++*i], 0, err);
   }
   if (eq == NULL && strncmp(name, "no-", 3) == 0 &&
-      (o = find_opt(name + 3, len - 3, kind)) != NULL && o->type == OPT_BOOL)
+      (o = find_opt(name + 3, len - 3, kind)) != NULL && o->type == OPT_BOOL) {
+    *set = o;
     return set_opt(cfg, o, "false", 0, err);
+  }
   return mqproc__err(err, MQPROC_ECONFIG, "unknown option '%.*s' (see --help)", (int)(len + 2), a);
 }
 
@@ -313,20 +323,72 @@ static char *default_log_dir(void) {
   return mqproc__strdup("mqproc-logs"); /* no home: beside where the server runs */
 }
 
+/* Where each option's value came from: its default, the environment or argv. */
+enum { FROM_DEFAULT = 0, FROM_ENV, FROM_ARGV };
+
+static size_t opt_index(const char *name) {
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++)
+    if (!strcmp(OPTS[i].name, name))
+      return i;
+  return 0; /* not reached: names below are in OPTS */
+}
+
+/* --NAME or --NAME-file: the one given by the stronger source (argv over environment);
+ * both from the same source is an error, so neither is silently ignored. */
+static int resolve_url_file(mqproc__config_t *cfg, const char *name, const int *from, char *err) {
+  char file_opt[32];
+  const opt_t *u, *f;
+  char **url, **file, *text;
+  int others;
+  snprintf(file_opt, sizeof(file_opt), "%s-file", name);
+  u = &OPTS[opt_index(name)];
+  f = &OPTS[opt_index(file_opt)];
+  url = field(cfg, u);
+  file = field(cfg, f);
+  if (from[f - OPTS] == FROM_DEFAULT || from[u - OPTS] > from[f - OPTS])
+    return MQPROC_OK;
+  if (from[u - OPTS] == from[f - OPTS])
+    return mqproc__err(
+        err, MQPROC_ECONFIG, "%s%s and %s%s are both given: give one",
+        from[f - OPTS] == FROM_ARGV ? "--" : "", from[f - OPTS] == FROM_ARGV ? u->name : u->env,
+        from[f - OPTS] == FROM_ARGV ? "--" : "", from[f - OPTS] == FROM_ARGV ? f->name : f->env);
+  if ((text = mqproc__read_url_file(*file, &others, err)) == NULL) {
+    char why[MQPROC_ERR_LEN];
+    snprintf(why, sizeof(why), "%s", err);
+    return mqproc__err(err, MQPROC_ECONFIG, "--%s: %s", f->name, why);
+  }
+  if (others && cfg->warning == NULL)
+    cfg->warning =
+        mqproc__asprintf("--%s: every user of this host can read %s: chmod o-r it", f->name, *file);
+  free(*url);
+  *url = text;
+  return MQPROC_OK;
+}
+
 int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc, char **argv,
                         char *err) {
-  int rc = MQPROC_OK;
+  int rc = MQPROC_OK, from[MQPROC__ARRAY_LEN(OPTS)] = {0};
   memset(cfg, 0, sizeof(*cfg));
   for (size_t i = 0; rc == MQPROC_OK && i < MQPROC__ARRAY_LEN(OPTS); i++)
     if (OPTS[i].def != NULL)
       rc = set_opt(cfg, &OPTS[i], OPTS[i].def, 0, err);
   for (size_t i = 0; rc == MQPROC_OK && i < MQPROC__ARRAY_LEN(OPTS); i++) {
     const char *v = getenv(OPTS[i].env);
-    if (v != NULL && applies(&OPTS[i], kind))
+    if (v != NULL && applies(&OPTS[i], kind)) {
       rc = set_opt(cfg, &OPTS[i], v, 1, err);
+      from[i] = FROM_ENV;
+    }
   }
-  for (int i = 0; rc == MQPROC_OK && i < argc; i++)
-    rc = parse_arg(cfg, kind, argc, argv, &i, err);
+  for (int i = 0; rc == MQPROC_OK && i < argc; i++) {
+    const opt_t *set = NULL;
+    rc = parse_arg(cfg, kind, argc, argv, &i, &set, err);
+    if (set != NULL)
+      from[set - OPTS] = FROM_ARGV;
+  }
+  if (rc == MQPROC_OK && !cfg->help)
+    rc = resolve_url_file(cfg, "queue", from, err);
+  if (rc == MQPROC_OK && !cfg->help)
+    rc = resolve_url_file(cfg, "database", from, err);
   if (rc == MQPROC_OK) {
     if (!strcmp(cfg->result_format, "auto"))
       cfg->result_fmt = MQPROC__RESULT_AUTO;
@@ -373,6 +435,8 @@ int mqproc__config_check_server(const mqproc__config_t *cfg, mqproc__cli_kind_t 
 }
 
 void mqproc__config_free(mqproc__config_t *cfg) {
+  free(cfg->warning);
+  cfg->warning = NULL;
   for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++) {
     if (OPTS[i].type == OPT_STR) {
       char **p = field(cfg, &OPTS[i]);

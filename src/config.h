@@ -14,7 +14,9 @@ typedef enum mqproc__result_format {
 
 typedef struct mqproc__config {
   char *queue_url;            /* --queue */
-  char *database;             /* --database */
+  char *database;             /* --database (or read from --database-file) */
+  char *queue_file;           /* --queue-file: the --queue URL(s) in a file */
+  char *database_file;        /* --database-file */
   char *processor;            /* --processor: queue name = processor name */
   char *exec;                 /* --exec: command line of an external processor */
   char *on_failure;           /* --on-failure: command run when a job ends FAILED */
@@ -65,6 +67,7 @@ typedef struct mqproc__config {
   /* derived */
   mqproc__result_format_t result_fmt;
   int isolate_process; /* --isolation=process */
+  char *warning;       /* a warning to log once the log is set up (e.g. a URL file others read) */
 } mqproc__config_t;
 
 typedef enum mqproc__cli_kind {

@@ -9,6 +9,7 @@
 #include "server.h"
 
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,6 +406,9 @@ void mqproc__server_drain(mqproc__server_t *srv) {
 /* ---- setup -------------------------------------------------------------------------- */
 
 static int open_store(mqproc__server_t *srv, char *err) {
+  char masked[512];
+  sigset_t stop;
+  int sig;
   int rc = mqproc__store_is_sqlite(srv->cfg->database)
                ? mqproc__store_sqlite_new(&srv->store, srv->cfg->database, srv->loop, err)
                : mqproc__store_pg_new(&srv->store, srv->cfg->database, srv->loop, err);
@@ -415,9 +419,18 @@ static int open_store(mqproc__server_t *srv, char *err) {
       rc = mqproc__store_open(srv->store, err);
     if (rc != MQPROC_ESTORE_CONNECT || tries >= 60)
       break;
-    MQPROC__WARN("%s; retrying in 1 s", err);
+    mqproc__mask_secret(srv->cfg->database, masked, sizeof(masked));
+    MQPROC__WARN("%s (%s); retrying in 1 s", err, masked);
     rc = MQPROC_OK;
-    sleep(1);
+    /* the loop's signalfd does not run yet: a stop signal ends the wait here */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    if ((sig = sigtimedwait(&stop, NULL, &(struct timespec){1, 0})) > 0) {
+      srv->stopped_at_start = 1;
+      return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s while waiting for the database",
+                         strsignal(sig));
+    }
   }
   return rc;
 }
@@ -560,7 +573,12 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   srv.broker_fd = -1;
   mqproc__mask_secret(cfg->queue_url, masked_q, sizeof(masked_q));
   mqproc__mask_secret(cfg->database, masked_db, sizeof(masked_db));
-  if ((rc = setup(&srv, cfg, proc, err)) != MQPROC_OK) {
+  if ((rc = setup(&srv, cfg, proc, err)) != MQPROC_OK && srv.stopped_at_start) {
+    MQPROC__INFO("%s: stopped", err); /* asked to stop: not a failure */
+    teardown(&srv);
+    return 0;
+  }
+  if (rc != MQPROC_OK) {
     MQPROC__ERROR("cannot start: %s", err);
     teardown(&srv);
     return rc == MQPROC_ECONFIG ? 2 : 1;

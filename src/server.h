@@ -59,6 +59,7 @@ typedef struct mqproc__server {
   int64_t last_sweep_ms;          /* sweeper.c */
   int sweeping;                   /* a sweep's requests are in flight (sweeper.c) */
   int fatal;                      /* a configuration error the broker reported: exit 1 */
+  int stopped_at_start;           /* SIGTERM/SIGINT while the start waited for the database */
   int abandoned;                  /* deliveries released while their thread still runs */
   int running;                    /* run slots taken (--concurrency bounds them) */
   uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */

@@ -1,11 +1,13 @@
 /* Small helpers shared by every module: error buffers, allocation, clocks. */
 #include "util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,4 +152,73 @@ int mqproc__pid_is_zombie(int pid) {
   buf[n] = '\0';
   paren = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold anything */
   return paren != NULL && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+/* A file that holds a URL (a secret kept off the command line): at most 8 KiB, one URL
+ * per line (several: joined by commas, the form --queue takes for a broker list), blank
+ * lines and lines starting with '#' skipped, surrounding blanks and CR trimmed. */
+char *mqproc__read_url_file(const char *path, int *others_can_read, char *err) {
+  char buf[8193], *out = NULL;
+  size_t len = 0, used = 0;
+  struct stat st;
+  ssize_t n;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  *others_can_read = 0;
+  if (fd < 0) {
+    mqproc__err(err, MQPROC_ECONFIG, "cannot open %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    mqproc__err(err, MQPROC_ECONFIG, "%s is not a regular file", path);
+    return NULL;
+  }
+  *others_can_read = (st.st_mode & S_IROTH) != 0;
+  while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      mqproc__err(err, MQPROC_ECONFIG, "cannot read %s: %s", path, strerror(errno));
+      close(fd);
+      return NULL;
+    }
+    len += (size_t)n;
+  }
+  close(fd);
+  if (len >= sizeof(buf)) {
+    mqproc__err(err, MQPROC_ECONFIG, "%s is larger than 8 KiB: not a URL file", path);
+    return NULL;
+  }
+  if ((out = mqproc__malloc(len + 1)) == NULL) {
+    mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < len;) {
+    size_t end = i, a, b;
+    while (end < len && buf[end] != '\n')
+      end++;
+    for (a = i; a < end && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\r'); a++)
+      ;
+    for (b = end; b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t' || buf[b - 1] == '\r'); b--)
+      ;
+    if (b > a && buf[a] != '#') {
+      if (memchr(buf + a, '\0', b - a) != NULL) {
+        free(out);
+        mqproc__err(err, MQPROC_ECONFIG, "%s holds a NUL byte: not a URL file", path);
+        return NULL;
+      }
+      if (used > 0)
+        out[used++] = ',';
+      memcpy(out + used, buf + a, b - a);
+      used += b - a;
+    }
+    i = end + 1;
+  }
+  out[used] = '\0';
+  if (used == 0) {
+    free(out);
+    mqproc__err(err, MQPROC_ECONFIG, "%s holds no URL", path);
+    return NULL;
+  }
+  return out;
 }

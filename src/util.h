@@ -28,6 +28,13 @@ int64_t mqproc__wall_ms(void);
 /* Whether pid is a zombie (dead, not yet reaped by its parent). */
 int mqproc__pid_is_zombie(int pid);
 
+/* Reads a file holding a URL, or one URL per line (joined by commas; blank and '#'
+ * lines skipped): a secret kept off the command line, where every user can read it in
+ * /proc/PID/cmdline. Sets *others_can_read when the file's mode lets every user read it.
+ * NULL (err says why) when it cannot be read, is not a regular file, is over 8 KiB or
+ * holds no URL. The caller frees the result. */
+char *mqproc__read_url_file(const char *path, int *others_can_read, char *err);
+
 /* Length of the UTF-8 sequence at s[0..n), or 0 when it is malformed (overlong forms,
  * surrogates and code points above U+10FFFF included). n >= 1. */
 size_t mqproc__utf8_seq_len(const unsigned char *s, size_t n);

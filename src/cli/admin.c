@@ -20,7 +20,44 @@ static const aopt_t *find(const aopt_t *opts, const char *name, size_t len, char
   return NULL;
 }
 
+/* --NAME-file (or its environment variable): read the URL from the file when no stronger
+ * source gives --NAME (argv over environment, --NAME over --NAME-file), and add it as
+ * --NAME's value. The text lives in a static slot: one command line per process. */
+static int url_from_file(args_t *a, const char *name, int slot, const char *cmd) {
+  static char text[2][8200];
+  char file_opt[32], err[512], *url;
+  const aopt_t *u, *f;
+  const char *path = NULL;
+  int others;
+  snprintf(file_opt, sizeof(file_opt), "%s-file", name);
+  if ((u = find(a->opts, name, strlen(name), 0)) == NULL ||
+      (f = find(a->opts, file_opt, strlen(file_opt), 0)) == NULL || mqproc__has(a, name))
+    return 0;
+  for (int i = 0; i < a->n; i++)
+    if (!strcmp(a->names[i], file_opt))
+      path = a->vals[i];
+  if (path == NULL && (u->env == NULL || getenv(u->env) == NULL) && f->env != NULL)
+    path = getenv(f->env);
+  if (path == NULL)
+    return 0;
+  if ((url = mqproc__read_url_file(path, &others, err)) == NULL) {
+    fprintf(stderr, "mqproc %s: --%s: %s\n", cmd, file_opt, err);
+    return 2;
+  }
+  if (others)
+    fprintf(stderr, "mqproc %s: warning: --%s: every user of this host can read %s: chmod o-r it\n",
+            cmd, file_opt, path);
+  snprintf(text[slot], sizeof(text[slot]), "%s", url); /* the reader caps it at 8 KiB */
+  free(url);
+  if (a->n >= ARGS_MAX)
+    return 2;
+  a->names[a->n] = u->name;
+  a->vals[a->n++] = text[slot];
+  return 0;
+}
+
 int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, const char *cmd) {
+  int rc;
   memset(a, 0, sizeof(*a));
   a->opts = opts;
   for (int i = 0; i < argc; i++) {
@@ -63,7 +100,11 @@ int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, con
     a->names[a->n] = o->name;
     a->vals[a->n++] = val != NULL ? val : "";
   }
-  return 0;
+  if (mqproc__has(a, "help"))
+    return 0;
+  if ((rc = url_from_file(a, "database", 0, cmd)) != 0)
+    return rc;
+  return url_from_file(a, "queue", 1, cmd);
 }
 
 const char *mqproc__arg(const args_t *a, const char *name) {

@@ -20,6 +20,15 @@ typedef struct aopt {
   const char *help;
 } aopt_t;
 
+/* The rows of --database-file and --queue-file, in every command that takes --database and
+ * --queue: the URLs in files, so a password stays out of /proc/PID/cmdline. */
+#define MQPROC__URL_FILE_OPTS                                                                      \
+  {"database-file", 0, 1, "MQPROC_DATABASE_FILE",                                                  \
+   "read --database from FILE (keeps a password off the command line)"},                           \
+  {                                                                                                \
+    "queue-file", 0, 1, "MQPROC_QUEUE_FILE", "read --queue from FILE"                              \
+  }
+
 #define ARGS_MAX 256
 
 typedef struct args {

@@ -20,6 +20,7 @@ static const aopt_t OPTS[] = {
      "job store: postgresql://... or sqlite:///PATH (required)"},
     {"queue", 0, 1, "MQPROC_QUEUE",
      "AMQP URL: queue depths and consumers on the page, and where retry publishes"},
+    MQPROC__URL_FILE_OPTS,
     {"exchange", 0, 1, "MQPROC_EXCHANGE",
      "exchange retry publishes to (default ocrd-network-default)"},
     {"http", 0, 1, "MQPROC_HTTP", "ADDR:PORT to serve on (default 127.0.0.1:9464)"},

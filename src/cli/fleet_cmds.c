@@ -13,6 +13,7 @@
 static const aopt_t OPTS[] = {
     {"database", 0, 1, "MQPROC_DATABASE", "job store: postgresql://... or sqlite:///PATH"},
     {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL or dir:///SPOOL (stats: queue depth and consumers)"},
+    MQPROC__URL_FILE_OPTS,
     {"processor", 0, 1, NULL, "only this processor"},
     {"worker", 0, 1, NULL, "pause/resume/drain: only this server (its worker id)"},
     {"timeout", 0, 1, NULL, "pause/resume/drain: seconds to wait for confirmations (default 5)"},

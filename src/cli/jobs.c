@@ -14,6 +14,7 @@ static const aopt_t OPTS[] = {
     {"database", 0, 1, "MQPROC_DATABASE", "job store: postgresql://... or sqlite:///PATH"},
     {"queue", 0, 1, "MQPROC_QUEUE",
      "AMQP URL or dir:///SPOOL (retry publishes the stored request)"},
+    MQPROC__URL_FILE_OPTS,
     {"exchange", 0, 1, "MQPROC_EXCHANGE",
      "exchange jobs are published to (default ocrd-network-default)"},
     {"state", 0, 1, NULL, "only jobs in this state (QUEUED RUNNING SUCCESS FAILED CANCELLED)"},

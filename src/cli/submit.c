@@ -14,6 +14,7 @@ static const aopt_t OPTS[] = {
     {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},
     {"database", 0, 1, "MQPROC_DATABASE",
      "job store: postgresql://... or sqlite:///PATH (for --wait)"},
+    MQPROC__URL_FILE_OPTS,
     {"exchange", 0, 1, "MQPROC_EXCHANGE", "exchange (default ocrd-network-default)"},
     {"processor", 0, 1, NULL, "processor = queue name (required)"},
     {"mets", 0, 1, NULL, "path_to_mets of the job"},

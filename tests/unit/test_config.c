@@ -2,6 +2,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "mqproc/mqproc.h"
@@ -139,4 +141,107 @@ Test(config, isolation_is_not_an_option_of_the_mqproc_program) {
   cr_expect_eq(c.isolate_process, 0);
   mqproc__config_free(&c);
   unsetenv("MQPROC_ISOLATION");
+}
+
+/* Writes text to a fresh file under the test's temporary directory; returns its path. */
+static char *url_file(const char *text, mode_t mode) {
+  static char path[128];
+  int fd;
+  snprintf(path, sizeof(path), "/tmp/mqproc-test-url-%d-XXXXXX", (int)getpid());
+  fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  fchmod(fd, mode);
+  close(fd);
+  return path;
+}
+
+Test(config, urls_from_files_keep_passwords_off_the_command_line) {
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN], qarg[200], darg[200];
+  char *q =
+      strdup(url_file("# the broker\n  amqp://u:s3cret@h1/v  \r\n\namqp://u:s3cret@h2/v\n", 0600));
+  char *d = strdup(url_file("postgresql://u:pw@db/jobs\n", 0600));
+  char *argv[] = {qarg, darg};
+  snprintf(qarg, sizeof(qarg), "--queue-file=%s", q);
+  snprintf(darg, sizeof(darg), "--database-file=%s", d);
+  cr_assert_eq(load(&c, 2, argv, err), MQPROC_OK, "%s", err);
+  cr_expect_str_eq(c.queue_url, "amqp://u:s3cret@h1/v,amqp://u:s3cret@h2/v");
+  cr_expect_str_eq(c.database, "postgresql://u:pw@db/jobs");
+  cr_expect_null(c.warning, "%s", c.warning);
+  mqproc__config_free(&c);
+  unlink(q);
+  unlink(d);
+  free(q);
+  free(d);
+}
+
+Test(config, the_stronger_source_wins_and_the_same_source_twice_is_an_error) {
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN], farg[200];
+  char *f = strdup(url_file("amqp://from-file\n", 0600));
+  char *a1[] = {farg}, *a2[] = {"--queue=amqp://argv"}, *a3[] = {"--queue=amqp://argv", farg};
+  snprintf(farg, sizeof(farg), "--queue-file=%s", f);
+  setenv("MQPROC_QUEUE", "amqp://env", 1);
+  cr_assert_eq(load(&c, 1, a1, err), MQPROC_OK, "%s", err); /* argv file over env URL */
+  cr_expect_str_eq(c.queue_url, "amqp://from-file");
+  mqproc__config_free(&c);
+  unsetenv("MQPROC_QUEUE");
+  setenv("MQPROC_QUEUE_FILE", f, 1);
+  cr_assert_eq(load(&c, 1, a2, err), MQPROC_OK, "%s", err); /* argv URL over env file */
+  cr_expect_str_eq(c.queue_url, "amqp://argv");
+  mqproc__config_free(&c);
+  cr_assert_eq(load(&c, 0, NULL, err), MQPROC_OK, "%s", err); /* env file alone */
+  cr_expect_str_eq(c.queue_url, "amqp://from-file");
+  mqproc__config_free(&c);
+  cr_expect_eq(load(&c, 2, a3, err), MQPROC_ECONFIG);
+  cr_expect(strstr(err, "--queue and --queue-file are both given") != NULL, "%s", err);
+  mqproc__config_free(&c);
+  setenv("MQPROC_QUEUE", "amqp://env", 1);
+  cr_expect_eq(load(&c, 0, NULL, err), MQPROC_ECONFIG);
+  cr_expect(strstr(err, "MQPROC_QUEUE and MQPROC_QUEUE_FILE are both given") != NULL, "%s", err);
+  mqproc__config_free(&c);
+  unlink(f);
+  free(f);
+}
+
+Test(config, bad_url_files_are_refused_with_the_reason) {
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN], arg[9000], big[9000];
+  char *argv[] = {arg};
+  const char *cases[][2] = {{"/nonexistent/queue.url", "cannot open /nonexistent/queue.url"},
+                            {"/tmp", "/tmp is not a regular file"},
+                            {NULL, "holds no URL"},
+                            {"", "larger than 8 KiB"}};
+  memset(big, 'a', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  for (size_t i = 0; i < 4; i++) {
+    char *path = cases[i][0] != NULL && cases[i][0][0] == '/'
+                     ? strdup(cases[i][0])
+                     : strdup(url_file(cases[i][0] == NULL ? "# only a comment\n\n" : big, 0600));
+    snprintf(arg, sizeof(arg), "--database-file=%s", path);
+    cr_expect_eq(load(&c, 1, argv, err), MQPROC_ECONFIG, "case %zu", i);
+    cr_expect(strstr(err, "--database-file: ") == err, "case %zu: %s", i, err);
+    cr_expect(strstr(err, cases[i][1]) != NULL, "case %zu: %s", i, err);
+    mqproc__config_free(&c);
+    if (path[1] != 'n' && strcmp(path, "/tmp") != 0)
+      unlink(path);
+    free(path);
+  }
+}
+
+Test(config, a_url_file_every_user_can_read_is_used_with_a_warning) {
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN], arg[200];
+  char *f = strdup(url_file("amqp://u:p@h/\n", 0644));
+  char *argv[] = {arg};
+  snprintf(arg, sizeof(arg), "--queue-file=%s", f);
+  cr_assert_eq(load(&c, 1, argv, err), MQPROC_OK, "%s", err);
+  cr_expect_str_eq(c.queue_url, "amqp://u:p@h/");
+  cr_assert_not_null(c.warning);
+  cr_expect(strstr(c.warning, "every user of this host can read") != NULL, "%s", c.warning);
+  cr_expect(strstr(c.warning, "u:p@") == NULL, "the warning shows the secret: %s", c.warning);
+  mqproc__config_free(&c);
+  unlink(f);
+  free(f);
 }
