@@ -24,6 +24,9 @@
 #                                   how often the management API's message counts refresh
 #   MQPROC_PG_FAST                  1 (default): fsync/synchronous_commit/full_page_writes off
 #   MQPROC_RMQ_START_TIMEOUT        seconds to wait for the broker (default 120)
+#   MQPROC_SERVICES_TLS             1: make a throwaway CA (scripts/make-certs.sh, DIR/tls),
+#                                   an amqps listener (port +4) and ssl=on in PostgreSQL
+#                                   (plain connections still work); 0 (default): no TLS
 #   MQPROC_SERVICES_BASE_PORT       try these ports first: RabbitMQ on it (+1..+3, +10..+19),
 #                                   PostgreSQL on it +5 (default: random in 20000..31999)
 # They are stored in DIR, so rabbitmq-start/pg-start restart with the same configuration.
@@ -134,7 +137,7 @@ load_ports() {
 # P+10..P+19 (CLI tools' distribution); PostgreSQL Q. Picked below the ephemeral range.
 ports_free() {
   local p
-  for p in $(seq "$1" $(($1 + 3))) $(seq $(($1 + 10)) $(($1 + 19))) "$2"; do
+  for p in $(seq "$1" $(($1 + 4))) $(seq $(($1 + 10)) $(($1 + 19))) "$2"; do
     port_free "$p" || return 1
   done
 }
@@ -160,6 +163,8 @@ derive_ports() {
   RMQ_DIST_PORT=$((RMQ_PORT + 1))
   EPMD_PORT=$((RMQ_PORT + 2))
   RMQ_MGMT_PORT=$((RMQ_PORT + 3))
+  AMQPS_PORT=$((RMQ_PORT + 4))
+  TLS_DIR=$DIR/tls
   RMQ_NODE=rmq$RMQ_PORT@localhost
   AMQP_URL=amqp://guest:guest@127.0.0.1:$RMQ_PORT
   PG_URL=postgresql://postgres@127.0.0.1:$PG_PORT/$PG_DB
@@ -168,8 +173,9 @@ derive_ports() {
 
 # The knobs a start was made with; a running pair with other settings is not reused.
 wanted_config() {
-  printf 'ct=%s;tick=%s;stats=%s;pgfast=%s' "${MQPROC_RMQ_CONSUMER_TIMEOUT_MS:-}" \
-    "${MQPROC_RMQ_CHANNEL_TICK_MS:-}" "${MQPROC_RMQ_STATS_INTERVAL_MS:-1000}" "${MQPROC_PG_FAST:-1}"
+  printf 'ct=%s;tick=%s;stats=%s;pgfast=%s;tls=%s' "${MQPROC_RMQ_CONSUMER_TIMEOUT_MS:-}" \
+    "${MQPROC_RMQ_CHANNEL_TICK_MS:-}" "${MQPROC_RMQ_STATS_INTERVAL_MS:-1000}" "${MQPROC_PG_FAST:-1}" \
+    "${MQPROC_SERVICES_TLS:-0}"
 }
 
 write_ports() {
@@ -196,6 +202,10 @@ write_env() {
     printf 'MQPROC_TEST_PG_PORT=%s\n' "$(shq "$PG_PORT")"
     printf 'MQPROC_TEST_PG_HOST=%s\n' "'127.0.0.1'"
     printf 'MQPROC_TEST_PG_DB=%s\n' "$(shq "$PG_DB")"
+    if [ "${MQPROC_SERVICES_TLS:-0}" = 1 ]; then
+      printf 'MQPROC_TEST_TLS_DIR=%s\n' "$(shq "$TLS_DIR")"
+      printf 'MQPROC_TEST_AMQPS_PORT=%s\n' "$(shq "$AMQPS_PORT")"
+    fi
   } >"$tmp"
   mv -f "$tmp" "$DIR/env"
 }
@@ -248,6 +258,14 @@ rmq_config() {
     # fresher message counts in the management API (default 5000 ms)
     echo "collect_statistics_interval = $stats"
     [ -z "$ct" ] || echo "consumer_timeout = $ct"
+    if [ "${MQPROC_SERVICES_TLS:-0}" = 1 ]; then
+      echo "listeners.ssl.1 = 127.0.0.1:$AMQPS_PORT"
+      echo "ssl_options.cacertfile = $TLS_DIR/ca.pem"
+      echo "ssl_options.certfile = $TLS_DIR/server.pem"
+      echo "ssl_options.keyfile = $TLS_DIR/server.key"
+      echo "ssl_options.verify = verify_peer"            # a client certificate is checked...
+      echo "ssl_options.fail_if_no_peer_cert = false"    # ...when one is given
+    fi
   } >"$RDIR/rabbitmq.conf"
   if [ -n "$tick" ]; then
     echo "[{rabbit, [{channel_tick_interval, $tick}]}]." >"$RDIR/advanced.config"
@@ -404,6 +422,13 @@ pg_init() {
     cat "$DIR/pg-initdb.log" >&2
     return 1
   }
+  if [ "${MQPROC_SERVICES_TLS:-0}" = 1 ]; then # the server's own copies, owned by it, 0600
+    local own=()
+    [ $IS_ROOT = 1 ] && own=(-o postgres -g postgres)
+    install "${own[@]}" -m 600 "$TLS_DIR/server.key" "$PDIR/data/server.key"
+    install "${own[@]}" -m 644 "$TLS_DIR/server.pem" "$PDIR/data/server.crt"
+    install "${own[@]}" -m 644 "$TLS_DIR/ca.pem" "$PDIR/data/root.crt"
+  fi
   # Unix socket path must fit in sun_path (107 bytes): DIR/pg/.s.PGSQL.NNNNN
   sockdir=$PDIR
   if [ ${#sockdir} -gt $((107 - 17)) ]; then
@@ -416,6 +441,12 @@ pg_init() {
     echo "listen_addresses = '127.0.0.1'"
     echo "unix_socket_directories = '$sockdir'"
     echo "max_connections = 200"
+    if [ "${MQPROC_SERVICES_TLS:-0}" = 1 ]; then
+      echo "ssl = on"
+      echo "ssl_cert_file = 'server.crt'"
+      echo "ssl_key_file = 'server.key'"
+      echo "ssl_ca_file = 'root.crt'"
+    fi
     if [ "$fast" = 1 ]; then
       echo "fsync = off"
       echo "synchronous_commit = off"
@@ -546,6 +577,11 @@ cmd_start() {
     derive_ports
     write_ports
     log "starting in $DIR (attempt $attempt): rabbitmq $RMQ_PORT (mgmt $RMQ_MGMT_PORT, epmd $EPMD_PORT), postgres $PG_PORT"
+    if [ "${MQPROC_SERVICES_TLS:-0}" = 1 ]; then
+      rm -rf "$TLS_DIR"
+      bash "$SCRIPT_DIR/make-certs.sh" "$TLS_DIR" || die "cannot make the test certificates"
+      log "TLS: test CA in $TLS_DIR, amqps on $AMQPS_PORT, postgres ssl=on"
+    fi
     rmq_config
     # Overlap the boots: the broker needs ~5 s, postgres ~1 s.
     if rmq_launch && pg_start_fresh && rmq_wait; then

@@ -10,7 +10,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config git ca-certificates clang-format
+  build-essential cmake pkg-config git ca-certificates openssl clang-format
   librabbitmq-dev amqp-tools libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev
   libcriterion-dev libmicrohttpd-dev libxml2-dev libsqlite3-dev sqlite3
   rabbitmq-server postgresql

@@ -52,7 +52,8 @@ trap 'exit 143' TERM
 if [ "${MQPROC_TEST_SERVICES:-1}" != 0 ]; then
   phase "start services"
   services_started=1
-  bash scripts/services.sh start "$SERVICES"
+  # with TLS: an amqps listener and ssl=on in PostgreSQL for tests/integration/test_tls.c
+  MQPROC_SERVICES_TLS=1 bash scripts/services.sh start "$SERVICES"
   phase_done "start services"
   set -a
   # shellcheck disable=SC1091

@@ -78,6 +78,23 @@ typedef struct mqproc__publish {
   size_t n_headers;
 } mqproc__publish_t;
 
+/* TLS to an amqps:// broker (broker/amqp_conn.h). */
+typedef enum mqproc__tls_verify {
+  MQPROC__TLS_VERIFY_FULL = 0, /* chain and host name */
+  MQPROC__TLS_VERIFY_CA,       /* chain only */
+  MQPROC__TLS_VERIFY_NONE      /* nothing (testing only) */
+} mqproc__tls_verify_t;
+
+typedef struct mqproc__tls {
+  const char *ca;   /* PEM file of the CAs to trust; NULL: the system's bundle */
+  const char *cert; /* client certificate (PEM), with key; NULL: none */
+  const char *key;
+  mqproc__tls_verify_t verify;
+} mqproc__tls_t;
+
+/* "full", "ca" or "none"; -1 otherwise. */
+int mqproc__tls_verify_parse(const char *s);
+
 typedef struct mqproc__topology {
   const char *exchange;          /* direct exchange the job queue is bound to */
   const char *queue;             /* job queue = processor name, bound with routing key = queue */
@@ -90,6 +107,7 @@ typedef struct mqproc__topology {
   int heartbeat_s;
   int timeout_s;         /* deadline of one write or RPC; the connection is dropped after it */
   const char *client_id; /* shown in the broker's connection list (connection_name) */
+  mqproc__tls_t tls;     /* for amqps:// URLs */
 } mqproc__topology_t;
 
 struct mqproc__broker_class {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker.h"
 #include "callback.h"
 #include "metrics.h"
 #include "util.h"
@@ -42,6 +43,18 @@ static const opt_t OPTS[] = {
      "$CREDENTIALS_DIRECTORY/queue"},
     {"database-file", "MQPROC_DATABASE_FILE", OPT_STR, F(database_file), NULL, 0, 0, 0,
      "read --database from FILE (as --queue-file)"},
+    {"tls-ca", "MQPROC_TLS_CA", OPT_STR, F(tls_ca), NULL, 0, 0, 0,
+     "amqps://: PEM file of the CAs the broker's certificate must chain to (default: the "
+     "system's, "
+     "/etc/ssl/certs/ca-certificates.crt)"},
+    {"tls-cert", "MQPROC_TLS_CERT", OPT_STR, F(tls_cert), NULL, 0, 0, 0,
+     "amqps://: client certificate (PEM) for a broker that asks for one; with --tls-key"},
+    {"tls-key", "MQPROC_TLS_KEY", OPT_STR, F(tls_key), NULL, 0, 0, 0,
+     "amqps://: the client certificate's private key (PEM, unencrypted)"},
+    {"tls-verify", "MQPROC_TLS_VERIFY", OPT_STR, F(tls_verify), "full", 0, 0, 0,
+     "amqps://: full (the certificate chains to --tls-ca and names the URL's host), ca (it "
+     "chains; any name) or none (no check at all: anyone on the path can read and change the "
+     "traffic; a warning at start)"},
     {"processor", "MQPROC_PROCESSOR", OPT_STR, F(processor), NULL, 0, 0, 0,
      "processor name = job queue name (required for mqproc; overrides a C processor's name)"},
     {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, FOR_GENERIC,
@@ -405,6 +418,9 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
       rc = mqproc__err(err, MQPROC_ECONFIG, "--isolation: expected thread or process, got '%s'",
                        cfg->isolation);
   }
+  if (rc == MQPROC_OK && (cfg->tls_verify_mode = mqproc__tls_verify_parse(cfg->tls_verify)) < 0)
+    rc = mqproc__err(err, MQPROC_ECONFIG, "--tls-verify: expected full, ca or none, got '%s'",
+                     cfg->tls_verify);
   if (rc == MQPROC_OK && cfg->log_dir == NULL && (cfg->log_dir = default_log_dir()) == NULL)
     rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   if (rc == MQPROC_OK) {

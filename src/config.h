@@ -13,10 +13,14 @@ typedef enum mqproc__result_format {
 } mqproc__result_format_t;
 
 typedef struct mqproc__config {
-  char *queue_url;            /* --queue */
-  char *database;             /* --database (or read from --database-file) */
-  char *queue_file;           /* --queue-file: the --queue URL(s) in a file */
-  char *database_file;        /* --database-file */
+  char *queue_url;     /* --queue */
+  char *database;      /* --database (or read from --database-file) */
+  char *queue_file;    /* --queue-file: the --queue URL(s) in a file */
+  char *database_file; /* --database-file */
+  char *tls_ca;        /* --tls-ca: CAs for amqps:// */
+  char *tls_cert;      /* --tls-cert, --tls-key: client certificate */
+  char *tls_key;
+  char *tls_verify;           /* --tls-verify full|ca|none */
   char *processor;            /* --processor: queue name = processor name */
   char *exec;                 /* --exec: command line of an external processor */
   char *on_failure;           /* --on-failure: command run when a job ends FAILED */
@@ -67,6 +71,7 @@ typedef struct mqproc__config {
   /* derived */
   mqproc__result_format_t result_fmt;
   int isolate_process; /* --isolation=process */
+  int tls_verify_mode; /* mqproc__tls_verify_t of --tls-verify */
   char *warning;       /* a warning to log once the log is set up (e.g. a URL file others read) */
 } mqproc__config_t;
 

@@ -48,6 +48,7 @@ typedef struct mqproc__metrics_now {
   int broker_reconnects; /* connections made after the first */
   int in_flight, concurrency, paused, draining;
   int broker_up, db_up;
+  int broker_blocked; /* connection.blocked: the broker refuses our publishes for now */
   long queue_messages, queue_consumers; /* -1: not known (yet) */
   int64_t now_ms;                       /* monotonic, as the down_since fields */
 } mqproc__metrics_now_t;

@@ -527,7 +527,9 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .max_priority = cfg->max_priority,
                                    .heartbeat_s = cfg->heartbeat_s,
                                    .timeout_s = cfg->broker_timeout_s,
-                                   .client_id = srv->worker_id};
+                                   .client_id = srv->worker_id,
+                                   .tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key,
+                                           (mqproc__tls_verify_t)cfg->tls_verify_mode}};
   if (mqproc__dirq_is_url(cfg->queue_url))
     return mqproc__broker_dir_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
   return mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
@@ -585,6 +587,9 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   }
   MQPROC__INFO("mqproc %s processing server for '%s' (%s runner), broker %s, database %s",
                MQPROC_VERSION, srv.processor, srv.runner->klass->name, masked_q, masked_db);
+  if (cfg->tls_verify_mode == MQPROC__TLS_VERIFY_NONE)
+    MQPROC__WARN("--tls-verify=none: the broker's certificate is NOT checked; anyone on the "
+                 "network path can pose as the broker, read the jobs and the password");
   mqproc__loop_set_prepare(srv.loop, prepare, &srv);
   mqproc__loop_on_signal(srv.loop, on_signal, &srv);
   snprintf(version, sizeof(version), "%s %s (mqproc %s)", srv.processor,

@@ -17,12 +17,12 @@
  * shared internals in broker/amqp_int.h.
  */
 #include <amqp.h>
-#include <amqp_tcp_socket.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/amqp_conn.h"
 #include "broker/amqp_int.h"
 #include "log.h"
 #include "util.h"
@@ -107,17 +107,15 @@ static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *
   struct timeval tv = {b->topo.timeout_s, 0};
   amqp_table_entry_t caps[2], props[3];
   amqp_table_t client;
-  amqp_socket_t *sock;
   amqp_rpc_reply_t r;
   const char *vhost = (ci->vhost == NULL || ci->vhost[0] == '\0') ? "/" : ci->vhost;
   int rc;
   b->conn = amqp_new_connection();
-  if (b->conn == NULL || (sock = amqp_tcp_socket_new(b->conn)) == NULL)
+  if (b->conn == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  rc = amqp_socket_open_noblock(sock, ci->host, ci->port, &tv);
-  if (rc != AMQP_STATUS_OK)
-    return mqproc__err(err, MQPROC_EBROKER_CONNECT, "cannot connect to %s:%d: %s", ci->host,
-                       ci->port, amqp_error_string2(rc));
+  if ((rc = mqproc__amqp_socket_open(b->conn, ci, &b->topo.tls, b->topo.timeout_s, err)) !=
+      MQPROC_OK)
+    return rc;
   amqp_set_rpc_timeout(b->conn, &tv);
   client = client_properties(b, caps, props);
   mqproc__amqp_guard_begin(b);
@@ -139,23 +137,49 @@ static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *
   return MQPROC_OK;
 }
 
+/* Logs in to the first broker of the list that lets us, in a fresh random order (a
+ * cluster's nodes share the load, and a dead node is passed over). err: each one's reason
+ * when none did; MQPROC_ECONFIG (a TLS file that cannot be used) ends the walk. */
+static int login_any(amqp_broker_t *b, char *err) {
+  size_t order[64], n = b->n_urls < 64 ? b->n_urls : 64, used = 0;
+  char why[MQPROC_ERR_LEN];
+  int rc = MQPROC_EBROKER_CONNECT;
+  mqproc__amqp_shuffle(order, n);
+  for (size_t i = 0; i < n; i++) {
+    struct amqp_connection_info ci;
+    char *buf = mqproc__strdup(b->urls[order[i]]);
+    if (buf == NULL)
+      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    amqp_default_connection_info(&ci);
+    amqp_parse_url(buf, &ci); /* checked when the list was read */
+    if (b->conn != NULL) {
+      amqp_destroy_connection(b->conn);
+      b->conn = NULL;
+    }
+    rc = login(b, &ci, why);
+    if (rc == MQPROC_OK && n > 1)
+      MQPROC__INFO("broker %s:%d%s (of %zu in the list)", ci.host, ci.port,
+                   ci.ssl ? " over TLS" : "", n);
+    free(buf);
+    if (rc == MQPROC_OK)
+      return MQPROC_OK;
+    if (n == 1 || rc == MQPROC_ECONFIG || rc == MQPROC_ENOMEM)
+      return mqproc__err(err, rc, "%s", why);
+    used += (size_t)snprintf(err + used, used < MQPROC_ERR_LEN ? MQPROC_ERR_LEN - used : 0, "%s%s",
+                             i == 0 ? "no broker of the list let us in: " : "; ", why);
+    if (used >= MQPROC_ERR_LEN)
+      used = MQPROC_ERR_LEN;
+  }
+  return rc;
+}
+
 static void teardown(amqp_broker_t *b, int graceful);
 
 static int amqp_connect_(mqproc__broker_t *base, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
-  struct amqp_connection_info ci;
-  char *buf = mqproc__strdup(b->url);
   int rc;
-  if (buf == NULL)
-    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   teardown(b, 0);
-  amqp_default_connection_info(&ci);
-  if (amqp_parse_url(buf, &ci) != AMQP_STATUS_OK) {
-    free(buf);
-    return mqproc__err(err, MQPROC_ECONFIG, "invalid AMQP URL");
-  }
-  rc = login(b, &ci, err);
-  free(buf);
+  rc = login_any(b, err);
   b->broken = 0;
   b->blocked = 0;
   if (rc == MQPROC_OK) {
@@ -468,7 +492,7 @@ static void amqp_destroy_(mqproc__broker_t *base) {
   teardown(b, 1);
   mqproc__guard_free(b->guard);
   amqp_bytes_free(b->consumer_tag);
-  free(b->url);
+  mqproc__amqp_urls_free(b->urls);
   free(b);
 }
 
@@ -492,25 +516,15 @@ static const struct mqproc__broker_class amqp_class = {
 int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
                             const mqproc__broker_events_t *ev, char *err) {
   amqp_broker_t *b = mqproc__calloc(1, sizeof(*b));
-  struct amqp_connection_info ci;
-  char *check;
-  if (b == NULL || (b->url = mqproc__strdup(url)) == NULL ||
-      (check = mqproc__strdup(url)) == NULL) {
-    if (b != NULL)
-      free(b->url);
-    free(b);
+  int rc;
+  if (b == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  }
-  if (amqp_parse_url(check, &ci) != AMQP_STATUS_OK) {
-    free(check);
-    free(b->url);
+  if ((rc = mqproc__amqp_urls(url, &b->urls, &b->n_urls, err)) != MQPROC_OK) {
     free(b);
-    return mqproc__err(err, MQPROC_ECONFIG,
-                       "--queue: not an AMQP URL (expected amqp://user:pass@host:port/vhost)");
+    return rc;
   }
-  free(check);
   if (mqproc__guard_new(&b->guard, err) != MQPROC_OK) {
-    free(b->url);
+    mqproc__amqp_urls_free(b->urls);
     free(b);
     return MQPROC_ESYS;
   }

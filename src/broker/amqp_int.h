@@ -23,7 +23,8 @@ typedef struct pending_pub {
 
 typedef struct amqp_broker {
   struct mqproc__broker base; /* first: klass */
-  char *url;
+  char **urls;                /* the broker list (--queue, comma-separated): NULL-terminated */
+  size_t n_urls;
   mqproc__topology_t topo;
   mqproc__broker_events_t ev;
   mqproc__guard_t *guard; /* the deadline of every call that may block on the socket */

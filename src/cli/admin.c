@@ -162,6 +162,26 @@ long long mqproc__parse_duration(const char *s) {
   return -1;
 }
 
+/* ---- broker ------------------------------------------------------------------------- */
+
+int mqproc__admin_tls(const args_t *a, mqproc__tls_t *tls) {
+  int v = mqproc__tls_verify_parse(mqproc__arg(a, "tls-verify"));
+  if (v < 0) {
+    fprintf(stderr, "mqproc: --tls-verify: expected full, ca or none\n");
+    return -1;
+  }
+  *tls = (mqproc__tls_t){mqproc__arg(a, "tls-ca"), mqproc__arg(a, "tls-cert"),
+                         mqproc__arg(a, "tls-key"), (mqproc__tls_verify_t)v};
+  return 0;
+}
+
+admin_amqp_t *mqproc__admin_amqp(const args_t *a) {
+  mqproc__tls_t tls;
+  if (mqproc__admin_tls(a, &tls) < 0)
+    return NULL;
+  return mqproc__amqp_open(mqproc__arg(a, "queue"), &tls);
+}
+
 /* ---- database ----------------------------------------------------------------------- */
 
 mqproc__odb_t *mqproc__admin_db(const args_t *a) {

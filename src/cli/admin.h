@@ -22,12 +22,16 @@ typedef struct aopt {
 
 /* The rows of --database-file and --queue-file, in every command that takes --database and
  * --queue: the URLs in files, so a password stays out of /proc/PID/cmdline. */
-#define MQPROC__URL_FILE_OPTS                                                                      \
-  {"database-file", 0, 1, "MQPROC_DATABASE_FILE",                                                  \
-   "read --database from FILE (keeps a password off the command line)"},                           \
-  {                                                                                                \
-    "queue-file", 0, 1, "MQPROC_QUEUE_FILE", "read --queue from FILE"                              \
-  }
+/* clang-format off */
+#define MQPROC__URL_FILE_OPTS                                                                     \
+  {"database-file", 0, 1, "MQPROC_DATABASE_FILE",                                                \
+   "read --database from FILE (keeps a password off the command line)"},                          \
+  {"queue-file", 0, 1, "MQPROC_QUEUE_FILE", "read --queue from FILE"},                            \
+  {"tls-ca", 0, 1, "MQPROC_TLS_CA", "amqps://: CAs to trust (PEM; default: the system's)"},       \
+  {"tls-cert", 0, 1, "MQPROC_TLS_CERT", "amqps://: client certificate (PEM)"},                    \
+  {"tls-key", 0, 1, "MQPROC_TLS_KEY", "amqps://: its key (PEM)"},                                 \
+  {"tls-verify", 0, 1, "MQPROC_TLS_VERIFY", "amqps://: full (default), ca or none"}
+/* clang-format on */
 
 #define ARGS_MAX 256
 
@@ -55,6 +59,13 @@ void mqproc__args_usage(const char *usage, const aopt_t *opts);
 long long mqproc__parse_duration(const char *s);
 
 /* ---- database ----------------------------------------------------------------------- */
+
+/* The TLS settings of --tls-* (for amqps://); -1 after printing why --tls-verify is
+ * wrong. The strings are a's. */
+int mqproc__admin_tls(const args_t *a, mqproc__tls_t *tls);
+/* Connects to --queue with the --tls-* settings (ops.h's mqproc__amqp_open); NULL after
+ * printing why not. */
+admin_amqp_t *mqproc__admin_amqp(const args_t *a);
 
 /* Connects to --database / MQPROC_DATABASE, PostgreSQL or SQLite (prints why not and
  * returns NULL). */

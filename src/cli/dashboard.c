@@ -76,6 +76,7 @@ int mqproc__cmd_dashboard(int argc, char **argv) {
   char err[MQPROC_ERR_LEN], host[256] = "localhost", via[300], title[340];
   const char *addr;
   mqproc__dash_cfg_t cfg;
+  mqproc__tls_t tls;
   int rc;
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "dashboard")) != 0)
     return rc;
@@ -96,12 +97,15 @@ int mqproc__cmd_dashboard(int argc, char **argv) {
   gethostname(host, sizeof(host) - 1);
   snprintf(via, sizeof(via), "dashboard@%s", host);
   snprintf(title, sizeof(title), "mqproc: the fleet (%s)", via);
+  if (mqproc__admin_tls(&a, &tls) < 0)
+    return 2;
   cfg = (mqproc__dash_cfg_t){.database = mqproc__arg(&a, "database"),
                              .queue = mqproc__arg(&a, "queue"),
                              .title = title,
                              .admin_token = mqproc__arg(&a, "http-admin-token"),
                              .exchange = mqproc__arg(&a, "exchange"),
-                             .via = via};
+                             .via = via,
+                             .tls = tls};
   if ((rc = mqproc__loop_new(&db.loop, err)) != MQPROC_OK ||
       (rc = mqproc__dash_new(&db.dash, db.loop, &cfg, err)) != MQPROC_OK ||
       (rc = mqproc__http_start(&db.http, db.loop, addr, handle, &db, err)) != MQPROC_OK) {

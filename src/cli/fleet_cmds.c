@@ -122,7 +122,7 @@ int mqproc__cmd_stats(int argc, char **argv) {
     return 1;
   }
   if (mqproc__arg(&a, "queue") != NULL)
-    amqp = mqproc__amqp_open(mqproc__arg(&a, "queue"));
+    amqp = mqproc__admin_amqp(&a);
   if ((proc = mqproc__arg(&a, "processor")) != NULL) {
     json_array_append_new(all, mqproc__ops_stats(c, amqp, proc));
   } else { /* the processors with a server seen in the last day (no scan of the job table) */

@@ -192,7 +192,7 @@ static int retry(mqproc__odb_t *c, const args_t *a) {
       return 0;
     }
   }
-  if ((amqp = mqproc__amqp_open(mqproc__arg(a, "queue"))) == NULL) {
+  if ((amqp = mqproc__admin_amqp(a)) == NULL) {
     free(ids);
     return 1;
   }

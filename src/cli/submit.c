@@ -214,7 +214,7 @@ int mqproc__cmd_submit(int argc, char **argv) {
     json_decref(msg);
     return 2;
   }
-  if ((amqp = mqproc__amqp_open(mqproc__arg(&a, "queue"))) == NULL) {
+  if ((amqp = mqproc__admin_amqp(&a)) == NULL) {
     json_decref(msg);
     return 1;
   }

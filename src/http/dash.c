@@ -47,6 +47,7 @@ struct mqproc__dash {
   mqproc__auth_t *auth; /* NULL: read-only */
   mqproc__odb_t *db;    /* the reader's: used by one read at a time */
   admin_amqp_t *amqp;   /* likewise */
+  mqproc__tls_t tls;    /* for amqps://; its file names are borrowed from the caller's cfg */
   time_t amqp_failed;   /* when connecting last failed (retried after AMQP_RETRY_S) */
   read_t *head, *tail;  /* waiting reads */
   read_t *running;      /* the read on the reader thread now */
@@ -71,7 +72,7 @@ static int db(mqproc__dash_t *d, char *err) {
 static admin_amqp_t *broker(mqproc__dash_t *d) {
   if (d->queue == NULL || d->amqp != NULL || time(NULL) - d->amqp_failed < AMQP_RETRY_S)
     return d->amqp;
-  if ((d->amqp = mqproc__amqp_open(d->queue)) == NULL)
+  if ((d->amqp = mqproc__amqp_open(d->queue, &d->tls)) == NULL)
     d->amqp_failed = time(NULL);
   return d->amqp;
 }
@@ -487,6 +488,7 @@ int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__d
     mqproc__dash_free(d);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
+  d->tls = cfg->tls;
   if ((cfg->exchange != NULL && (d->exchange = strdup(cfg->exchange)) == NULL) ||
       (cfg->via != NULL && (d->via = strdup(cfg->via)) == NULL)) {
     mqproc__dash_free(d);

@@ -10,6 +10,7 @@
 #ifndef MQPROC_HTTP_DASH_H
 #define MQPROC_HTTP_DASH_H
 
+#include "broker.h"
 #include "http/http.h"
 #include "loop.h"
 
@@ -22,6 +23,7 @@ typedef struct mqproc__dash_cfg {
   const char *admin_token; /* --http-admin-token FILE; NULL: read-only */
   const char *exchange;    /* where retry publishes (NULL: ocrd-network-default) */
   const char *via;         /* this server or dashboard, in the audit's detail */
+  mqproc__tls_t tls;       /* for an amqps:// queue; its strings must outlive the page */
 } mqproc__dash_cfg_t;
 
 int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__dash_cfg_t *cfg,

@@ -120,6 +120,7 @@ static void metrics(mqproc__serve_t *s, mqproc__http_req_t *req) {
                               .paused = mqproc__fleet_holds_back(srv),
                               .draining = srv->stopping,
                               .broker_up = srv->broker_up,
+                              .broker_blocked = srv->broker_blocked,
                               .db_up = srv->db_ok,
                               .queue_messages = s->messages,
                               .queue_consumers = s->consumers,
@@ -163,6 +164,8 @@ int mqproc__serve_start(mqproc__server_t *srv, char *err) {
   snprintf(title, sizeof(title), "mqproc: %.100s (%.150s)", srv->processor, srv->worker_id);
   dc = (mqproc__dash_cfg_t){.database = srv->cfg->database,
                             .queue = srv->cfg->queue_url,
+                            .tls = {srv->cfg->tls_ca, srv->cfg->tls_cert, srv->cfg->tls_key,
+                                    (mqproc__tls_verify_t)srv->cfg->tls_verify_mode},
                             .title = title,
                             .admin_token = srv->cfg->http_admin_token,
                             .exchange = srv->cfg->exchange,

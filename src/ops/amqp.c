@@ -3,12 +3,12 @@
  * dir:// URL, the directory queue (broker/dirq.h): a publish is a durable file in the
  * queue's new/ (written, fsynced, renamed, the directory fsynced). */
 #include <amqp.h>
-#include <amqp_tcp_socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
+#include "broker/amqp_conn.h"
 #include "broker/dirq.h"
 #include "log.h"
 #include "mqproc/mqproc.h"
@@ -99,46 +99,63 @@ static int rpc_ok(amqp_rpc_reply_t r, const char *what) {
   return 0;
 }
 
-admin_amqp_t *mqproc__amqp_open(const char *url) {
+/* Connects to one broker: socket (TCP or TLS), login, channel 1 with confirms. */
+static int open_one(admin_amqp_t *a, const char *url, const mqproc__tls_t *tls) {
   struct amqp_connection_info info;
   struct timeval tv = {TIMEOUT_S, 0};
-  char *copy, masked[512];
+  char *copy = strdup(url), err[MQPROC_ERR_LEN];
+  int ok;
+  if (copy == NULL)
+    return 0;
+  amqp_default_connection_info(&info);
+  amqp_parse_url(copy, &info); /* checked by mqproc__amqp_urls() */
+  a->conn = amqp_new_connection();
+  if (mqproc__amqp_socket_open(a->conn, &info, tls, TIMEOUT_S, err) != MQPROC_OK) {
+    fprintf(stderr, "mqproc: %s\n", err);
+    ok = 0;
+  } else {
+    amqp_set_rpc_timeout(a->conn, &tv);
+    ok = rpc_ok(amqp_login(a->conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
+                           info.password),
+                "login") &&
+         amqp_channel_open(a->conn, 1) != NULL && rpc_ok(amqp_get_rpc_reply(a->conn), "channel") &&
+         amqp_confirm_select(a->conn, 1) != NULL && rpc_ok(amqp_get_rpc_reply(a->conn), "confirms");
+  }
+  if (!ok) {
+    amqp_destroy_connection(a->conn);
+    a->conn = NULL;
+  }
+  free(copy);
+  return ok;
+}
+
+admin_amqp_t *mqproc__amqp_open(const char *url, const mqproc__tls_t *tls) {
+  char **urls, err[MQPROC_ERR_LEN];
+  size_t n, order[64];
   admin_amqp_t *a;
-  amqp_socket_t *sock;
   if (url == NULL || url[0] == '\0') {
     fprintf(stderr, "mqproc: --queue (or MQPROC_QUEUE) is required\n");
     return NULL;
   }
   if (mqproc__dirq_is_url(url))
     return dir_open(url);
-  mqproc__mask_secret(url, masked, sizeof(masked));
-  copy = strdup(url);
-  if (copy == NULL || amqp_parse_url(copy, &info) != AMQP_STATUS_OK) {
-    fprintf(stderr, "mqproc: --queue: not an AMQP URL: %s\n", masked);
-    free(copy);
+  if (mqproc__amqp_urls(url, &urls, &n, err) != MQPROC_OK) {
+    fprintf(stderr, "mqproc: %s\n", err);
     return NULL;
   }
-  a = calloc(1, sizeof(*a));
-  a->conn = amqp_new_connection();
-  sock = amqp_tcp_socket_new(a->conn);
-  if (sock == NULL || amqp_socket_open_noblock(sock, info.host, info.port, &tv) != AMQP_STATUS_OK) {
-    fprintf(stderr, "mqproc: cannot connect to %s\n", masked);
-    goto fail;
+  if ((a = calloc(1, sizeof(*a))) == NULL) {
+    mqproc__amqp_urls_free(urls);
+    return NULL;
   }
-  amqp_set_rpc_timeout(a->conn, &tv);
-  if (!rpc_ok(amqp_login(a->conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
-                         info.password),
-              "login") ||
-      amqp_channel_open(a->conn, 1) == NULL || !rpc_ok(amqp_get_rpc_reply(a->conn), "channel") ||
-      amqp_confirm_select(a->conn, 1) == NULL || !rpc_ok(amqp_get_rpc_reply(a->conn), "confirms"))
-    goto fail;
-  free(copy);
+  mqproc__amqp_shuffle(order, n); /* a broker list: the first that lets us in */
+  for (size_t i = 0; i < n && a->conn == NULL; i++)
+    open_one(a, urls[order[i]], tls);
+  mqproc__amqp_urls_free(urls);
+  if (a->conn == NULL) {
+    free(a);
+    return NULL;
+  }
   return a;
-fail:
-  amqp_destroy_connection(a->conn);
-  free(a);
-  free(copy);
-  return NULL;
 }
 
 int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, const void *body,

@@ -8,13 +8,15 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "broker.h"
 #include "ops/odb.h"
 
 /* ---- broker ------------------------------------------------------------------------- */
 
 typedef struct admin_amqp admin_amqp_t;
-/* Connects (--queue / MQPROC_QUEUE) with confirms on; NULL after printing why not. */
-admin_amqp_t *mqproc__amqp_open(const char *url);
+/* Connects (--queue / MQPROC_QUEUE: a URL, a broker list, dir://) with confirms on, over
+ * TLS with tls for amqps:// (NULL: the defaults); NULL after printing why not. */
+admin_amqp_t *mqproc__amqp_open(const char *url, const mqproc__tls_t *tls);
 /* Publishes with mandatory and waits for the confirm: 0, or -1 after printing why not
  * (unroutable, nacked, connection lost). priority < 0: none. headers: "k=v" or NULL. */
 int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, const void *body,

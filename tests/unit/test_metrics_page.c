@@ -42,6 +42,13 @@ Test(metrics, histogram_buckets_are_cumulative_with_inf) {
   cr_expect(strstr(text, "mqproc_job_run_seconds_sum{processor=\"p\\\"x\\\\y\"} 106.5\n") != NULL);
   cr_expect(strstr(text, "peer=\"database\"} 4\n") != NULL, "an ongoing outage counts: %s", text);
   cr_expect(strstr(text, "mqproc_queue_messages") == NULL, "unknown depth: no series");
+  cr_expect(strstr(text, "mqproc_broker_blocked{processor=\"p\\\"x\\\\y\"} 0\n") != NULL, "%s",
+            text);
+  free(text);
+  now.broker_blocked = 1;
+  text = mqproc__metrics_render(&m, &now, &len);
+  cr_expect(strstr(text, "mqproc_broker_blocked{processor=\"p\\\"x\\\\y\"} 1\n") != NULL, "%s",
+            text);
   free(text);
 }
 
