@@ -13,7 +13,7 @@ PACKAGES=(
   build-essential cmake pkg-config git ca-certificates openssl clang-format
   librabbitmq-dev amqp-tools libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev
   libcriterion-dev libmicrohttpd-dev libxml2-dev libsqlite3-dev sqlite3
-  rabbitmq-server postgresql
+  rabbitmq-server postgresql pgbouncer
   python3 python3-pika python3-yaml python3-jsonschema
   docker-compose curl jq procps iproute2 systemd
   prometheus chromium

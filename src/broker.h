@@ -40,6 +40,8 @@ typedef struct mqproc__broker_msg {
   const char *routing_key;
   const char *headers_json; /* the AMQP headers as a JSON object text; NULL when none */
   int priority;             /* the AMQP priority property; -1 when absent */
+  long delivery_count;      /* x-delivery-count (a quorum queue's count of earlier returns);
+                               -1 when absent */
 } mqproc__broker_msg_t;
 
 typedef struct mqproc__broker_events {
@@ -104,6 +106,9 @@ typedef struct mqproc__topology {
   const char *const *queue_args; /* NULL-terminated "key=value" list; ints if numeric */
   int max_priority;              /* > 0: the job queue has x-max-priority this, declared
                                     actively (a queue with other arguments is an error) */
+  int quorum;                    /* job and dead-letter queues are quorum queues, declared
+                                    actively (x-queue-type, x-delivery-limit) */
+  int delivery_limit;            /* quorum: x-delivery-limit, the broker's backstop */
   int heartbeat_s;
   int timeout_s;         /* deadline of one write or RPC; the connection is dropped after it */
   const char *client_id; /* shown in the broker's connection list (connection_name) */

@@ -55,6 +55,10 @@ static const opt_t OPTS[] = {
      "amqps://: full (the certificate chains to --tls-ca and names the URL's host), ca (it "
      "chains; any name) or none (no check at all: anyone on the path can read and change the "
      "traffic; a warning at start)"},
+    {"database-pooler", "MQPROC_DATABASE_POOLER", OPT_BOOL, F(database_pooler), "false", 0, 0, 0,
+     "--database goes through PgBouncer (or another pooler) in transaction pooling: no "
+     "prepared statements, no session SET, no LISTEN (operators' wishes and cancels are read "
+     "with each beat, within 2 s)"},
     {"processor", "MQPROC_PROCESSOR", OPT_STR, F(processor), NULL, 0, 0, 0,
      "processor name = job queue name (required for mqproc; overrides a C processor's name)"},
     {"exec", "MQPROC_EXEC", OPT_STR, F(exec), NULL, 0, 0, FOR_GENERIC,
@@ -109,6 +113,13 @@ static const opt_t OPTS[] = {
      "declare the job queue with x-max-priority N (1-255, RabbitMQ advises <= 10), so a "
      "message's priority orders delivery; every party declaring the queue must use the same "
      "N (a queue that exists with another is an error); 0 = no priorities"},
+    {"queue-type", "MQPROC_QUEUE_TYPE", OPT_STR, F(queue_type), "classic", 0, 0, 0,
+     "classic, or quorum: the job and dead-letter queues are declared as RabbitMQ quorum "
+     "queues (replicated, durable; no priorities; every party must declare them alike)"},
+    {"delivery-limit", "MQPROC_DELIVERY_LIMIT", OPT_INT, F(delivery_limit), "0", 0, 1000000, 0,
+     "quorum queues: x-delivery-limit, the broker's own cap on a message's returns; past it "
+     "the broker dead-letters it into the dead-letter queue (0 = 2 x --max-attempts, above "
+     "our own cap so ours acts first)"},
     {"queue-durable", "MQPROC_QUEUE_DURABLE", OPT_BOOL, F(queue_durable), "true", 0, 0, 0,
      "declare queues durable (OCR-D core <= 3.12 declares them non-durable)"},
     {"concurrency", "MQPROC_CONCURRENCY", OPT_INT, F(concurrency), NULL, 1, 1024, 0,
@@ -417,6 +428,20 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
     if (!cfg->isolate_process && strcmp(cfg->isolation, "thread") != 0)
       rc = mqproc__err(err, MQPROC_ECONFIG, "--isolation: expected thread or process, got '%s'",
                        cfg->isolation);
+  }
+  if (rc == MQPROC_OK) {
+    cfg->quorum = !strcmp(cfg->queue_type, "quorum");
+    if (!cfg->quorum && strcmp(cfg->queue_type, "classic") != 0)
+      rc = mqproc__err(err, MQPROC_ECONFIG, "--queue-type: expected classic or quorum, got '%s'",
+                       cfg->queue_type);
+    else if (cfg->quorum && cfg->max_priority > 0)
+      rc = mqproc__err(err, MQPROC_ECONFIG,
+                       "--max-priority: quorum queues have no priorities (RabbitMQ 3.10); use a "
+                       "classic queue, or a queue per priority");
+    else if (cfg->quorum && !cfg->queue_durable)
+      rc = mqproc__err(err, MQPROC_ECONFIG, "--no-queue-durable: quorum queues are always durable");
+    if (cfg->delivery_limit == 0)
+      cfg->delivery_limit = 2 * cfg->max_attempts;
   }
   if (rc == MQPROC_OK && (cfg->tls_verify_mode = mqproc__tls_verify_parse(cfg->tls_verify)) < 0)
     rc = mqproc__err(err, MQPROC_ECONFIG, "--tls-verify: expected full, ca or none, got '%s'",

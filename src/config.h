@@ -16,6 +16,7 @@ typedef struct mqproc__config {
   char *queue_url;     /* --queue */
   char *database;      /* --database (or read from --database-file) */
   char *queue_file;    /* --queue-file: the --queue URL(s) in a file */
+  int database_pooler; /* --database-pooler: PgBouncer in transaction pooling */
   char *database_file; /* --database-file */
   char *tls_ca;        /* --tls-ca: CAs for amqps:// */
   char *tls_cert;      /* --tls-cert, --tls-key: client certificate */
@@ -36,6 +37,8 @@ typedef struct mqproc__config {
   char *dead_letter_queue;    /* --dead-letter-queue (default <processor>.dead) */
   char **queue_args;          /* --queue-arg key=value (repeatable), NULL-terminated */
   int queue_durable;          /* --queue-durable */
+  char *queue_type;           /* --queue-type classic|quorum */
+  int delivery_limit;         /* --delivery-limit: quorum x-delivery-limit (0 at input: auto) */
   int prefetch;               /* --prefetch: deliveries in flight */
   int max_priority;           /* --max-priority: x-max-priority of the job queue, 0 = none */
   int instances;              /* --instances: servers run by a supervisor (1 = no supervisor) */
@@ -72,6 +75,7 @@ typedef struct mqproc__config {
   mqproc__result_format_t result_fmt;
   int isolate_process; /* --isolation=process */
   int tls_verify_mode; /* mqproc__tls_verify_t of --tls-verify */
+  int quorum;          /* --queue-type=quorum */
   char *warning;       /* a warning to log once the log is set up (e.g. a URL file others read) */
 } mqproc__config_t;
 

@@ -155,8 +155,12 @@ static int claimed(mqproc__delivery_t *d, int attempt) {
   if (attempt == 1 && d->msg->created_time > 0) /* created -> first claimed */
     mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.queue_wait,
                             (double)(time(NULL) - d->msg->created_time));
-  MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
-               d->redelivered ? " (redelivered)" : "");
+  if (d->delivery_count > 0)
+    MQPROC__INFO("job %s: claimed, attempt %d (redelivered; x-delivery-count %ld)", jid(d), attempt,
+                 d->delivery_count);
+  else
+    MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
+                 d->redelivered ? " (redelivered)" : "");
   mqproc__delivery_arm_ack_timer(d); /* --ack-after, in delivery_ctl.c */
   d->state = S_START_TRY;
   return 1;

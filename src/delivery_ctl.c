@@ -97,6 +97,9 @@ mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__br
   d->tag = m->tag;
   d->consumer = m->consumer;
   d->redelivered = m->redelivered;
+  d->delivery_count = m->delivery_count;
+  if (m->redelivered)
+    mqproc__metrics_inc(&srv->metrics, MQPROC__M_REDELIVERED);
   d->state = S_DECODE;
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return d;

@@ -80,6 +80,7 @@ struct mqproc__delivery {
   uint64_t tag;
   uint64_t consumer; /* the consume() it came through (the concurrency bound) */
   int redelivered;
+  long delivery_count; /* x-delivery-count from a quorum queue; -1 when absent */
   char *body;
   size_t len;
   /* the message */

@@ -189,6 +189,10 @@ char *mqproc__metrics_render(const mqproc__metrics_t *m, const mqproc__metrics_n
   counter(f, "mqproc_finished_redeliveries_total",
           "Deliveries of jobs already final, acked without running them again.", p,
           m->c[MQPROC__M_FINISHED_REDELIV]);
+  counter(f, "mqproc_redeliveries_total",
+          "Deliveries the broker marked redelivered (returned by a nack, a lost connection or "
+          "a lost node; a quorum queue counts them in x-delivery-count).",
+          p, m->c[MQPROC__M_REDELIVERED]);
   counter(f, "mqproc_outbox_resends_total",
           "Outcomes and requests of a dead holder's jobs published again by the sweeper.", p,
           m->c[MQPROC__M_OUTBOX_RESENT]);

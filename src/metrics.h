@@ -21,6 +21,8 @@ typedef enum {
   MQPROC__M_FINISHED_REDELIV, /* deliveries of jobs already final: acked without running */
   MQPROC__M_OUTBOX_RESENT,    /* outcomes of a dead holder's jobs sent again (sweeper) */
   MQPROC__M_DB_RECONNECTS,
+  MQPROC__M_REDELIVERED, /* deliveries the broker marked redelivered (a quorum queue's come
+                            with x-delivery-count, logged at the claim) */
   MQPROC__M_COUNT
 } mqproc__counter_t;
 

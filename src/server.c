@@ -412,6 +412,8 @@ static int open_store(mqproc__server_t *srv, char *err) {
   int rc = mqproc__store_is_sqlite(srv->cfg->database)
                ? mqproc__store_sqlite_new(&srv->store, srv->cfg->database, srv->loop, err)
                : mqproc__store_pg_new(&srv->store, srv->cfg->database, srv->loop, err);
+  if (rc == MQPROC_OK && srv->cfg->database_pooler && !mqproc__store_is_sqlite(srv->cfg->database))
+    mqproc__store_pg_pooled(srv->store);
   for (int tries = 0; rc == MQPROC_OK; tries++) {
     if (srv->cfg->migrate)
       rc = mqproc__store_migrate(srv->store, err);
@@ -525,11 +527,15 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .durable = cfg->queue_durable,
                                    .queue_args = (const char *const *)cfg->queue_args,
                                    .max_priority = cfg->max_priority,
+                                   .quorum = cfg->quorum,
+                                   .delivery_limit = cfg->delivery_limit,
                                    .heartbeat_s = cfg->heartbeat_s,
                                    .timeout_s = cfg->broker_timeout_s,
                                    .client_id = srv->worker_id,
                                    .tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key,
                                            (mqproc__tls_verify_t)cfg->tls_verify_mode}};
+  if (mqproc__dirq_is_url(cfg->queue_url) && cfg->quorum)
+    return mqproc__err(err, MQPROC_ECONFIG, "--queue-type=quorum is for RabbitMQ, not dir://");
   if (mqproc__dirq_is_url(cfg->queue_url))
     return mqproc__broker_dir_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
   return mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);

@@ -238,6 +238,11 @@ struct mqproc__store {
 
 /* The PostgreSQL backend; conninfo is a libpq URI or key=value string (copied). loop: the
  * loop that drives its connection (NULL: only the synchronous open and migrate). */
+/* The PostgreSQL store is reached through a pooler in transaction mode (PgBouncer 1.18):
+ * every statement unnamed (Parse/Bind/Execute each time, no prepared statements), no
+ * session SET, no LISTEN (the servers read wishes and cancels with each beat). Call
+ * before mqproc__store_open(). */
+void mqproc__store_pg_pooled(mqproc__store_t *s);
 int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, mqproc__loop_t *loop,
                          char *err);
 

@@ -298,6 +298,18 @@ static void deliver(amqp_broker_t *b, amqp_envelope_t *env) {
   m.routing_key = rkey;
   m.headers_json =
       p->_flags & AMQP_BASIC_HEADERS_FLAG ? mqproc__amqp_headers_json(&p->headers) : NULL;
+  m.delivery_count = -1;
+  for (int i = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && i < p->headers.num_entries; i++) {
+    const amqp_table_entry_t *e = &p->headers.entries[i];
+    if (e->key.len == 16 && memcmp(e->key.bytes, "x-delivery-count", 16) == 0) {
+      const amqp_field_value_t *v = &e->value;
+      m.delivery_count = v->kind == AMQP_FIELD_KIND_I64   ? (long)v->value.i64
+                         : v->kind == AMQP_FIELD_KIND_U64 ? (long)v->value.u64
+                         : v->kind == AMQP_FIELD_KIND_I32 ? (long)v->value.i32
+                         : v->kind == AMQP_FIELD_KIND_U32 ? (long)v->value.u32
+                                                          : -1;
+    }
+  }
   m.priority = p->_flags & AMQP_BASIC_PRIORITY_FLAG ? p->priority : -1;
   b->ev.on_message(b->ev.ud, &m);
   free((char *)m.headers_json);

@@ -110,14 +110,57 @@ static int declare_priority_queue(amqp_broker_t *b, const char *queue, amqp_tabl
   return rc;
 }
 
+/* The job or dead-letter queue of a server with --queue-type=quorum: declared actively
+ * (a quorum queue cannot be made by policy, and a classic queue of that name is an error
+ * the operator must see) with x-delivery-limit, the broker's own cap on returns under
+ * ours (--max-attempts); the job queue dead-letters what reaches it into dead_queue, so
+ * the broker never drops a message. Replicas: the cluster's default (3, or all nodes). */
+static int declare_quorum_queue(amqp_broker_t *b, const char *queue, amqp_table_t *args,
+                                char *err) {
+  amqp_table_entry_t *e = args->entries + args->num_entries;
+  int code, rc, n = 0;
+  e[n].key = amqp_cstring_bytes("x-queue-type");
+  e[n].value.kind = AMQP_FIELD_KIND_UTF8;
+  e[n++].value.value.bytes = amqp_cstring_bytes("quorum");
+  if (strcmp(queue, b->topo.queue) == 0) {
+    e[n].key = amqp_cstring_bytes("x-delivery-limit");
+    e[n].value.kind = AMQP_FIELD_KIND_I64;
+    e[n++].value.value.i64 = b->topo.delivery_limit;
+    if (b->topo.dead_queue != NULL) {
+      e[n].key = amqp_cstring_bytes("x-dead-letter-exchange");
+      e[n].value.kind = AMQP_FIELD_KIND_UTF8;
+      e[n++].value.value.bytes = amqp_cstring_bytes("");
+      e[n].key = amqp_cstring_bytes("x-dead-letter-routing-key");
+      e[n].value.kind = AMQP_FIELD_KIND_UTF8;
+      e[n++].value.value.bytes = amqp_cstring_bytes(b->topo.dead_queue);
+    }
+  }
+  args->num_entries += n;
+  amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 0, 1, 0, 0, *args);
+  rc = mqproc__amqp_rpc_status(b, CH_DECLARE, "queue.declare", MQPROC_EBROKER_DECLARE, &code, err);
+  if (rc == MQPROC_EBROKER_DECLARE && code == 406) {
+    char why[MQPROC_ERR_LEN];
+    snprintf(why, sizeof(why), "%s", err);
+    return mqproc__err(err, MQPROC_EBROKER_DECLARE,
+                       "%.600s (queue '%.200s' exists with other arguments: a classic queue "
+                       "cannot become a quorum queue, and every party must declare the same "
+                       "x-delivery-limit (%d here); delete it, or match how it was declared)",
+                       why, queue, b->topo.delivery_limit);
+  }
+  return rc;
+}
+
 /* Passive declare first so an existing queue is used as it is (its arguments may
  * differ from ours); declare it with our arguments only when it does not exist. */
 static int declare_queue_inner(amqp_broker_t *b, const char *queue, char *err) {
-  amqp_table_entry_t ents[33];
+  amqp_table_entry_t ents[37];
   amqp_table_t args;
-  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents) - 1, err);
+  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents) - 5, err);
   if (rc != MQPROC_OK)
     return rc;
+  if (b->topo.quorum && (strcmp(queue, b->topo.queue) == 0 ||
+                         (b->topo.dead_queue != NULL && strcmp(queue, b->topo.dead_queue) == 0)))
+    return declare_quorum_queue(b, queue, &args, err);
   if (b->topo.max_priority > 0 && strcmp(queue, b->topo.queue) == 0)
     return declare_priority_queue(b, queue, &args, err);
   amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 1, b->topo.durable, 0, 0,

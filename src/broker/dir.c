@@ -271,7 +271,8 @@ static int deliver_one(dirb_t *b) {
                                .message_id = m.message_id != NULL ? m.message_id : "",
                                .routing_key = b->topo->queue,
                                .headers_json = headers,
-                               .priority = mqproc__dirq_name_priority(name)};
+                               .priority = mqproc__dirq_name_priority(name),
+                               .delivery_count = -1};
   b->ev.on_message(b->ev.ud, &msg);
   free(headers);
   json_decref(meta);

@@ -431,6 +431,8 @@ static int pg_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) 
 
 static void pg_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
   pg_store_t *s = (pg_store_t *)base;
+  if (s->pooled) /* LISTEN needs a session of its own: wishes and cancels come with the beat */
+    return;
   s->on_notify = cb;
   s->notify_ud = ud;
 }
@@ -478,6 +480,10 @@ static const struct mqproc__store_class pg_class = {
     pg_forget,                   /* forget */
     pg_destroy,                  /* destroy */
 };
+
+void mqproc__store_pg_pooled(mqproc__store_t *base) {
+  ((pg_store_t *)base)->pooled = 1;
+}
 
 int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, mqproc__loop_t *loop,
                          char *err) {

@@ -253,7 +253,7 @@ static item_t *item_for(pg_engine_t *e, const pg_req_t *r) {
         return NULL;
     return it;
   }
-  if (!parse_queued && !is_prepared(e, r->stmt))
+  if (!parse_queued && !is_prepared(e, r->stmt) && !e->s->pooled)
     add_item(e, r->stmt, 1);
   return add_item(e, r->stmt, 0);
 }
@@ -263,7 +263,7 @@ static item_t *item_for(pg_engine_t *e, const pg_req_t *r) {
 static int take(pg_engine_t *e) {
   pg_req_t **pp = &e->queue, **round_tail = &e->round;
   int taken = 0;
-  if (!e->setup_done) {
+  if (!e->setup_done && !e->s->pooled) { /* session settings: not through a pooler */
     add_item(e, NULL, 0);
     if (e->s->on_notify != NULL)
       add_item(e, NULL, 1);
@@ -308,12 +308,18 @@ static int send_item(pg_engine_t *e, const item_t *it) {
     return PQsendPrepare(e->conn, it->stmt->name, it->stmt->sql, it->stmt->nparams, NULL);
   n = it->stmt->nparams;
   r = it->reqs[0];
+  if (!it->stmt->batched && e->s->pooled) /* the unnamed statement: parsed each time */
+    return PQsendQueryParams(e->conn, it->stmt->sql, n, NULL, (const char *const *)r->vals, r->lens,
+                             r->fmts, 0);
   if (!it->stmt->batched)
     return PQsendQueryPrepared(e->conn, it->stmt->name, n, (const char *const *)r->vals, r->lens,
                                r->fmts, 0);
   for (int i = 0; i < n && ok; i++)
     ok = (arrays[i] = mqproc__pg_array_param(it->reqs, it->nreqs, i)) != NULL;
-  if (ok)
+  if (ok && e->s->pooled)
+    ok = PQsendQueryParams(e->conn, it->stmt->sql, n, NULL, (const char *const *)arrays, NULL, NULL,
+                           0);
+  else if (ok)
     ok =
         PQsendQueryPrepared(e->conn, it->stmt->name, n, (const char *const *)arrays, NULL, NULL, 0);
   for (int i = 0; i < n; i++)

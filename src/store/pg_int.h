@@ -23,6 +23,8 @@ typedef struct pg_store {
   pg_engine_t *engine; /* asynchronous: everything on the loop (NULL without a loop) */
   void (*on_notify)(void *ud, const char *payload); /* LISTENing to the control channel */
   void *notify_ud;
+  int pooled; /* behind PgBouncer's transaction pooling: unnamed statements, no session
+                 SET, no LISTEN (mqproc__store_pg_pooled) */
 } pg_store_t;
 
 /* Where `mqproc pause|resume|drain|jobs cancel` notify the servers (payload: the

@@ -169,13 +169,7 @@ Test(hostile, a_republished_request_is_the_original_message) {
                1, "the original bytes are kept");
   /* the log line precedes the batched ack: wait until the queue has settled the copy, or
    * a kill before it makes the broker redeliver it (another path, tested elsewhere) */
-  for (int i = 0; i < WAIT_MS / 20; i++) {
-    long ready, unacked;
-    it_queue_counts(proc, &ready, &unacked);
-    if (ready == 0 && unacked == 0)
-      break;
-    usleep(20 * 1000);
-  }
+  it_queue_settles(proc, WAIT_MS);
   it_server_signal(a, SIGKILL); /* the row alone carries the job now */
   it_server_wait_exit(a, WAIT_MS);
   b = it_server_start(proc, it_proc("proc.sh"), extra, envp_b);

@@ -878,6 +878,18 @@ void it_expect_dead(const char *proc, const char *reason_part) {
   it_msg_free(&m);
 }
 
+int it_queue_settles(const char *queue, int timeout_ms) {
+  for (int waited = 0;; waited += 20) {
+    long ready, unacked;
+    it_queue_counts(queue, &ready, &unacked);
+    if (ready == 0 && unacked == 0)
+      return 1;
+    if (waited >= timeout_ms)
+      return 0;
+    usleep(20 * 1000);
+  }
+}
+
 int it_run(const char *const *argv, const char *const *envp, const char *input, char **out) {
   int outp[2], inp[2], status;
   char *buf = NULL;

@@ -63,6 +63,9 @@ int it_requeue_one(const char *queue, int timeout_ms);
 void it_expect_dead(const char *proc, const char *reason_part);
 /* Ready and unacknowledged counts of a queue, read live from the broker (rabbitmqctl). */
 void it_queue_counts(const char *queue, long *ready, long *unacked);
+/* Waits until queue holds nothing, ready or unacked (an ack may trail the result it
+ * follows); 1, or 0 on timeout. */
+int it_queue_settles(const char *queue, int timeout_ms);
 
 /* Runs `scripts/services.sh CMD <services dir>` (rabbitmq-stop, rabbitmq-start, pg-stop,
  * pg-start: they return once the server is down / ready again). */

@@ -6,6 +6,7 @@
 #   PROC_COPY=dir         copy stdin to dir/$MQPROC_JOB_ID.json, environment to .env
 #   PROC_SPANS=path       append "start|end <ns> $MQPROC_JOB_ID" around the work
 #   PROC_SLEEP=seconds    work that long
+#   PROC_GATE_MATCH=text  only jobs whose id contains text wait for PROC_GATE
 #   PROC_GATE=path        then work until path exists (a test creates it when the job may
 #                         end, e.g. once the broker is down)
 #   PROC_BIG_FILE=path    write 3 MiB into path (an output file, not the log)
@@ -28,7 +29,7 @@ echo "proc.sh: job $MQPROC_JOB_ID attempt $MQPROC_ATTEMPT try $MQPROC_TRY"
 if [ -n "${PROC_SLEEP:-}" ]; then
   sleep "$PROC_SLEEP"
 fi
-if [ -n "${PROC_GATE:-}" ]; then
+if [ -n "${PROC_GATE:-}" ] && case "$MQPROC_JOB_ID" in *"${PROC_GATE_MATCH:-}"*) true ;; *) false ;; esac; then
   while [ ! -e "$PROC_GATE" ]; do sleep 0.1; done
 fi
 if [ -n "${PROC_BIG_FILE:-}" ]; then

@@ -1,0 +1,100 @@
+/* Integration: --queue-type=quorum (issue "secure and scaled out", item 4) on the test
+ * run's RabbitMQ (a one-node cluster: a quorum queue with one replica behaves the same
+ * towards a client). The job and dead-letter queues are quorum queues; returns come back
+ * with x-delivery-count, which the server logs and counts; x-delivery-limit is the
+ * broker's backstop, and what it stops lands in the dead-letter queue, never dropped;
+ * priorities and a classic queue of the same name are refused with the reason. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define WAIT_MS 30000
+
+TestSuite(quorum, .fini = it_cleanup);
+
+/* The type RabbitMQ reports for a queue ("quorum", "classic"), via rabbitmqctl. */
+static char *queue_type(const char *queue) {
+  char line[512], *type = NULL;
+  FILE *p = popen(it_fmt("bash %s/scripts/services.sh rabbitmqctl %s list_queues -q name type "
+                         "2>/dev/null",
+                         MQPROC_SOURCE_DIR, getenv("MQPROC_SERVICES_DIR")),
+                  "r");
+  cr_assert_not_null(p);
+  while (fgets(line, sizeof(line), p) != NULL) {
+    char name[256], t[64];
+    if (sscanf(line, "%255s %63s", name, t) == 2 && strcmp(name, queue) == 0)
+      type = it_fmt("%s", t);
+  }
+  pclose(p);
+  return type;
+}
+
+static void skip_unless_amqp(void) {
+  if (it_queue_is_dir())
+    cr_skip_test("quorum queues: RabbitMQ only");
+}
+
+Test(quorum, jobs_flow_and_returns_come_back_with_their_delivery_count) {
+  char *proc = it_name("qq"), *results = it_name("qq-result");
+  const char *extra[] = {"--queue-type=quorum", "--retries=0", "--max-requeues=1", NULL};
+  const char *envp[] = {"PROC_FAIL_MATCH=bad", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  skip_unless_amqp();
+  it_declare(results);
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  cr_expect_str_eq(queue_type(proc), "quorum");
+  cr_expect_str_eq(queue_type(it_fmt("%s.dead", proc)), "quorum");
+  it_publish(proc,
+             it_job_json(proc, "qq-good", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_get(results, WAIT_MS, &m), "no result through a quorum queue");
+  cr_expect(strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  /* fails, goes back to the queue once (a return: x-delivery-count 1), then FAILED */
+  it_publish(proc, it_job_json(proc, "qq-bad", NULL));
+  cr_expect(it_server_wait_log(srv,
+                               "job qq-bad: claimed, attempt 2 (redelivered; "
+                               "x-delivery-count 1)",
+                               WAIT_MS),
+            "no x-delivery-count in the log");
+  it_expect_dead(proc, "");
+  it_server_stop(srv);
+}
+
+Test(quorum, past_the_delivery_limit_the_broker_dead_letters_never_drops) {
+  char *proc = it_name("qqlimit");
+  const char *extra[] = {"--queue-type=quorum", "--delivery-limit=1", "--retries=0",
+                         "--max-requeues=5",    "--max-attempts=10",  NULL};
+  const char *envp[] = {"PROC_FAIL_MATCH=limit", NULL};
+  it_server_t *srv;
+  it_msg_t m;
+  skip_unless_amqp();
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  it_publish(proc, it_job_json(proc, "qq-limit", NULL));
+  /* returned twice: the second return passes x-delivery-limit 1; the broker moves it */
+  cr_assert(it_get(it_fmt("%s.dead", proc), WAIT_MS, &m), "the broker dropped the message");
+  cr_expect(strstr(m.body, "qq-limit") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  it_server_stop(srv);
+}
+
+Test(quorum, priorities_and_a_classic_queue_of_the_name_are_refused_with_the_reason) {
+  char *proc = it_name("qqbad");
+  const char *prio[] = {"--queue-type=quorum", "--max-priority=5", NULL};
+  const char *quorum[] = {"--queue-type=quorum", NULL};
+  it_server_t *srv;
+  skip_unless_amqp();
+  srv = it_server_spawn(proc, it_proc("proc.sh"), prio, NULL);
+  cr_expect_eq(it_server_wait_exit(srv, WAIT_MS), 2 << 8);
+  cr_expect(it_server_wait_log(srv, "quorum queues have no priorities", 1000));
+  it_server_stop(srv);
+  it_declare(proc); /* a classic queue of that name */
+  srv = it_server_spawn(proc, it_proc("proc.sh"), quorum, NULL);
+  cr_expect_eq(it_server_wait_exit(srv, WAIT_MS), 1 << 8);
+  cr_expect(it_server_wait_log(srv, "a classic queue cannot become a quorum queue", 1000));
+  it_server_stop(srv);
+  cr_expect_str_eq(queue_type(proc), "classic", "the classic queue was touched");
+}
