@@ -111,6 +111,8 @@ typedef struct mqproc__topology {
   int delivery_limit;            /* quorum: x-delivery-limit, the broker's backstop */
   int heartbeat_s;
   int timeout_s;         /* deadline of one write or RPC; the connection is dropped after it */
+  int confirm_timeout_s; /* a publish unconfirmed this long drops the connection (a quorum
+                            queue without a majority never confirms); 0 = never */
   const char *client_id; /* shown in the broker's connection list (connection_name) */
   mqproc__tls_t tls;     /* for amqps:// URLs */
 } mqproc__topology_t;

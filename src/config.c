@@ -140,6 +140,10 @@ static const opt_t OPTS[] = {
      "without retries or requeue (0 = none)"},
     {"heartbeat", "MQPROC_HEARTBEAT", OPT_INT, F(heartbeat_s), "30", 0, 3600, 0,
      "AMQP heartbeat in seconds (0 = off, not advised)"},
+    {"confirm-timeout", "MQPROC_CONFIRM_TIMEOUT", OPT_INT, F(confirm_timeout_s), "30", 0, 86400, 0,
+     "seconds a result or dead letter may wait for the broker's confirm before the connection "
+     "is dropped and made again (the message is then sent again: at least once); a quorum "
+     "queue without a majority never confirms; 0 = wait forever"},
     {"broker-timeout", "MQPROC_BROKER_TIMEOUT", OPT_INT, F(broker_timeout_s), "10", 1, 3600, 0,
      "seconds one broker write or request may take; a broker that stops reading (a stalled "
      "network) costs the connection, not the server's loop"},

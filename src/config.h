@@ -50,6 +50,7 @@ typedef struct mqproc__config {
   int final_exit_code;        /* --final-exit-code: the processor says "cannot succeed" */
   int heartbeat_s;            /* --heartbeat */
   int broker_timeout_s;       /* --broker-timeout: deadline of one broker write or RPC */
+  int confirm_timeout_s;      /* --confirm-timeout: longest wait for a publisher confirm */
   int lease_s;                /* --lease */
   int ack_after_s;            /* --ack-after: ack a still-running job's delivery (0 = never) */
   int max_attempts;           /* --max-attempts: claims of one job, takeovers included */

@@ -531,6 +531,7 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .delivery_limit = cfg->delivery_limit,
                                    .heartbeat_s = cfg->heartbeat_s,
                                    .timeout_s = cfg->broker_timeout_s,
+                                   .confirm_timeout_s = cfg->confirm_timeout_s,
                                    .client_id = srv->worker_id,
                                    .tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key,
                                            (mqproc__tls_verify_t)cfg->tls_verify_mode}};

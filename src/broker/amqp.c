@@ -245,6 +245,8 @@ static void on_method(amqp_broker_t *b, const amqp_frame_t *f) {
   }
   case AMQP_CONNECTION_UNBLOCKED_METHOD:
     b->blocked = 0;
+    for (pending_pub_t *p = b->pending; p != NULL; p = p->next) /* the wait starts again */
+      p->sent_ms = mqproc__now_ms();
     b->ev.on_blocked(b->ev.ud, 0, "");
     break;
   case AMQP_BASIC_CANCEL_METHOD:
@@ -333,6 +335,16 @@ static int amqp_pump_(mqproc__broker_t *base, char *err) {
       return mqproc__err(err, MQPROC_EBROKER_CLOSED, "not connected");
     if (b->broken)
       return report_down(b, err);
+    if (b->pending != NULL && !b->blocked && b->topo.confirm_timeout_s > 0 &&
+        mqproc__now_ms() - b->pending->sent_ms > 1000LL * b->topo.confirm_timeout_s) {
+      char why[160];
+      snprintf(why, sizeof(why),
+               "no publisher confirm within %d s (a quorum queue without a majority of its "
+               "nodes, or a network that lets nothing back?)",
+               b->topo.confirm_timeout_s);
+      mark_broken(b, why);
+      continue; /* reported at the top; what waited is published again after reconnecting */
+    }
     /* reads what arrived, and may write a heartbeat: under the deadline */
     mqproc__amqp_guard_begin(b);
     r = amqp_consume_message(b->conn, &env, &zero, 0);

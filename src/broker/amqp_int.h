@@ -18,6 +18,7 @@
 typedef struct pending_pub {
   uint64_t seq;
   int returned;
+  int64_t sent_ms; /* when it was sent (since the last unblock): for --confirm-timeout */
   struct pending_pub *next;
 } pending_pub_t;
 

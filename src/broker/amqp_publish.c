@@ -121,6 +121,7 @@ int mqproc__amqp_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uin
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "basic.publish: %s", b->broken_reason);
   }
   pend->seq = ++b->next_seq;
+  pend->sent_ms = mqproc__now_ms();
   if (b->pending_tail != NULL)
     b->pending_tail->next = pend;
   else

@@ -107,6 +107,40 @@ Test(netfaults, a_half_dead_broker_never_wedges_the_server_and_it_recovers) {
   fp_stop(fp);
 }
 
+Test(netfaults, a_confirm_that_never_comes_costs_the_connection_not_the_result) {
+  char *proc = it_name("nfc"), *results = it_name("nfc-result");
+  const char *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_GATE=%s", gate), NULL};
+  faultproxy_t *fp;
+  it_server_t *srv;
+  skip_unless_services();
+  fp = fp_start(atoi(getenv("MQPROC_TEST_RMQ_PORT")));
+  cr_assert_not_null(fp);
+  it_declare(results);
+  /* no heartbeats, no result-queue declare (an RPC: its own deadline would act first):
+   * only the confirm's deadline can notice that nothing comes back */
+  srv = it_server_start(
+      proc, it_proc("proc.sh"),
+      (const char *const[]){it_fmt("--queue=amqp://guest:guest@127.0.0.1:%d", fp_port(fp)),
+                            "--heartbeat=0", "--confirm-timeout=3", "--broker-timeout=20",
+                            "--no-declare-result-queues", NULL},
+      envp);
+  it_publish(proc, it_job_json(proc, "nfc-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job nfc-1: attempt 1 try 1 started", WAIT_MS));
+  fp_set_mode(fp, FP_ONE_WAY); /* the result goes out; its confirm never comes back */
+  it_open_gate(gate);
+  cr_assert(it_server_wait_log(srv, "no publisher confirm within 3 s", WAIT_MS),
+            "an unconfirmed result waited forever");
+  fp_set_mode(fp, FP_PASS);
+  expect_result(results, "nfc-1");
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE job_id = 'nfc-1' AND state = "
+                           "'SUCCESS'",
+                           0),
+               1);
+  it_server_stop(srv);
+  fp_stop(fp);
+}
+
 Test(netfaults, a_half_dead_database_never_wedges_the_server_and_it_recovers) {
   char *proc = it_name("nfd"), *results = it_name("nfd-result");
   faultproxy_t *fp;

@@ -102,7 +102,7 @@ static int pump_in(faultproxy_t *p, pair_t *pr, int from, int mode) {
   chunk_t *c;
   if (n <= 0)
     return n == 0 || (errno != EINTR && errno != EAGAIN) ? -1 : 0;
-  if (mode == FP_BLACKHOLE)
+  if (mode == FP_BLACKHOLE || (mode == FP_ONE_WAY && from == 1))
     return 0;
   if ((c = malloc(sizeof(*c) + (size_t)n)) == NULL)
     return -1;

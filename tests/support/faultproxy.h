@@ -8,7 +8,9 @@ typedef enum fp_mode {
   FP_PASS = 0,  /* forward both ways */
   FP_BLACKHOLE, /* read both ways and drop it: the peer looks alive, nothing arrives */
   FP_FREEZE,    /* stop reading: the kernel buffers fill, writers block */
-  FP_DELAY      /* forward after fp_set_delay()'s milliseconds */
+  FP_DELAY,     /* forward after fp_set_delay()'s milliseconds */
+  FP_ONE_WAY    /* forward towards the target, drop what comes back: requests arrive, no
+                   answer or confirm does */
 } fp_mode_t;
 
 typedef struct faultproxy faultproxy_t;
