@@ -5,12 +5,16 @@
 #
 #   bash bench/chaos.sh [--jobs 2000] [--servers 3] [--kills 10] [--broker-restarts 1]
 #                       [--db-restarts 1] [--job-ms 50..400] [--seed N] [--timeout 900]
-#                       [--backend amqp+postgresql|dir+sqlite]
+#                       [--backend amqp+postgresql|dir+sqlite] [--cluster 3]
 #                       [--mqproc PATH] [--server-arg ARG]...
 #
 #   --backend B        amqp+postgresql (default): private RabbitMQ and PostgreSQL;
 #                      dir+sqlite: a dir:// queue and an sqlite:// store in the log
 #                      directory, no servers (so no broker or database restarts: kills only)
+#   --cluster 3        amqp+postgresql on a 3-node RabbitMQ cluster (scripts/cluster.sh): the
+#                      servers get the list of all nodes and --queue-type=quorum, the results
+#                      a quorum queue; each "broker restart" kills a random node (-9) and
+#                      starts it again after 2-6 s
 #   --mqproc PATH      use this mqproc binary instead of building build/bench/mqproc
 #   --server-arg ARG   extra argument for every processing server (repeatable),
 #                      e.g. --server-arg=--ack-after=2
@@ -26,7 +30,7 @@ REPO=$PWD
 
 JOBS=2000 SERVERS=3 KILLS=10 BROKER_RESTARTS=1 DB_RESTARTS=1 JOB_MS=50..400
 SEED=$((($(date +%s%N) / 1000) % 32768)) TIMEOUT=900 BIN= BACKEND=amqp+postgresql
-SERVER_ARGS=()
+SERVER_ARGS=() CLUSTER=0
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
   exit 2
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
   --broker-restarts) BROKER_RESTARTS=$val RESTARTS_SET=1 ;;
   --db-restarts) DB_RESTARTS=$val RESTARTS_SET=1 ;;
   --backend) BACKEND=$val ;;
+  --cluster) CLUSTER=$val ;;
   --job-ms) JOB_MS=$val ;;
   --seed) SEED=$val ;;
   --timeout) TIMEOUT=$val ;;
@@ -54,6 +59,8 @@ while [ $# -gt 0 ]; do
   *) echo "chaos: unknown option $opt" >&2; usage ;;
   esac
 done
+[ "$CLUSTER" = 0 ] || [ "$CLUSTER" = 3 ] || { echo "chaos: --cluster takes 3" >&2; exit 2; }
+[ "$CLUSTER" = 0 ] || [ "$BACKEND" = amqp+postgresql ] || { echo "chaos: --cluster is for amqp+postgresql" >&2; exit 2; }
 for v in JOBS SERVERS KILLS BROKER_RESTARTS DB_RESTARTS SEED TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "chaos: --${v,,} must be a number" >&2; exit 2; }
 done
@@ -74,6 +81,7 @@ esac
 
 BUILD=build/bench
 SERVICES=build/chaos-services
+CLUSTER_DIR=$PWD/build/chaos-cluster
 LOGS=build/chaos-logs # --log-dir of the servers; the bench's own files live here too
 PROC=ocrd-chaos
 RESULTQ=ocrd-chaos-results
@@ -124,6 +132,7 @@ cleanup() {
     timeout 35 tail --pid="${SPID[$id]}" -f /dev/null 2>/dev/null || kill -KILL "${SPID[$id]}" 2>/dev/null || true
   done
   [ "$BACKEND" != amqp+postgresql ] || bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
+  [ "$CLUSTER" = 0 ] || bash scripts/cluster.sh stop "$CLUSTER_DIR" >/dev/null 2>&1 || true
   exit "$rc"
 }
 trap cleanup EXIT
@@ -142,6 +151,16 @@ if [ "$BACKEND" = amqp+postgresql ]; then
   . "$SERVICES/env"
   set +a
   QUEUE=$MQPROC_TEST_AMQP_URL DB=$MQPROC_TEST_PG_URL
+  if [ "$CLUSTER" = 3 ]; then
+    say "starting a 3-node RabbitMQ cluster in $CLUSTER_DIR"
+    bash scripts/cluster.sh start "$CLUSTER_DIR" >"$BUILD/cluster-start.log" 2>&1 || {
+      cat "$BUILD/cluster-start.log" >&2
+      exit 2
+    }
+    QUEUE=$(sed -n "s/^MQPROC_CLUSTER_URLS='\(.*\)'$/\1/p" "$CLUSTER_DIR/env")
+    SERVER_ARGS+=(--queue-type=quorum)
+    export CHAOS_QUORUM=1
+  fi
   export PGCONNECT_TIMEOUT=2
   sql() { psql "$DB" -XAtqc "$1" 2>/dev/null; }
   # "job_id state attempt tries deliveries requeues result_published(t/f)", tab-separated
@@ -151,6 +170,15 @@ if [ "$BACKEND" = amqp+postgresql ]; then
   }
   # ready and unacknowledged messages of the job queue
   queue_counts() {
+    if [ "$CLUSTER" = 3 ]; then
+      local n
+      for n in 1 2 3; do
+        bash scripts/cluster.sh ctl "$CLUSTER_DIR" "$n" list_queues -q --no-table-headers name \
+          messages_ready messages_unacknowledged 2>/dev/null | awk -v q="$PROC" '$1 == q { print $2, $3 }' &&
+          return 0
+      done
+      return 0
+    fi
     bash scripts/services.sh rabbitmqctl "$SERVICES" list_queues -q --no-table-headers name \
       messages_ready messages_unacknowledged 2>/dev/null | awk -v q="$PROC" '$1 == q { print $2, $3 }'
   }
@@ -252,7 +280,13 @@ inject() {
     ;;
   broker | db)
     down=$((2 + RANDOM % 5))
-    if [ "$what" = broker ]; then
+    if [ "$what" = broker ] && [ "$CLUSTER" = 3 ]; then
+      local node=$((1 + RANDOM % 3))
+      broker_restarts=$((broker_restarts + 1))
+      fault "RabbitMQ node $node kill -9, down ${down} s, start"
+      (bash scripts/cluster.sh kill "$CLUSTER_DIR" "$node" && sleep "$down" &&
+        bash scripts/cluster.sh start-node "$CLUSTER_DIR" "$node") >>"$LOGS/outages.log" 2>&1 &
+    elif [ "$what" = broker ]; then
       broker_restarts=$((broker_restarts + 1))
       fault "RabbitMQ stop, down ${down} s, start"
       (bash scripts/services.sh rabbitmq-stop "$SERVICES" && sleep "$down" &&

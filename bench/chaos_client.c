@@ -63,15 +63,29 @@ static void check_rpc(amqp_connection_state_t c, const char *what) {
   die("%s: failed (reply type %d)", what, r.reply_type);
 }
 
+/* Connects to url_in, or to the first node of a comma-separated list that answers (a
+ * cluster with a node down). */
 static amqp_connection_state_t connect_url(const char *url_in) {
   struct amqp_connection_info ci;
-  char *url = strdup(url_in);
-  amqp_connection_state_t c = amqp_new_connection();
-  amqp_socket_t *s = amqp_tcp_socket_new(c);
-  if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK)
-    die("bad AMQP URL");
-  if (s == NULL || amqp_socket_open(s, ci.host, ci.port) != AMQP_STATUS_OK)
-    die("cannot connect to %s:%d", ci.host, ci.port);
+  char *list = strdup(url_in), *save = NULL, *url = NULL;
+  amqp_connection_state_t c = NULL;
+  amqp_socket_t *s;
+  for (char *u = strtok_r(list, ",", &save); u != NULL && c == NULL;
+       u = strtok_r(NULL, ",", &save)) {
+    free(url);
+    url = strdup(u);
+    if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK)
+      die("bad AMQP URL");
+    c = amqp_new_connection();
+    s = amqp_tcp_socket_new(c);
+    if (s == NULL || amqp_socket_open(s, ci.host, ci.port) != AMQP_STATUS_OK) {
+      amqp_destroy_connection(c);
+      c = NULL;
+    }
+  }
+  free(list);
+  if (c == NULL)
+    die("cannot connect to %s", url_in);
   amqp_rpc_reply_t r =
       amqp_login(c, ci.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, ci.user, ci.password);
   if (r.reply_type != AMQP_RESPONSE_NORMAL)
@@ -158,8 +172,22 @@ static int cmd_publish(const char *url, const char *proc, const char *resq, cons
   amqp_exchange_declare(c, CH, amqp_cstring_bytes(EXCHANGE), amqp_cstring_bytes("direct"), 0, 0, 0,
                         0, amqp_empty_table);
   check_rpc(c, "exchange.declare");
-  declare_queue(c, proc);
-  declare_queue(c, resq);
+  if (getenv("CHAOS_QUORUM") != NULL) {
+    /* the servers declared the job queue (a quorum queue, their arguments); the results
+     * get a quorum queue too, so a node's death loses none */
+    amqp_table_entry_t e = {
+        .key = amqp_cstring_bytes("x-queue-type"),
+        .value = {.kind = AMQP_FIELD_KIND_UTF8, .value.bytes = amqp_cstring_bytes("quorum")}};
+    amqp_queue_declare(c, CH, amqp_cstring_bytes(resq), 0, 1, 0, 0,
+                       (amqp_table_t){.num_entries = 1, .entries = &e});
+    check_rpc(c, "queue.declare (quorum)");
+    amqp_queue_bind(c, CH, amqp_cstring_bytes(resq), amqp_cstring_bytes(EXCHANGE),
+                    amqp_cstring_bytes(resq), amqp_empty_table);
+    check_rpc(c, "queue.bind");
+  } else {
+    declare_queue(c, proc);
+    declare_queue(c, resq);
+  }
   amqp_confirm_select(c, CH);
   check_rpc(c, "confirm.select");
   memset(&p, 0, sizeof(p));

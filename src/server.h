@@ -110,6 +110,15 @@ void mqproc__server_update_consuming(mqproc__server_t *srv, int extra);
 /* Stop taking jobs, let the running ones finish however long they take, then exit 0
  * (an operator's `mqproc drain`). */
 void mqproc__server_drain(mqproc__server_t *srv);
+
+/* ---- setup steps (server_setup.c) ------------------------------------------------------ */
+/* Opens (and with --migrate upgrades) the job store; at start it retries a database that
+ * is away for up to 60 s, and a SIGTERM/SIGINT meanwhile sets srv->stopped_at_start. */
+int mqproc__server_open_store(mqproc__server_t *srv, char *err);
+/* The runner of proc (a C processor: threads or worker processes), else of --exec. */
+int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, char *err);
+/* --callback-allow, --callback-deny and --result-queue-pattern. */
+int mqproc__server_setup_limits(mqproc__server_t *srv, const mqproc__config_t *cfg, char *err);
 /* Whether a store request reached the database (ok 1) or not (0): /readyz and the
  * database's outage time and reconnects in /metrics. */
 void mqproc__server_db_seen(mqproc__server_t *srv, int ok);
