@@ -92,7 +92,10 @@ static size_t value_len(const char *p, bool in_query) {
     for (n = 1; p[n] != '\0' && p[n] != '\''; n++)
       if (p[n] == '\\' && p[n + 1] != '\0')
         n++;
-    return p[n] == '\'' ? n + 1 : n;
+    if (p[n] == '\'')
+      n++;
+    /* bytes glued to the closing quote are masked with it (found by fuzz_url: left out,
+     * a second pass read them as the value; when in doubt, hide more) */
   }
   while (p[n] != '\0' && !is_space(p[n]) && !(in_query && (p[n] == '&' || p[n] == '#')))
     n++;

@@ -66,6 +66,10 @@ Test(mask, conninfo_key_values) {
   expect_masked("host=db PASSWORD=x", "host=db PASSWORD=***");
   expect_masked("sslpassword=k sslmode=verify-full", "sslpassword=*** sslmode=verify-full");
   expect_masked("password='unclosed and more", "password=***");
+  /* bytes glued to the closing quote go with it, so masking twice changes nothing (the
+   * input fuzz_url found: tests/fuzz/corpus/url/regress-quoted-password-glued-bytes) */
+  expect_masked("password='a b'\xe1\xe1 dbname=x", "password=*** dbname=x");
+  expect_masked("password='a b'x&y", "password=***");
 }
 
 Test(mask, conninfo_without_password_value_is_unchanged) {
