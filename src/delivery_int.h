@@ -115,6 +115,7 @@ struct mqproc__delivery {
   char reason[MQPROC_ERR_LEN]; /* dead-letter reason / final error */
   char publish_error[MQPROC_ERR_LEN];
   int publish_status;
+  int publish_nacks;  /* the broker refused the result this many times (sent again) */
   int64_t publish_ms; /* when the result went out (the confirm's latency, in DEBUG logs) */
   char callback_error[MQPROC_ERR_LEN];
   char log_path[PATH_MAX];

@@ -14,6 +14,8 @@
 #include "log.h"
 #include "util.h"
 
+#define RESULT_NACK_RETRIES 5 /* a refused result is sent again after 1, 2, 4, 8, 16 s */
+
 /* ---- dead letters ------------------------------------------------------------------- */
 
 static int publish_dead_letter(mqproc__delivery_t *d) {
@@ -288,6 +290,16 @@ void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
       wait_timer(d, S_DEFER, 5000);
       return;
     }
+  } else if (d->state == S_PUBLISH_WAIT && status == MQPROC_EBROKER_NACKED &&
+             d->publish_nacks < RESULT_NACK_RETRIES) {
+    /* a refusal is often brief (a quorum queue electing its leader, a full queue being
+     * drained): the result goes out again, 1 s, 2 s, ... later, before it is given up */
+    int64_t ms = 1000LL << d->publish_nacks++;
+    MQPROC__WARN("job %s: the broker refused the result message (nack %d of %d); sending it "
+                 "again in %lld ms",
+                 jid(d), d->publish_nacks, RESULT_NACK_RETRIES, (long long)ms);
+    wait_timer(d, S_PUBLISH, ms);
+    return;
   } else if (d->state == S_PUBLISH_WAIT) {
     d->publish_status = status;
     if (status == MQPROC_EBROKER_UNROUTABLE)

@@ -148,13 +148,33 @@ static void mask_into(const char *in, sink_t *s) {
   }
 }
 
+/* Masks in into out (n >= 1 bytes), pass after pass until one changes nothing (at most 4):
+ * the rules read text that may be both a URL and key=value pairs, and a mask can change how
+ * the next pass reads the rest (fuzz_url found such inputs), so the result is a fixed
+ * point: masking it again changes nothing. Returns whether out was cut. */
+static bool mask_stable(const char *in, char *out, size_t n) {
+  sink_t s = {.out = out, .cap = n - 1};
+  char *prev;
+  mask_into(in, &s);
+  out[s.len] = '\0';
+  if (s.truncated || (prev = malloc(n)) == NULL)
+    return s.truncated;
+  for (int pass = 1; pass < 4; pass++) {
+    memcpy(prev, out, s.len + 1);
+    s = (sink_t){.out = out, .cap = n - 1};
+    mask_into(prev, &s);
+    out[s.len] = '\0';
+    if (s.truncated || strcmp(prev, out) == 0)
+      break;
+  }
+  free(prev);
+  return s.truncated;
+}
+
 void mqproc__mask_secret(const char *url, char *out, size_t n) {
-  sink_t s = {.out = out, .cap = n == 0 ? 0 : n - 1};
   if (n == 0)
     return;
-  if (url != NULL)
-    mask_into(url, &s);
-  out[s.len] = '\0';
+  mask_stable(url != NULL ? url : "", out, n);
 }
 
 /* ---- Levels and tag ------------------------------------------------------------------------ */
@@ -385,8 +405,9 @@ void mqproc__log(mqproc__log_level_t level, const char *fmt, ...) {
     msg = NULL;
   va_end(ap);
   /* Mask the whole message before cutting it, so a cut never exposes half a secret. */
-  mask_into(msg != NULL ? msg : "(log message lost: out of memory)", &m);
-  masked[m.len] = '\0';
+  m.truncated =
+      mask_stable(msg != NULL ? msg : "(log message lost: out of memory)", masked, sizeof(masked));
+  m.len = strlen(masked);
   free(msg);
   if (atomic_load(&log_json)) {
     s.len = format_json(line, s.cap, level, masked, m.truncated);

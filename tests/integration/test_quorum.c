@@ -98,3 +98,37 @@ Test(quorum, priorities_and_a_classic_queue_of_the_name_are_refused_with_the_rea
   it_server_stop(srv);
   cr_expect_str_eq(queue_type(proc), "classic", "the classic queue was touched");
 }
+
+/* A result queue that refuses messages for a while (a classic queue, full with
+ * x-overflow=reject-publish: exact, where a quorum queue's length limit is soft; a quorum
+ * queue electing its leader nacks likewise): the result is sent again until it is
+ * taken, not recorded as lost after the first nack. */
+Test(quorum, a_refused_result_is_sent_again_until_the_queue_takes_it) {
+  char *proc = it_name("nack"), *results = it_name("nack-result");
+  it_server_t *srv;
+  it_msg_t m;
+  char *cmd;
+  skip_unless_amqp();
+  cmd = it_fmt("curl -sf -u guest:guest -X PUT -H 'content-type: application/json' "
+               "-d '{\"durable\":true,\"arguments\":{"
+               "\"x-max-length\":1,\"x-overflow\":\"reject-publish\"}}' "
+               "%s/api/queues/%%2f/%s",
+               getenv("MQPROC_TEST_RMQ_MGMT_URL"), results);
+  cr_assert_eq(system(cmd), 0, "cannot declare %s through the management API", results);
+  srv = it_server_start(proc, NULL, NULL, NULL);
+  it_publish(proc, it_job_json(proc, "nack-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE job_id = 'nack-1' AND "
+                           "result_published",
+                           "1"),
+            "the first result was not taken");
+  it_publish(proc, it_job_json(proc, "nack-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(
+      srv, "job nack-2: the broker refused the result message (nack 1 of 5)", WAIT_MS));
+  cr_assert(it_get(results, WAIT_MS, &m)); /* room for one again */
+  cr_expect(strstr(m.body, "nack-1") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  cr_assert(it_get(results, WAIT_MS, &m), "the refused result was not sent again");
+  cr_expect(strstr(m.body, "nack-2") != NULL && strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
+  it_msg_free(&m);
+  it_server_stop(srv);
+}
