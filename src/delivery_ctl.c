@@ -199,6 +199,7 @@ void mqproc__delivery_tick(mqproc__delivery_t *d) {
 
 void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
   d->stop_requested = 1;
+  d->stop_forced |= force;
   switch (d->state) {
   case S_DEFER:
     mqproc__loop_timer_cancel(d->srv->loop, d->timer);
@@ -231,6 +232,13 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
       break;
     mqproc__server_forget_publish(d->srv, d);
     d->state = d->state == S_DEAD_WAIT ? S_DEAD_LETTER : S_PUBLISH;
+    mqproc__delivery_advance(d);
+    break;
+  case S_PUBLISH: /* a refused result waiting to be sent again: send it now, once more */
+    if (!force || d->timer == 0)
+      break;
+    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    d->timer = 0;
     mqproc__delivery_advance(d);
     break;
   case S_BROKER_WAIT: /* an early-acked job's result waits for the broker */

@@ -101,6 +101,7 @@ struct mqproc__delivery {
   int send_callbacks;        /* POST the callbacks */
   int dead_recorded;
   int stop_requested;
+  int stop_forced;      /* the second signal or the grace's end: no more waiting to send again */
   int cancel_requested; /* an operator cancelled the job: stop the try, record CANCELLED */
   int holder_checked;   /* the claim's holder was checked for being gone (once) */
   int fenced;

@@ -291,9 +291,11 @@ void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
       return;
     }
   } else if (d->state == S_PUBLISH_WAIT && status == MQPROC_EBROKER_NACKED &&
-             d->publish_nacks < RESULT_NACK_RETRIES) {
+             d->publish_nacks < RESULT_NACK_RETRIES && !d->stop_forced) {
     /* a refusal is often brief (a quorum queue electing its leader, a full queue being
-     * drained): the result goes out again, 1 s, 2 s, ... later, before it is given up */
+     * drained): the result goes out again, 1 s, 2 s, ... later, before it is given up;
+     * not when the server must stop now (the outbox keeps an early-acked job's result for
+     * a sweep, an unacked delivery is redelivered) */
     int64_t ms = 1000LL << d->publish_nacks++;
     MQPROC__WARN("job %s: the broker refused the result message (nack %d of %d); sending it "
                  "again in %lld ms",

@@ -179,6 +179,11 @@ int mqproc__fleet_start(mqproc__server_t *srv, const char *version) {
   return MQPROC_OK;
 }
 
+void mqproc__fleet_changed(mqproc__server_t *srv) {
+  if (srv->fleet != NULL && !srv->fleet->finishing)
+    send_beat(srv->fleet);
+}
+
 int mqproc__fleet_holds_back(const mqproc__server_t *srv) {
   return srv->fleet != NULL && srv->fleet->paused;
 }

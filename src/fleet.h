@@ -17,6 +17,9 @@ int mqproc__fleet_holds_back(const mqproc__server_t *srv);
 /* The server stops: record it as stopped, then end the loop (at once when the store is
  * not reachable, else when the write ended or after a second). */
 void mqproc__fleet_finish(mqproc__server_t *srv);
+/* The server's state changed by itself (its first broker connection: starting -> running):
+ * the row shows it now, not with the next beat. */
+void mqproc__fleet_changed(mqproc__server_t *srv);
 void mqproc__fleet_free(mqproc__server_t *srv);
 /* Whether the store has taken a refresh of the workers row yet (the database is up). */
 int mqproc__fleet_store_seen(const mqproc__server_t *srv);

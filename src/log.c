@@ -151,24 +151,28 @@ static void mask_into(const char *in, sink_t *s) {
 /* Masks in into out (n >= 1 bytes), pass after pass until one changes nothing (at most 4):
  * the rules read text that may be both a URL and key=value pairs, and a mask can change how
  * the next pass reads the rest (fuzz_url found such inputs), so the result is a fixed
- * point: masking it again changes nothing. Returns whether out was cut. */
+ * point: masking it again changes nothing. A cut line is masked again too (what the cut
+ * left is read as it will be shown). Returns whether out was cut. */
 static bool mask_stable(const char *in, char *out, size_t n) {
   sink_t s = {.out = out, .cap = n - 1};
+  bool cut;
   char *prev;
   mask_into(in, &s);
   out[s.len] = '\0';
-  if (s.truncated || (prev = malloc(n)) == NULL)
-    return s.truncated;
+  cut = s.truncated;
+  if ((prev = malloc(n)) == NULL)
+    return cut;
   for (int pass = 1; pass < 4; pass++) {
     memcpy(prev, out, s.len + 1);
     s = (sink_t){.out = out, .cap = n - 1};
     mask_into(prev, &s);
     out[s.len] = '\0';
-    if (s.truncated || strcmp(prev, out) == 0)
+    cut |= s.truncated;
+    if (strcmp(prev, out) == 0)
       break;
   }
   free(prev);
-  return s.truncated;
+  return cut;
 }
 
 void mqproc__mask_secret(const char *url, char *out, size_t n) {

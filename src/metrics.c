@@ -208,11 +208,11 @@ char *mqproc__metrics_render(const mqproc__metrics_t *m, const mqproc__metrics_n
          outage_s(m->db_down_ms, m->db_down_since, now->now_ms));
   family(f, "mqproc_up", "gauge", "Whether the peer is connected and usable (1) or not (0).");
   sample(f, "mqproc_up", p, "peer=\"broker\"", now->broker_up);
+  sample(f, "mqproc_up", p, "peer=\"database\"", now->db_up);
   family(f, "mqproc_broker_blocked", "gauge",
          "Whether the broker blocks our publishing now (connection.blocked: a memory or disk "
          "alarm): results and dead letters wait.");
   sample(f, "mqproc_broker_blocked", p, NULL, now->broker_blocked);
-  sample(f, "mqproc_up", p, "peer=\"database\"", now->db_up);
   gauge(f, "mqproc_jobs_in_flight", "Jobs this server holds now (running or sending outcomes).", p,
         now->in_flight);
   gauge(f, "mqproc_concurrency", "Jobs this server runs at once at most (--concurrency).", p,

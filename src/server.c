@@ -203,6 +203,8 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   mqproc__broker_pump(srv->broker, NULL);
   wake_publishers(srv);
   mqproc__sd_update(srv);
+  if (srv->connections == 1)
+    mqproc__fleet_changed(srv); /* starting -> running */
 }
 
 static void schedule_connect(mqproc__server_t *srv) {

@@ -103,8 +103,11 @@ static amqp_table_t client_properties(amqp_broker_t *b, amqp_table_entry_t *caps
   return (amqp_table_t){.num_entries = 3, .entries = props};
 }
 
-static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *err) {
-  struct timeval tv = {b->topo.timeout_s, 0};
+/* timeout_s bounds the connect, the TLS handshake and each step of the login; the RPCs
+ * after it get the whole --broker-timeout. */
+static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, int timeout_s,
+                 char *err) {
+  struct timeval tv = {timeout_s, 0}, rpc = {b->topo.timeout_s, 0};
   amqp_table_entry_t caps[2], props[3];
   amqp_table_t client;
   amqp_rpc_reply_t r;
@@ -113,8 +116,7 @@ static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *
   b->conn = amqp_new_connection();
   if (b->conn == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  if ((rc = mqproc__amqp_socket_open(b->conn, ci, &b->topo.tls, b->topo.timeout_s, err)) !=
-      MQPROC_OK)
+  if ((rc = mqproc__amqp_socket_open(b->conn, ci, &b->topo.tls, timeout_s, err)) != MQPROC_OK)
     return rc;
   amqp_set_rpc_timeout(b->conn, &tv);
   client = client_properties(b, caps, props);
@@ -134,16 +136,21 @@ static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, char *
                            ? amqp_error_string2(r.library_error)
                            : "refused by the server");
   }
+  amqp_set_rpc_timeout(b->conn, &rpc);
   return MQPROC_OK;
 }
 
 /* Logs in to the first broker of the list that lets us, in a fresh random order (a
  * cluster's nodes share the load, and a dead node is passed over). err: each one's reason
- * when none did; MQPROC_ECONFIG (a TLS file that cannot be used) ends the walk. */
+ * when none did; MQPROC_ECONFIG (a TLS file that cannot be used) ends the walk. The walk
+ * runs on the loop: --broker-timeout is shared among the list's brokers (at least 2 s
+ * each), so a list of unreachable nodes holds the loop about as long as one would. */
 static int login_any(amqp_broker_t *b, char *err) {
   size_t order[64], n = b->n_urls < 64 ? b->n_urls : 64, used = 0;
   char why[MQPROC_ERR_LEN];
-  int rc = MQPROC_EBROKER_CONNECT;
+  int rc = MQPROC_EBROKER_CONNECT, each = b->topo.timeout_s / (int)(n > 0 ? n : 1);
+  if (each < 2)
+    each = b->topo.timeout_s < 2 ? b->topo.timeout_s : 2;
   mqproc__amqp_shuffle(order, n);
   for (size_t i = 0; i < n; i++) {
     struct amqp_connection_info ci;
@@ -156,7 +163,7 @@ static int login_any(amqp_broker_t *b, char *err) {
       amqp_destroy_connection(b->conn);
       b->conn = NULL;
     }
-    rc = login(b, &ci, why);
+    rc = login(b, &ci, each, why);
     if (rc == MQPROC_OK && n > 1)
       MQPROC__INFO("broker %s:%d%s (of %zu in the list)", ci.host, ci.port,
                    ci.ssl ? " over TLS" : "", n);

@@ -35,6 +35,23 @@ void mqproc__amqp_urls_free(char **urls) {
   free(urls);
 }
 
+/* A member that does not parse, fit to show: a password may hold what made it fail (a ','
+ * the list split at, a '/' not written as %2F), so everything between "://" and the last
+ * '@' is hidden, and with no '@' everything after a ':' (it may be a password's start). */
+static void show_member(const char *url, char *out, size_t n) {
+  const char *rest = strstr(url, "://"), *at = strrchr(url, '@');
+  int scheme = rest != NULL ? (int)(rest - url) : 0;
+  char shown[512];
+  rest = rest != NULL ? rest + 3 : url;
+  if (at != NULL)
+    snprintf(shown, sizeof(shown), "%.*s%s…@%s", scheme, url, scheme ? "://" : "", at + 1);
+  else if (strchr(rest, ':') != NULL)
+    snprintf(shown, sizeof(shown), "%.*s%s…", scheme, url, scheme ? "://" : "");
+  else
+    snprintf(shown, sizeof(shown), "%s", url);
+  mqproc__mask_secret(shown, out, n);
+}
+
 int mqproc__amqp_urls(const char *list, char ***out, size_t *n, char *err) {
   char **urls = NULL, masked[512];
   size_t count = 0;
@@ -63,14 +80,15 @@ int mqproc__amqp_urls(const char *list, char ***out, size_t *n, char *err) {
     urls[count] = NULL;
     amqp_default_connection_info(&ci);
     if (url[0] == '\0' || amqp_parse_url(check, &ci) != AMQP_STATUS_OK) {
-      mqproc__mask_secret(url, masked, sizeof(masked));
+      show_member(url, masked, sizeof(masked));
       free(check);
       mqproc__amqp_urls_free(urls);
       return mqproc__err(
           err, MQPROC_ECONFIG,
-          "--queue: not an AMQP URL: '%s' (expected amqp://user:pass@host:port/vhost "
-          "or amqps://…; several separated by commas, a comma in a password as %%2C)",
-          masked);
+          "--queue: URL %zu of the list is not an AMQP URL: '%s' (expected "
+          "amqp://user:pass@host:port/vhost or amqps://…; several separated by commas; in a "
+          "password a comma as %%2C, a slash as %%2F)",
+          count, masked);
     }
     free(check);
     if (count > 64) {

@@ -110,15 +110,27 @@ static int declare_priority_queue(amqp_broker_t *b, const char *queue, amqp_tabl
   return rc;
 }
 
+static int has_arg(const amqp_table_t *args, const char *key) {
+  for (int i = 0; i < args->num_entries; i++)
+    if (args->entries[i].key.len == strlen(key) &&
+        memcmp(args->entries[i].key.bytes, key, args->entries[i].key.len) == 0)
+      return 1;
+  return 0;
+}
+
 /* The job or dead-letter queue of a server with --queue-type=quorum: declared actively
  * (a quorum queue cannot be made by policy, and a classic queue of that name is an error
  * the operator must see) with x-delivery-limit, the broker's own cap on returns under
- * ours (--max-attempts); the job queue dead-letters what reaches it into dead_queue, so
+ * ours (--max-attempts); the job queue dead-letters what reaches it into dead_queue
+ * at least once (x-dead-letter-strategy=at-least-once, which needs
+ * x-overflow=reject-publish: a quorum queue's default dead-lettering is at most once, and
+ * a message lost on its way to the dead-letter queue would be gone without a trace), so
  * the broker never drops a message. Replicas: the cluster's default (3, or all nodes). */
 static int declare_quorum_queue(amqp_broker_t *b, const char *queue, amqp_table_t *args,
                                 char *err) {
   amqp_table_entry_t *e = args->entries + args->num_entries;
-  int code, rc, n = 0;
+  int code, rc, n = 0, strategy = !has_arg(args, "x-dead-letter-strategy"),
+                overflow = !has_arg(args, "x-overflow");
   e[n].key = amqp_cstring_bytes("x-queue-type");
   e[n].value.kind = AMQP_FIELD_KIND_UTF8;
   e[n++].value.value.bytes = amqp_cstring_bytes("quorum");
@@ -133,6 +145,16 @@ static int declare_quorum_queue(amqp_broker_t *b, const char *queue, amqp_table_
       e[n].key = amqp_cstring_bytes("x-dead-letter-routing-key");
       e[n].value.kind = AMQP_FIELD_KIND_UTF8;
       e[n++].value.value.bytes = amqp_cstring_bytes(b->topo.dead_queue);
+      if (strategy) {
+        e[n].key = amqp_cstring_bytes("x-dead-letter-strategy");
+        e[n].value.kind = AMQP_FIELD_KIND_UTF8;
+        e[n++].value.value.bytes = amqp_cstring_bytes("at-least-once");
+      }
+      if (overflow) {
+        e[n].key = amqp_cstring_bytes("x-overflow");
+        e[n].value.kind = AMQP_FIELD_KIND_UTF8;
+        e[n++].value.value.bytes = amqp_cstring_bytes("reject-publish");
+      }
     }
   }
   args->num_entries += n;
@@ -153,9 +175,9 @@ static int declare_quorum_queue(amqp_broker_t *b, const char *queue, amqp_table_
 /* Passive declare first so an existing queue is used as it is (its arguments may
  * differ from ours); declare it with our arguments only when it does not exist. */
 static int declare_queue_inner(amqp_broker_t *b, const char *queue, char *err) {
-  amqp_table_entry_t ents[37];
+  amqp_table_entry_t ents[39]; /* --queue-arg's, and up to 6 of ours (a quorum queue's) */
   amqp_table_t args;
-  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents) - 5, err);
+  int code, rc = build_args(b->topo.queue_args, &args, ents, MQPROC__ARRAY_LEN(ents) - 7, err);
   if (rc != MQPROC_OK)
     return rc;
   if (b->topo.quorum && (strcmp(queue, b->topo.queue) == 0 ||

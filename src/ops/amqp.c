@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "broker/amqp_conn.h"
 #include "broker/dirq.h"
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
+#include "util.h"
 
 #define TIMEOUT_S 10
 
@@ -109,7 +111,11 @@ static int open_one(admin_amqp_t *a, const char *url, const mqproc__tls_t *tls) 
     return 0;
   amqp_default_connection_info(&info);
   amqp_parse_url(copy, &info); /* checked by mqproc__amqp_urls() */
-  a->conn = amqp_new_connection();
+  if ((a->conn = amqp_new_connection()) == NULL) {
+    fprintf(stderr, "mqproc: out of memory\n");
+    free(copy);
+    return 0;
+  }
   if (mqproc__amqp_socket_open(a->conn, &info, tls, TIMEOUT_S, err) != MQPROC_OK) {
     fprintf(stderr, "mqproc: %s\n", err);
     ok = 0;
@@ -147,7 +153,8 @@ admin_amqp_t *mqproc__amqp_open(const char *url, const mqproc__tls_t *tls) {
     mqproc__amqp_urls_free(urls);
     return NULL;
   }
-  mqproc__amqp_shuffle(order, n); /* a broker list: the first that lets us in */
+  srandom((unsigned)(getpid() ^ mqproc__wall_ms())); /* each command its own order */
+  mqproc__amqp_shuffle(order, n);                    /* a broker list: the first that lets us in */
   for (size_t i = 0; i < n && a->conn == NULL; i++)
     open_one(a, urls[order[i]], tls);
   mqproc__amqp_urls_free(urls);

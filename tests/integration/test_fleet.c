@@ -366,6 +366,8 @@ Test(fleet, instances_3_a_killed_child_is_back_and_no_job_is_lost_or_doubled) {
                0);
   cr_assert(it_sql_becomes("SELECT count(*) >= 5 FROM mqproc_jobs WHERE state = 'SUCCESS'",
                            it_q("t", "1")));
+  /* every row says running before the kill (a row keeps the last state its server wrote) */
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_workers WHERE state = 'running'", "3"));
   victim = kids[1];
   kill(victim, SIGKILL);
   /* back: a new child in its place within 2 s (polled every 20 ms) */
@@ -381,14 +383,30 @@ Test(fleet, instances_3_a_killed_child_is_back_and_no_job_is_lost_or_doubled) {
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs", 0), 60);
   cr_expect(it_sql_becomes("SELECT max(restarts) FROM mqproc_workers", "1"),
             "the workers row of the new instance does not count the restart");
-  /* the new instance's row says 'starting' until its next beat */
+  /* the new instance's row says 'starting' until it is connected (then it beats at once) */
   cr_expect(it_sql_becomes("SELECT count(DISTINCT worker_id) FROM mqproc_workers"
                            " WHERE state IN ('running', 'dead')",
                            "4"),
-            "3 instances and the killed one");
+            "3 instances and the killed one; the rows: %s",
+            it_sql(it_q("SELECT string_agg(worker_id || ' ' || state || ' r' || restarts, ', ')"
+                        " FROM mqproc_workers",
+                        "SELECT group_concat(worker_id || ' ' || state || ' r' || restarts, ', ')"
+                        " FROM mqproc_workers"),
+                   0));
   it_server_stop(srv);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_workers WHERE state = 'running'", 0), 0,
-               "every instance stopped with the supervisor");
+  /* the victim's row keeps 'running' unless a server took a job over from it ('dead') */
+  cr_expect_eq(
+      it_sql_long(
+          it_fmt("SELECT count(*) FROM mqproc_workers WHERE state = 'running' AND pid <> %d",
+                 (int)victim),
+          0),
+      0, "every instance stopped with the supervisor; the rows: %s (victim %d)",
+      it_sql(it_q("SELECT string_agg(worker_id || ' ' || state || ' ' || coalesce(note, '')"
+                  ", ', ') FROM mqproc_workers",
+                  "SELECT group_concat(worker_id || ' ' || state || ' ' || coalesce(note, '')"
+                  ", ', ') FROM mqproc_workers"),
+             0),
+      (int)victim);
 }
 
 Test(fleet, a_crash_looping_instance_is_restarted_ever_more_slowly) {

@@ -5,9 +5,11 @@
  * broker's backstop, and what it stops lands in the dead-letter queue, never dropped;
  * priorities and a classic queue of the same name are refused with the reason. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -15,21 +17,28 @@
 
 TestSuite(quorum, .fini = it_cleanup);
 
-/* The type RabbitMQ reports for a queue ("quorum", "classic"), via rabbitmqctl. */
-static char *queue_type(const char *queue) {
-  char line[512], *type = NULL;
-  FILE *p = popen(it_fmt("bash %s/scripts/services.sh rabbitmqctl %s list_queues -q name type "
+/* What RabbitMQ reports of a queue in one column of rabbitmqctl list_queues ("type":
+ * "quorum", "classic"; "arguments": its x-arguments), NULL when there is no such queue. */
+static char *queue_info(const char *queue, const char *column) {
+  char line[2048], *value = NULL;
+  FILE *p = popen(it_fmt("bash %s/scripts/services.sh rabbitmqctl %s list_queues -q name %s "
                          "2>/dev/null",
-                         MQPROC_SOURCE_DIR, getenv("MQPROC_SERVICES_DIR")),
+                         MQPROC_SOURCE_DIR, getenv("MQPROC_SERVICES_DIR"), column),
                   "r");
   cr_assert_not_null(p);
   while (fgets(line, sizeof(line), p) != NULL) {
-    char name[256], t[64];
-    if (sscanf(line, "%255s %63s", name, t) == 2 && strcmp(name, queue) == 0)
-      type = it_fmt("%s", t);
+    size_t k = strcspn(line, " \t");
+    if (k == strlen(queue) && strncmp(line, queue, k) == 0) {
+      value = it_fmt("%s", line + k + strspn(line + k, " \t"));
+      value[strcspn(value, "\n")] = '\0';
+    }
   }
   pclose(p);
-  return type;
+  return value;
+}
+
+static char *queue_type(const char *queue) {
+  return queue_info(queue, "type");
 }
 
 static void skip_unless_amqp(void) {
@@ -71,8 +80,14 @@ Test(quorum, past_the_delivery_limit_the_broker_dead_letters_never_drops) {
   const char *envp[] = {"PROC_FAIL_MATCH=limit", NULL};
   it_server_t *srv;
   it_msg_t m;
+  char *args;
   skip_unless_amqp();
   srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  /* the broker's dead-lettering of a quorum queue is at most once unless told otherwise */
+  args = queue_info(proc, "arguments");
+  cr_assert_not_null(args, "no queue %s", proc);
+  cr_expect(strstr(args, "at-least-once") != NULL && strstr(args, "reject-publish") != NULL, "%s",
+            args);
   it_publish(proc, it_job_json(proc, "qq-limit", NULL));
   /* returned twice: the second return passes x-delivery-limit 1; the broker moves it */
   cr_assert(it_get(it_fmt("%s.dead", proc), WAIT_MS, &m), "the broker dropped the message");
@@ -130,5 +145,46 @@ Test(quorum, a_refused_result_is_sent_again_until_the_queue_takes_it) {
   cr_assert(it_get(results, WAIT_MS, &m), "the refused result was not sent again");
   cr_expect(strstr(m.body, "nack-2") != NULL && strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
   it_msg_free(&m);
+  it_server_stop(srv);
+}
+
+/* A server told to stop now (the second SIGTERM) does not wait out the backoff of a refused
+ * result: it sends it once more, records the refusal (the row's outbox mark stays for a
+ * sweep) and exits. */
+Test(quorum, a_forced_stop_sends_a_refused_result_once_more_and_exits) {
+  char *proc = it_name("nackstop"), *results = it_name("nackstop-result");
+  it_server_t *srv;
+  int before, st;
+  skip_unless_amqp();
+  cr_assert_eq(system(it_fmt("curl -sf -u guest:guest -X PUT -H 'content-type: application/json' "
+                             "-d '{\"durable\":true,\"arguments\":{"
+                             "\"x-max-length\":1,\"x-overflow\":\"reject-publish\"}}' "
+                             "%s/api/queues/%%2f/%s",
+                             getenv("MQPROC_TEST_RMQ_MGMT_URL"), results)),
+               0, "cannot declare %s through the management API", results);
+  srv = it_server_start(proc, NULL, NULL, NULL);
+  it_publish(proc, it_job_json(proc, "ns-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_sql_becomes(
+      "SELECT count(*) FROM mqproc_jobs WHERE job_id = 'ns-1' AND result_published", "1"));
+  it_publish(proc, it_job_json(proc, "ns-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job ns-2: the broker refused the result message (nack 1 of 5)",
+                               WAIT_MS));
+  it_server_signal(srv, SIGTERM);
+  cr_assert(it_server_wait_log(srv, "stopping; no new jobs", WAIT_MS));
+  it_server_signal(srv, SIGTERM); /* the second: stop now */
+  before = it_server_count_log(srv, "job ns-2: the broker refused the result message (nack");
+  cr_assert(it_server_wait_log(srv, "job ns-2: result message not confirmed", WAIT_MS),
+            "the refusal was not recorded: waiting out the backoff?");
+  st = it_server_wait_exit(srv, WAIT_MS);
+  cr_expect(st != -1 && WIFEXITED(st), "the server did not exit (wait status %d)", st);
+  /* at most one send that was already under way when the signal came */
+  cr_expect_leq(it_server_count_log(srv, "job ns-2: the broker refused the result message (nack"),
+                before + 1, "it kept sending the result again after the forced stop");
+  cr_expect_str_eq(it_sql(it_q("SELECT state || ' ' || result_published::int FROM mqproc_jobs"
+                               " WHERE job_id = 'ns-2'",
+                               "SELECT state || ' ' || result_published FROM mqproc_jobs"
+                               " WHERE job_id = 'ns-2'"),
+                          0),
+                   "SUCCESS 0", "the outcome is kept with its outbox mark");
   it_server_stop(srv);
 }

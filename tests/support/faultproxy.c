@@ -26,6 +26,7 @@ typedef struct chunk {
 
 typedef struct side {
   int fd;
+  int ended;               /* read EOF or an error while blackholing: kept open, no longer polled */
   chunk_t *out, *out_tail; /* what waits to be written to fd */
 } side_t;
 
@@ -148,13 +149,20 @@ static void *run(void *arg) {
     fds[n] = (struct pollfd){.fd = p->listen_fd, .events = POLLIN};
     idx[n++] = -1;
     for (int i = 0; i < MAX_PAIRS; i++) {
-      if (!p->pairs[i].used)
+      pair_t *pr = &p->pairs[i];
+      if (pr->used && mode != FP_BLACKHOLE && (pr->s[0].ended || pr->s[1].ended))
+        close_pair(pr, 0); /* the blackhole is over: the FIN it held back goes through */
+      if (!pr->used)
         continue;
       for (int k = 0; k < 2; k++) {
-        short ev = mode == FP_FREEZE ? 0 : POLLIN;
-        if (p->pairs[i].s[k].out != NULL && mode != FP_FREEZE)
+        const side_t *s = &pr->s[k];
+        /* frozen or ended: not polled at all (a hung-up socket would report POLLHUP
+         * forever); POLLOUT only once the first chunk is due (delay mode) */
+        int polled = mode != FP_FREEZE && !s->ended;
+        short ev = POLLIN;
+        if (s->out != NULL && s->out->due_ms <= now_ms())
           ev |= POLLOUT;
-        fds[n] = (struct pollfd){.fd = p->pairs[i].s[k].fd, .events = ev};
+        fds[n] = (struct pollfd){.fd = polled ? s->fd : -1, .events = ev};
         idx[n++] = i * 2 + k;
       }
     }
@@ -170,13 +178,15 @@ static void *run(void *arg) {
       }
       pr = &p->pairs[idx[j] / 2];
       k = idx[j] % 2;
-      if (!pr->used || mode == FP_FREEZE)
+      if (!pr->used || fds[j].fd < 0)
         continue;
       if (fds[j].revents & (POLLIN | POLLHUP | POLLERR))
         bad = pump_in(p, pr, k, mode) < 0;
       if (!bad)
         bad = pump_out(&pr->s[k]) < 0;
-      if (bad && mode != FP_BLACKHOLE) /* a real blackhole passes no FIN either */
+      if (bad && mode == FP_BLACKHOLE) /* a real blackhole passes no FIN either */
+        pr->s[k].ended = 1;
+      else if (bad)
         close_pair(pr, 0);
     }
   }

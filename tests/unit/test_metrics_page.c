@@ -1,6 +1,7 @@
 /* Pure parts of observability: bucket parsing and histogram counting, the exposition's
  * escaping, and the page's HTML escaping and URL encoding. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,45 @@ Test(metrics, histogram_buckets_are_cumulative_with_inf) {
   text = mqproc__metrics_render(&m, &now, &len);
   cr_expect(strstr(text, "mqproc_broker_blocked{processor=\"p\\\"x\\\\y\"} 1\n") != NULL, "%s",
             text);
+  free(text);
+}
+
+/* The exposition format: every sample belongs to the family whose # TYPE line came last
+ * (histograms: NAME_bucket/_sum/_count), and no family is declared twice. */
+Test(metrics, each_family_is_one_group) {
+  mqproc__metrics_t m;
+  mqproc__metrics_now_t now = {
+      .processor = "p", .queue_messages = 3, .queue_consumers = 1, .now_ms = 5000};
+  char err[256], *text, family[128] = "", seen[8192] = " ";
+  size_t len;
+  int n = 0;
+  cr_assert_eq(mqproc__metrics_init(&m, "1,10", err), 0);
+  text = mqproc__metrics_render(&m, &now, &len);
+  cr_assert_not_null(text);
+  for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    char name[128];
+    size_t k;
+    if (sscanf(line, "# TYPE %127s", family) == 1) {
+      char key[132];
+      snprintf(key, sizeof(key), " %s ", family);
+      cr_expect_null(strstr(seen, key), "%s declared twice", family);
+      strncat(seen, key + 1, sizeof(seen) - strlen(seen) - 1);
+      continue;
+    }
+    if (line[0] == '#')
+      continue;
+    k = strcspn(line, "{ ");
+    cr_assert_lt(k, sizeof(name));
+    memcpy(name, line, k);
+    name[k] = '\0';
+    n++;
+    cr_expect(strcmp(name, family) == 0 || (strncmp(name, family, strlen(family)) == 0 &&
+                                            (!strcmp(name + strlen(family), "_bucket") ||
+                                             !strcmp(name + strlen(family), "_sum") ||
+                                             !strcmp(name + strlen(family), "_count"))),
+              "the sample '%s' is not in its family's group (under %s)", line, family);
+  }
+  cr_expect_gt(n, 20);
   free(text);
 }
 
