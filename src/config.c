@@ -146,7 +146,8 @@ static const opt_t OPTS[] = {
      "queue without a majority never confirms; 0 = wait forever"},
     {"broker-timeout", "MQPROC_BROKER_TIMEOUT", OPT_INT, F(broker_timeout_s), "10", 1, 3600, 0,
      "seconds one broker write or request may take; a broker that stops reading (a stalled "
-     "network) costs the connection, not the server's loop"},
+     "network) costs the connection, not the server's loop; a broker list's members share "
+     "it when connecting (at least 2 s each)"},
     {"lease", "MQPROC_LEASE", OPT_INT, F(lease_s), "30", 2, 86400, 0,
      "seconds a running job's lease lasts; renewed while it runs"},
     {"ack-after", "MQPROC_ACK_AFTER", OPT_INT, F(ack_after_s), "300", 0, 86400, 0,

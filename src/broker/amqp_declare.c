@@ -86,28 +86,37 @@ static int build_args(const char *const *kv, amqp_table_t *t, amqp_table_entry_t
   return MQPROC_OK;
 }
 
-/* The job queue of a server with --max-priority: declared actively with x-max-priority,
- * so that a queue that exists without it (or with another maximum) is an error the
- * operator sees, not priorities silently ignored. */
-static int declare_priority_queue(amqp_broker_t *b, const char *queue, amqp_table_t *args,
-                                  char *err) {
+/* An active queue.declare with args; a 406 (the queue exists with other arguments) says
+ * what must match (hint). */
+static int declare_with(amqp_broker_t *b, const char *queue, int durable, amqp_table_t args,
+                        const char *hint, char *err) {
   int code, rc;
-  args->entries[args->num_entries].key = amqp_cstring_bytes("x-max-priority");
-  args->entries[args->num_entries].value.kind = AMQP_FIELD_KIND_I32;
-  args->entries[args->num_entries].value.value.i32 = b->topo.max_priority;
-  args->num_entries++;
-  amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 0, b->topo.durable, 0, 0,
-                     *args);
+  amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 0, durable, 0, 0, args);
   rc = mqproc__amqp_rpc_status(b, CH_DECLARE, "queue.declare", MQPROC_EBROKER_DECLARE, &code, err);
   if (rc == MQPROC_EBROKER_DECLARE && code == 406) {
     char why[MQPROC_ERR_LEN];
     snprintf(why, sizeof(why), "%s", err);
     return mqproc__err(err, MQPROC_EBROKER_DECLARE,
-                       "%.600s (queue '%.200s' exists with other arguments: --max-priority %d "
-                       "must match how it was declared; delete it, or use its x-max-priority)",
-                       why, queue, b->topo.max_priority);
+                       "%.600s (queue '%.200s' exists with other arguments: %s)", why, queue, hint);
   }
   return rc;
+}
+
+/* The job queue of a server with --max-priority: declared actively with x-max-priority,
+ * so that a queue that exists without it (or with another maximum) is an error the
+ * operator sees, not priorities silently ignored. */
+static int declare_priority_queue(amqp_broker_t *b, const char *queue, amqp_table_t *args,
+                                  char *err) {
+  char hint[256];
+  args->entries[args->num_entries].key = amqp_cstring_bytes("x-max-priority");
+  args->entries[args->num_entries].value.kind = AMQP_FIELD_KIND_I32;
+  args->entries[args->num_entries].value.value.i32 = b->topo.max_priority;
+  args->num_entries++;
+  snprintf(hint, sizeof(hint),
+           "--max-priority %d must match how it was declared; delete it, or use its "
+           "x-max-priority",
+           b->topo.max_priority);
+  return declare_with(b, queue, b->topo.durable, *args, hint, err);
 }
 
 static int has_arg(const amqp_table_t *args, const char *key) {
@@ -129,8 +138,9 @@ static int has_arg(const amqp_table_t *args, const char *key) {
 static int declare_quorum_queue(amqp_broker_t *b, const char *queue, amqp_table_t *args,
                                 char *err) {
   amqp_table_entry_t *e = args->entries + args->num_entries;
-  int code, rc, n = 0, strategy = !has_arg(args, "x-dead-letter-strategy"),
-                overflow = !has_arg(args, "x-overflow");
+  char hint[256];
+  int n = 0, strategy = !has_arg(args, "x-dead-letter-strategy"),
+      overflow = !has_arg(args, "x-overflow");
   e[n].key = amqp_cstring_bytes("x-queue-type");
   e[n].value.kind = AMQP_FIELD_KIND_UTF8;
   e[n++].value.value.bytes = amqp_cstring_bytes("quorum");
@@ -158,18 +168,11 @@ static int declare_quorum_queue(amqp_broker_t *b, const char *queue, amqp_table_
     }
   }
   args->num_entries += n;
-  amqp_queue_declare(b->conn, CH_DECLARE, amqp_cstring_bytes(queue), 0, 1, 0, 0, *args);
-  rc = mqproc__amqp_rpc_status(b, CH_DECLARE, "queue.declare", MQPROC_EBROKER_DECLARE, &code, err);
-  if (rc == MQPROC_EBROKER_DECLARE && code == 406) {
-    char why[MQPROC_ERR_LEN];
-    snprintf(why, sizeof(why), "%s", err);
-    return mqproc__err(err, MQPROC_EBROKER_DECLARE,
-                       "%.600s (queue '%.200s' exists with other arguments: a classic queue "
-                       "cannot become a quorum queue, and every party must declare the same "
-                       "x-delivery-limit (%d here); delete it, or match how it was declared)",
-                       why, queue, b->topo.delivery_limit);
-  }
-  return rc;
+  snprintf(hint, sizeof(hint),
+           "a classic queue cannot become a quorum queue, and every party must declare the "
+           "same x-delivery-limit (%d here); delete it, or match how it was declared",
+           b->topo.delivery_limit);
+  return declare_with(b, queue, 1, *args, hint, err);
 }
 
 /* Passive declare first so an existing queue is used as it is (its arguments may

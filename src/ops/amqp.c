@@ -7,14 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 #include "broker/amqp_conn.h"
 #include "broker/dirq.h"
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
-#include "util.h"
 
 #define TIMEOUT_S 10
 
@@ -153,8 +151,7 @@ admin_amqp_t *mqproc__amqp_open(const char *url, const mqproc__tls_t *tls) {
     mqproc__amqp_urls_free(urls);
     return NULL;
   }
-  srandom((unsigned)(getpid() ^ mqproc__wall_ms())); /* each command its own order */
-  mqproc__amqp_shuffle(order, n);                    /* a broker list: the first that lets us in */
+  mqproc__amqp_shuffle(order, n); /* a broker list: the first that lets us in */
   for (size_t i = 0; i < n && a->conn == NULL; i++)
     open_one(a, urls[order[i]], tls);
   mqproc__amqp_urls_free(urls);

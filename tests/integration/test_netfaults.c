@@ -47,9 +47,24 @@ static void expect_result(const char *results, const char *job) {
   }
 }
 
-static void expect_job(const char *proc, const char *results, const char *job) {
+static void publish_job(const char *proc, const char *results, const char *job) {
   it_publish(proc, it_job_json(proc, job, it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+}
+
+static void expect_job(const char *proc, const char *results, const char *job) {
+  publish_job(proc, results, job);
   expect_result(results, job);
+}
+
+/* The end of each fault run: a slow link (delay_ms each way) passes job, slower but whole;
+ * the link healed, all n jobs of the run are SUCCESS, each once. */
+static void slow_link_then_all_done(faultproxy_t *fp, const char *proc, const char *results,
+                                    const char *job, int delay_ms, long n) {
+  fp_set_delay(fp, delay_ms);
+  fp_set_mode(fp, FP_DELAY);
+  expect_job(proc, results, job);
+  fp_set_mode(fp, FP_PASS);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), n);
 }
 
 /* The loop answers while a peer is half dead: /healthz within a second, several times. */
@@ -82,7 +97,7 @@ Test(netfaults, a_half_dead_broker_never_wedges_the_server_and_it_recovers) {
   fp_set_mode(fp, FP_BLACKHOLE);
   expect_loop_alive(http, "broker blackholed");
   cr_assert(it_server_wait_log(srv, "broker connection lost", WAIT_MS), "a blackhole went unseen");
-  it_publish(proc, it_job_json(proc, "nfb-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  publish_job(proc, results, "nfb-2");
   expect_loop_alive(http, "reconnecting into a blackhole");
   fp_set_mode(fp, FP_PASS);
   expect_result(results, "nfb-2"); /* after the blackhole */
@@ -97,12 +112,7 @@ Test(netfaults, a_half_dead_broker_never_wedges_the_server_and_it_recovers) {
   fp_reset(fp);
   cr_assert(it_server_wait_count(srv, "broker connection lost", 3, WAIT_MS), "a reset went unseen");
   expect_job(proc, results, "nfb-4");
-  /* delay: 150 ms each way, slower but whole */
-  fp_set_delay(fp, 150);
-  fp_set_mode(fp, FP_DELAY);
-  expect_job(proc, results, "nfb-5");
-  fp_set_mode(fp, FP_PASS);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 5);
+  slow_link_then_all_done(fp, proc, results, "nfb-5", 150, 5);
   it_server_stop(srv);
   fp_stop(fp);
 }
@@ -125,7 +135,7 @@ Test(netfaults, a_confirm_that_never_comes_costs_the_connection_not_the_result) 
                             "--heartbeat=0", "--confirm-timeout=3", "--broker-timeout=20",
                             "--no-declare-result-queues", NULL},
       envp);
-  it_publish(proc, it_job_json(proc, "nfc-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  publish_job(proc, results, "nfc-1");
   cr_assert(it_server_wait_log(srv, "job nfc-1: attempt 1 try 1 started", WAIT_MS));
   fp_set_mode(fp, FP_ONE_WAY); /* the result goes out; its confirm never comes back */
   it_open_gate(gate);
@@ -158,7 +168,7 @@ Test(netfaults, a_half_dead_database_never_wedges_the_server_and_it_recovers) {
   expect_job(proc, results, "nfd-1");
   /* blackhole: requests wait on a silent socket until libpq's tcp_user_timeout (15 s) */
   fp_set_mode(fp, FP_BLACKHOLE);
-  it_publish(proc, it_job_json(proc, "nfd-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  publish_job(proc, results, "nfd-2");
   expect_loop_alive(http, "database blackholed");
   cr_assert(it_server_wait_log(srv, "job store unreachable", WAIT_MS), "a blackhole went unseen");
   expect_loop_alive(http, "database unreachable");
@@ -167,11 +177,7 @@ Test(netfaults, a_half_dead_database_never_wedges_the_server_and_it_recovers) {
   /* a reset in the middle of things, then a slow link */
   fp_reset(fp);
   expect_job(proc, results, "nfd-3");
-  fp_set_delay(fp, 100);
-  fp_set_mode(fp, FP_DELAY);
-  expect_job(proc, results, "nfd-4");
-  fp_set_mode(fp, FP_PASS);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 4);
+  slow_link_then_all_done(fp, proc, results, "nfd-4", 100, 4);
   it_server_stop(srv);
   fp_stop(fp);
 }

@@ -26,17 +26,6 @@
 
 TestSuite(pgbouncer, .fini = it_cleanup);
 
-static int free_port(void) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof(a);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  cr_assert(fd >= 0);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-  cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static int port_open(int port) {
   struct sockaddr_in a = {.sin_family = AF_INET,
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
@@ -57,7 +46,7 @@ static void write_text(const char *path, const char *text) {
 /* PgBouncer on a free port in front of database db of the test run's PostgreSQL; it will
  * not run as root, so as postgres when we are root. *pid gets its process. */
 static int start_pgbouncer(const char *db, pid_t *pid) {
-  int port = free_port();
+  int port = it_free_port();
   const char *dir = it_fmt("/tmp/mqproc-pgbouncer-%d", port),
              *ini = it_fmt("%s/pgbouncer.ini", dir);
   struct passwd *pg = getuid() == 0 ? getpwnam("postgres") : NULL;

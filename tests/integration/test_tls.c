@@ -100,18 +100,6 @@ Test(tls, jobs_flow_over_amqps_and_a_verified_database_connection) {
   it_server_stop(srv);
 }
 
-/* A port nothing listens on now. */
-static int free_port(void) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof(a);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  cr_assert(fd >= 0);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-  cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 /* `openssl s_server` presenting cert on 127.0.0.1:port until killed. */
 static pid_t tls_listener(int port, const char *cert, const char *key) {
   const char *out = it_fmt("%s/s_server-%d.out", it_tmpdir(), port);
@@ -162,7 +150,7 @@ Test(tls, bad_certificates_fail_with_the_reason_and_the_server_keeps_trying) {
   expect_refused_and_retried(srv, "the broker's certificate is not for the host name '127.0.0.1'");
   it_server_stop(srv);
   /* an expired certificate, from a TLS listener of our own */
-  port = free_port();
+  port = it_free_port();
   listener = tls_listener(port, tls_file("expired.pem"), tls_file("expired.key"));
   srv = spawn(proc, amqps_url("localhost", it_fmt("%d", port)), db,
               (const char *const[]){it_fmt("--tls-ca=%s", tls_file("ca.pem")), NULL});
@@ -201,7 +189,7 @@ Test(tls, a_database_certificate_from_another_ca_is_refused_with_the_reason) {
 
 Test(tls, a_broker_list_passes_over_a_dead_broker_in_any_order) {
   char *proc = it_name("list");
-  const char *dead = it_fmt("amqp://guest:guest@127.0.0.1:%d", free_port());
+  const char *dead = it_fmt("amqp://guest:guest@127.0.0.1:%d", it_free_port());
   it_server_t *srv;
   if (it_queue_is_dir() || it_store_is_sqlite())
     cr_skip_test("broker lists: RabbitMQ only");
@@ -215,7 +203,7 @@ Test(tls, a_broker_list_passes_over_a_dead_broker_in_any_order) {
     it_server_stop(srv);
   }
   /* all of them dead: each one's reason, and it keeps trying */
-  srv = spawn(proc, it_fmt("%s,amqp://guest:guest@127.0.0.1:%d", dead, free_port()), it_db_url(),
+  srv = spawn(proc, it_fmt("%s,amqp://guest:guest@127.0.0.1:%d", dead, it_free_port()), it_db_url(),
               NULL);
   cr_expect(it_server_wait_count(
       srv, "no broker of the list let us in: cannot connect to 127.0.0.1:", 2, WAIT_MS));

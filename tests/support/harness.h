@@ -164,6 +164,8 @@ int it_mq(char **out, ...);
 json_t *it_json(const char *text);
 /* Waits (30 s) until the SQL query's first cell equals want; 1, or 0 on timeout. */
 int it_sql_becomes(const char *sql, const char *want);
+/* A port on 127.0.0.1 nothing listens on now. */
+int it_free_port(void);
 /* The port of a server started with --http 127.0.0.1:0 (read off its log). */
 int it_http_port(it_server_t *s);
 /* GET http://127.0.0.1:port/path with curl: the status (0 when none), *body the answer
