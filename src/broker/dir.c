@@ -200,14 +200,21 @@ static int read_file(int fd, char **out, size_t *len) {
   return 0;
 }
 
-/* NAME.reason beside a job in qdir's failed/. */
+/* NAME.reason beside a job in qdir's failed/: written in tmp/ and renamed in, so whoever
+ * watches failed/ never reads half a reason. */
 static void write_reason(const char *qdir, const char *name, const char *why) {
-  char path[PATH_MAX];
+  char tmp[PATH_MAX], path[PATH_MAX];
   FILE *f;
+  snprintf(tmp, sizeof(tmp), "%s/tmp/%s.reason", qdir, name);
   snprintf(path, sizeof(path), "%s/failed/%s.reason", qdir, name);
-  if ((f = fopen(path, "w")) != NULL) {
-    fprintf(f, "%s\n", why);
-    fclose(f);
+  if ((f = fopen(tmp, "w")) == NULL) {
+    MQPROC__WARN("dir queue: cannot write %s: %s", tmp, strerror(errno));
+    return;
+  }
+  fprintf(f, "%s\n", why);
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    MQPROC__WARN("dir queue: cannot write %s: %s", path, strerror(errno));
+    unlink(tmp);
   }
 }
 
