@@ -5,7 +5,8 @@
 # write + fdatasync + rename + directory fsync, a claim + settle loop of renames; an SQLite
 # claim + complete loop, one and 64 jobs per commit, FULL and NORMAL), then runs the example
 # C processor (no-op) on N pre-queued jobs with results published to a sibling queue (the
-# full protocol): durable (synchronous=FULL) and relaxed (?synchronous=normal). Then, one
+# full protocol): durable (the default: synchronous=FULL, results fsynced) and relaxed
+# (?synchronous=normal on both URLs: no fsync of results, SQLite syncs at checkpoints). Then, one
 # at a time: enqueue -> claim latency (500 jobs, one every 10 ms, into an idle server's
 # queue), a claim's cost at the head of a queue of 1000 and of BIG, an idle server's
 # wake-ups, and the take-back after kill -9 of a holder. Prints a table and a last line
@@ -59,7 +60,7 @@ run() {
   "$BUILD/tp_embedded" fill "$dir/spool/$PROC" "$N" \
     "{\"job_id\": \"j-%d\", \"created_time\": 0, \"processor_name\": \"$PROC\", \"input_file_grps\": [\"IN\"], \"path_to_mets\": \"/m.xml\", \"result_queue_name\": \"results\"}"
   say "$key: $N jobs, --concurrency $conc, sqlite://…$opt"
-  "$BUILD/$PROC" processing-server --queue "dir://$dir/spool" --database "sqlite://$db$opt" \
+  "$BUILD/$PROC" processing-server --queue "dir://$dir/spool$opt" --database "sqlite://$db$opt" \
     --concurrency "$conc" ${PREFETCH:+--prefetch "$PREFETCH"} --log-level warn --log-dir "$dir/logs" 2>"$dir/server.log" &
   server=$!
   for _ in $(seq 1 3000); do

@@ -126,6 +126,11 @@ static const opt_t OPTS[] = {
      "tries running at once per server: C processors on as many threads (or worker "
      "processes), commands as that many children; a job is claimed when its try can start "
      "(default: --prefetch, or 1)"},
+    {"claim-ahead", "MQPROC_CLAIM_AHEAD", OPT_INT, F(claim_ahead), "-1", -1, 1024, 0,
+     "deliveries claimed while every run slot is busy, so each starts the moment a slot "
+     "frees (short jobs: the claim's commit overlaps a run); a server that dies holding "
+     "them gives them up at once to a server on its host, on its lease elsewhere (default "
+     "-1: --concurrency on a dir:// queue, 0 on amqp://)"},
     {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), NULL, 1, 65535, 0,
      "deliveries in flight per server (basic.qos); the ones beyond --concurrency wait, "
      "unclaimed, for a free slot (default: 2 x --concurrency when that is given, else 1)"},
@@ -461,6 +466,10 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
       cfg->concurrency = cfg->prefetch > 0 ? (cfg->prefetch < 1024 ? cfg->prefetch : 1024) : 1;
     if (cfg->prefetch == 0)
       cfg->prefetch = given && cfg->concurrency > 1 ? 2 * cfg->concurrency : cfg->concurrency;
+    if (cfg->claim_ahead < 0)
+      cfg->claim_ahead = cfg->queue_url != NULL && strncmp(cfg->queue_url, "dir://", 6) == 0
+                             ? cfg->concurrency
+                             : 0;
   }
   return rc;
 }

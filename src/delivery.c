@@ -21,6 +21,8 @@
  *
  * A run slot is taken before the claim (SLOT_WAIT~, resuming CLAIM) and before each retry
  * (resuming START_TRY); it is given back when the try ends or the claim runs nothing.
+ * With every slot busy, a --claim-ahead pass may stand in for it at the claim: the claimed
+ * job then waits for its slot in SLOT_WAIT~ resuming START_TRY, as a retry does.
  *
  * Every store call is a request answered later (store.h): the state that makes it waits
  * in STORE_CALL~ and goes on in a continuation (claim_done, succeeded, ...) with the
@@ -161,7 +163,8 @@ static int claimed(mqproc__delivery_t *d, int attempt) {
   else
     MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
                  d->redelivered ? " (redelivered)" : "");
-  mqproc__delivery_arm_ack_timer(d); /* --ack-after, in delivery_ctl.c */
+  mqproc__delivery_arm_ack_timer(d);   /* --ack-after, in delivery_ctl.c */
+  d->last_renew_ms = mqproc__now_ms(); /* the claim took the lease; it may wait for a slot */
   d->state = S_START_TRY;
   return 1;
 }
@@ -172,9 +175,21 @@ static void job_log_path(mqproc__delivery_t *d) {
            d->log_name);
 }
 
-/* Waits in SLOT_WAIT~ for one of the --concurrency run slots, then resumes `then`. */
+static void give_pass(mqproc__delivery_t *d) {
+  if (d->has_pass) {
+    d->has_pass = 0;
+    mqproc__server_give_pass(d->srv);
+  }
+}
+
+/* Waits in SLOT_WAIT~ for one of the --concurrency run slots, then resumes `then`; to
+ * claim (then CLAIM), one of the --claim-ahead passes will do instead. */
 static int take_slot(mqproc__delivery_t *d, dstate_t then) {
-  if (d->has_slot || (d->has_slot = mqproc__server_take_slot(d->srv)))
+  if (d->has_slot || (d->has_slot = mqproc__server_take_slot(d->srv))) {
+    give_pass(d); /* claimed ahead: it runs now */
+    return 1;
+  }
+  if (then == S_CLAIM && (d->has_pass || (d->has_pass = mqproc__server_take_pass(d->srv))))
     return 1;
   d->resume = then;
   d->state = S_SLOT_WAIT; /* the server wakes the oldest waiter when a slot frees */
@@ -182,6 +197,7 @@ static int take_slot(mqproc__delivery_t *d, dstate_t then) {
 }
 
 static void give_slot(mqproc__delivery_t *d) {
+  give_pass(d);
   if (d->has_slot) {
     d->has_slot = 0;
     mqproc__server_give_slot(d->srv);
@@ -270,7 +286,10 @@ static int claim_done(mqproc__delivery_t *d) {
 
 /* A job is claimed when it can start: with a run slot, so that a delivery waiting for one
  * is still only a message (if this server dies the broker gives it to another at once),
- * and the claim opens the first try. */
+ * and the claim opens the first try. With every slot busy, one of the --claim-ahead passes
+ * lets it be claimed now and wait, claimed, for a slot (START_TRY): its claim's commit
+ * overlaps the runs before it, which short jobs need; a server dying then leaves it to the
+ * takeover of a dead holder's job (at once on its host, on its lease elsewhere). */
 static int step_claim(mqproc__delivery_t *d) {
   if (!take_slot(d, S_CLAIM))
     return 0;

@@ -39,7 +39,8 @@ int mqproc__delivery_holds_slot(const mqproc__delivery_t *d, uint64_t epoch, uin
 int mqproc__delivery_tag(const mqproc__delivery_t *d, uint64_t *epoch, uint64_t *tag);
 /* The server took d's tag to ack. */
 void mqproc__delivery_settled(mqproc__delivery_t *d);
-/* Whether d waits for a --concurrency run slot, and: a slot is free for it. */
+/* What d waits for in SLOT_WAIT: 0 nothing, 1 a slot or a claim pass (to claim), 2 a run
+ * slot (claimed: to start a try); and: what it waits for is free. */
 int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d);
 void mqproc__delivery_slot_free(mqproc__delivery_t *d);
 /* The broker connected, went away, or (un)blocked publishing: a delivery waiting to

@@ -321,7 +321,7 @@ void mqproc__delivery_settled(mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d) {
-  return d->state == S_SLOT_WAIT;
+  return d->state != S_SLOT_WAIT ? 0 : d->resume == S_CLAIM ? 1 : 2;
 }
 
 void mqproc__delivery_slot_free(mqproc__delivery_t *d) {

@@ -73,6 +73,7 @@ struct mqproc__delivery {
   int64_t renew_sent_ms;
   int acking;          /* the early ack's write is in flight: the machine's writes wait */
   int has_slot;        /* one of the server's --concurrency run slots */
+  int has_pass;        /* one of its --claim-ahead passes: claimed before a slot was free */
   int settled;         /* its tag is acked or nacked (or waits for the server's ack flush) */
   dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
   /* the delivery */

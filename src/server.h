@@ -62,6 +62,7 @@ typedef struct mqproc__server {
   int stopped_at_start;           /* SIGTERM/SIGINT while the start waited for the database */
   int abandoned;                  /* deliveries released while their thread still runs */
   int running;                    /* run slots taken (--concurrency bounds them) */
+  int ahead;                      /* claim passes taken (--claim-ahead bounds them) */
   uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */
   size_t n_acks, cap_acks;
   uint64_t slot_timer;         /* wakes the oldest delivery waiting for a slot */
@@ -95,6 +96,10 @@ void mqproc__server_flush_acks(mqproc__server_t *srv);
  * mqproc__delivery_slot_free); give_slot returns one (the oldest waiter gets it). */
 int mqproc__server_take_slot(mqproc__server_t *srv);
 void mqproc__server_give_slot(mqproc__server_t *srv);
+/* A claim pass (--claim-ahead): a job may be claimed without a run slot (1), or none is
+ * free (0); give_pass returns one (the oldest delivery waiting to claim gets it). */
+int mqproc__server_take_pass(mqproc__server_t *srv);
+void mqproc__server_give_pass(mqproc__server_t *srv);
 /* Takes d into the list of deliveries in flight and starts it. */
 void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d);
 /* Declares and binds a result queue once per connection (when configured to). */

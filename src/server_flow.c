@@ -118,25 +118,51 @@ int mqproc__server_take_slot(mqproc__server_t *srv) {
   return 1;
 }
 
-/* From a timer: the try that gave the slot back is still in its own step. */
+/* The oldest delivery waiting in SLOT_WAIT for `what` (delivery.h), or NULL. */
+static mqproc__delivery_t *oldest_waiting(mqproc__server_t *srv, int what) {
+  mqproc__delivery_t *oldest = NULL;
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    if (mqproc__delivery_waits_for_slot(d) == what)
+      oldest = d; /* the list is newest first */
+  return oldest;
+}
+
+/* From a timer: the try that gave the slot back is still in its own step. A free slot
+ * goes to a claimed job first (the oldest), then to one waiting to claim; a free pass to
+ * one waiting to claim. */
 static void on_slot_free(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
   (void)loop;
   srv->slot_timer = 0;
-  while (srv->running < srv->cfg->concurrency) {
-    mqproc__delivery_t *oldest = NULL;
-    for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-      if (mqproc__delivery_waits_for_slot(d))
-        oldest = d; /* the list is newest first */
-    if (oldest == NULL)
+  for (;;) {
+    mqproc__delivery_t *next = NULL;
+    if (srv->running < srv->cfg->concurrency && (next = oldest_waiting(srv, 2)) == NULL)
+      next = oldest_waiting(srv, 1);
+    else if (srv->running >= srv->cfg->concurrency && srv->ahead < srv->cfg->claim_ahead)
+      next = oldest_waiting(srv, 1);
+    if (next == NULL)
       return;
-    mqproc__delivery_slot_free(oldest); /* it leaves SLOT_WAIT, with a slot or without */
+    mqproc__delivery_slot_free(next); /* it leaves SLOT_WAIT with a slot or a pass, or ends */
   }
 }
 
 void mqproc__server_give_slot(mqproc__server_t *srv) {
   if (srv->running > 0)
     srv->running--;
+  if (srv->slot_timer == 0)
+    srv->slot_timer = mqproc__loop_timer(srv->loop, 0, on_slot_free, srv);
+}
+
+int mqproc__server_take_pass(mqproc__server_t *srv) {
+  if (srv->ahead >= srv->cfg->claim_ahead)
+    return 0;
+  srv->ahead++;
+  return 1;
+}
+
+void mqproc__server_give_pass(mqproc__server_t *srv) {
+  if (srv->ahead > 0)
+    srv->ahead--;
   if (srv->slot_timer == 0)
     srv->slot_timer = mqproc__loop_timer(srv->loop, 0, on_slot_free, srv);
 }

@@ -27,50 +27,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker.h"
-#include "broker/dirq.h"
+#include "broker/dir_int.h"
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "util.h"
 
 #define LOOK_EVERY_MS 900    /* dead holders, and new/ when the heap is empty */
 #define MAX_FILE (256 << 20) /* a job file beyond this goes to failed/ */
-
-typedef struct held {
-  uint64_t tag;
-  uint64_t consumer; /* the consume() it came through: prefetch counts per consumer */
-  int fd;            /* holds the flock */
-  char name[NAME_MAX + 1];
-  struct held *next;
-} held_t;
-
-typedef struct confirm {
-  uint64_t seq;
-  int status;
-} confirm_t;
-
-typedef struct dirb {
-  mqproc__broker_t base;
-  char spool[MQPROC__DIRQ_SPOOL_MAX], qdir[MQPROC__DIRQ_QDIR_MAX];
-  const mqproc__topology_t *topo;
-  mqproc__broker_events_t ev;
-  int ino; /* inotify fd; -1: not connected */
-  uint64_t epoch, next_tag, next_seq, consumer;
-  int consuming, prefetch, n_held;
-  int reread; /* a name was passed over (locked): read new/ again at the next look */
-  held_t *held;
-  char **heap; /* ready names, smallest first */
-  size_t n, cap;
-  confirm_t *confirms; /* publishes to confirm once their directories are fsynced */
-  size_t n_confirms, cap_confirms;
-  char **sync_dirs; /* directories to fsync before those confirms */
-  size_t n_sync;
-  int64_t looked_ms;
-} dirb_t;
 
 /* ---- the heap of ready names -------------------------------------------------------- */
 
@@ -200,29 +168,11 @@ static int read_file(int fd, char **out, size_t *len) {
   return 0;
 }
 
-/* NAME.reason beside a job in qdir's failed/: written in tmp/ and renamed in, so whoever
- * watches failed/ never reads half a reason. */
-static void write_reason(const char *qdir, const char *name, const char *why) {
-  char tmp[PATH_MAX], path[PATH_MAX];
-  FILE *f;
-  snprintf(tmp, sizeof(tmp), "%s/tmp/%s.reason", qdir, name);
-  snprintf(path, sizeof(path), "%s/failed/%s.reason", qdir, name);
-  if ((f = fopen(tmp, "w")) == NULL) {
-    MQPROC__WARN("dir queue: cannot write %s: %s", tmp, strerror(errno));
-    return;
-  }
-  fprintf(f, "%s\n", why);
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    MQPROC__WARN("dir queue: cannot write %s: %s", path, strerror(errno));
-    unlink(tmp);
-  }
-}
-
 static void to_failed(dirb_t *b, const char *name, const char *why) {
   char from[PATH_MAX], to[PATH_MAX];
   snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
   snprintf(to, sizeof(to), "%s/failed/%s", b->qdir, name);
-  write_reason(b->qdir, name, why);
+  mqproc__dir_write_reason(b->qdir, name, why);
   if (rename(from, to) != 0)
     MQPROC__WARN("dir queue: cannot move %s to failed/: %s", from, strerror(errno));
 }
@@ -305,37 +255,8 @@ static void drop_held(dirb_t *b, held_t **p) {
 
 /* ---- the class ---------------------------------------------------------------------- */
 
-static void report_confirms(dirb_t *b, int status_if_ok) {
-  char err[MQPROC_ERR_LEN];
-  int synced = 1;
-  for (size_t i = 0; i < b->n_sync; i++) {
-    if (status_if_ok == MQPROC_OK && mqproc__dirq_sync(b->sync_dirs[i], err) != MQPROC_OK) {
-      MQPROC__WARN("dir queue: %s", err);
-      synced = 0;
-    }
-    free(b->sync_dirs[i]);
-  }
-  b->n_sync = 0;
-  /* the confirms of what was synced now; a callback may publish again: those wait for the
-   * next round (and its fsync), in a list of their own */
-  while (b->n_confirms > 0) {
-    size_t n = b->n_confirms;
-    confirm_t *list = b->confirms;
-    b->confirms = NULL;
-    b->n_confirms = b->cap_confirms = 0;
-    for (size_t i = 0; i < n; i++) {
-      int st = list[i].status == MQPROC_OK ? (synced ? status_if_ok : MQPROC_EBROKER_NACKED)
-                                           : list[i].status;
-      b->ev.on_confirm(b->ev.ud, list[i].seq, st);
-    }
-    free(list);
-    if (status_if_ok == MQPROC_OK)
-      break; /* new ones are reported by the next pump, after their fsync */
-  }
-}
-
 static int d_fd(mqproc__broker_t *base) {
-  return ((dirb_t *)base)->ino;
+  return ((dirb_t *)base)->epfd;
 }
 
 /* Deliveries of the current consumer not settled: its prefetch counts these only (the
@@ -362,6 +283,7 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   (void)err;
   if (b->ino < 0)
     return MQPROC_OK;
+  mqproc__dir_confirms(b, 0); /* first: the flusher's eventfd is read before its work */
   while ((r = read(b->ino, buf, sizeof(buf))) > 0) {
     for (char *p = buf; p < buf + r;) {
       const struct inotify_event *e = (const struct inotify_event *)p;
@@ -384,7 +306,7 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   while (b->consuming && b->ino >= 0 && held_now(b) < b->prefetch && deliver_one(b))
     ;
   if (b->n_confirms > 0)
-    report_confirms(b, MQPROC_OK);
+    mqproc__dir_confirms(b, 0);
   return MQPROC_OK;
 }
 
@@ -397,10 +319,16 @@ static int d_connect(mqproc__broker_t *base, char *err) {
   if ((b->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
     return mqproc__err(err, MQPROC_ESYS, "inotify: %s", strerror(errno));
   snprintf(dir, sizeof(dir), "%s/new", b->qdir);
-  if (inotify_add_watch(b->ino, dir, IN_MOVED_TO | IN_CREATE) < 0) {
+  if (inotify_add_watch(b->ino, dir, IN_MOVED_TO | IN_CREATE) < 0 ||
+      (b->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+      epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->ino, &(struct epoll_event){.events = EPOLLIN}) != 0 ||
+      (b->flusher != NULL && epoll_ctl(b->epfd, EPOLL_CTL_ADD, mqproc__dirq_flusher_fd(b->flusher),
+                                       &(struct epoll_event){.events = EPOLLIN}) != 0)) {
     rc = errno;
     close(b->ino);
-    b->ino = -1;
+    if (b->epfd >= 0)
+      close(b->epfd);
+    b->ino = b->epfd = -1;
     return mqproc__err(err, MQPROC_ESYS, "inotify on %s: %s", dir, strerror(rc));
   }
   b->epoch++;
@@ -448,74 +376,6 @@ static int d_nack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int requ
   return MQPROC_OK;
 }
 
-static const char *header(const mqproc__publish_t *p, const char *key) {
-  for (size_t i = 0; i < p->n_headers; i++)
-    if (!strcmp(p->headers[i].key, key))
-      return p->headers[i].value;
-  return NULL;
-}
-
-static int d_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq, char *err) {
-  dirb_t *b = (dirb_t *)base;
-  char qdir[MQPROC__DIRQ_QDIR_MAX], name[MQPROC__DIRQ_NAME_MAX], dir[PATH_MAX], *headers = NULL;
-  int dead = b->topo->dead_queue != NULL && !strcmp(p->routing_key, b->topo->dead_queue), rc;
-  mqproc__dirq_msg_t m = {.body = p->body,
-                          .len = p->len,
-                          .content_type = p->content_type,
-                          .message_id = p->message_id,
-                          .priority = p->priority};
-  if (b->ino < 0)
-    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the dir queue is not open");
-  if (p->routing_key[0] == '\0' || p->routing_key[0] == '.' || strchr(p->routing_key, '/'))
-    return mqproc__err(err, MQPROC_EINVAL, "'%s' cannot name a queue directory", p->routing_key);
-  /* room for its confirm first: once its file is written, it is reported */
-  if (b->n_confirms == b->cap_confirms) {
-    size_t cap = b->cap_confirms ? 2 * b->cap_confirms : 64;
-    confirm_t *c = realloc(b->confirms, cap * sizeof(*c));
-    char **s = realloc(b->sync_dirs, cap * sizeof(*s));
-    if (s != NULL)
-      b->sync_dirs = s;
-    if (c == NULL || s == NULL) {
-      if (c != NULL)
-        b->confirms = c;
-      return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-    }
-    b->confirms = c;
-    b->cap_confirms = cap;
-  }
-  if (p->n_headers > 0) {
-    json_t *o = json_object();
-    for (size_t i = 0; i < p->n_headers; i++)
-      json_object_set_new(o, p->headers[i].key, json_string(p->headers[i].value));
-    headers = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    m.headers_json = headers;
-  }
-  snprintf(qdir, sizeof(qdir), "%s/%s", b->spool, dead ? b->topo->queue : p->routing_key);
-  rc = mqproc__dirq_put(qdir, dead ? "failed" : "new", &m, 0, name, err);
-  free(headers);
-  if (rc == MQPROC_OK && dead) { /* the reason beside it, as for a rejected job */
-    const char *why = header(p, "x-mqproc-reason");
-    write_reason(qdir, name, why != NULL ? why : "dead-lettered");
-  }
-  if (rc != MQPROC_OK && rc != MQPROC_EBROKER_UNROUTABLE)
-    return rc;
-  *seq = ++b->next_seq;
-  b->confirms[b->n_confirms++] =
-      (confirm_t){*seq, rc == MQPROC_OK || !p->mandatory ? MQPROC_OK : MQPROC_EBROKER_UNROUTABLE};
-  if (rc == MQPROC_OK) { /* one fsync per directory for all publishes of this pump */
-    size_t i;
-    snprintf(dir, sizeof(dir), "%s/%s", qdir, dead ? "failed" : "new");
-    for (i = 0; i < b->n_sync && strcmp(b->sync_dirs[i], dir) != 0; i++)
-      ;
-    if (i == b->n_sync && (b->sync_dirs[b->n_sync] = strdup(dir)) != NULL)
-      b->n_sync++;
-    else if (i == b->n_sync) /* its directory cannot be synced: not confirmed */
-      b->confirms[b->n_confirms - 1].status = MQPROC_EBROKER_NACKED;
-  }
-  return MQPROC_OK;
-}
-
 static int d_declare_queue(mqproc__broker_t *base, const char *queue, char *err) {
   dirb_t *b = (dirb_t *)base;
   char qdir[MQPROC__DIRQ_QDIR_MAX];
@@ -546,12 +406,13 @@ static void d_disconnect(mqproc__broker_t *base) {
   if (b->ino < 0)
     return;
   if (b->ev.on_closing != NULL)
-    b->ev.on_closing(b->ev.ud, b->ino);
+    b->ev.on_closing(b->ev.ud, b->epfd);
   close(b->ino);
-  b->ino = -1;
+  close(b->epfd);
+  b->ino = b->epfd = -1;
   while (b->held != NULL) /* their files stay in cur/: whoever looks next takes them back */
     drop_held(b, &b->held);
-  report_confirms(b, MQPROC_EBROKER_CLOSED);
+  mqproc__dir_confirms(b, 1);
   heap_clear(b);
   b->consuming = 0;
 }
@@ -560,8 +421,8 @@ static void d_destroy(mqproc__broker_t *base) {
   dirb_t *b = (dirb_t *)base;
   d_disconnect(base);
   free(b->heap);
+  mqproc__dirq_flusher_free(b->flusher);
   free(b->confirms);
-  free(b->sync_dirs);
   free(b);
 }
 
@@ -573,7 +434,7 @@ static const struct mqproc__broker_class DIR_CLASS = {
     .pump = d_pump,
     .ack = d_ack,
     .nack = d_nack,
-    .publish = d_publish,
+    .publish = mqproc__dir_publish,
     .declare_queue = d_declare_queue,
     .cancel = d_cancel,
     .consume = d_consume,
@@ -589,14 +450,15 @@ int mqproc__broker_dir_new(mqproc__broker_t **out, const char *url, const mqproc
   *out = NULL;
   if ((b = calloc(1, sizeof(*b))) == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  if ((rc = mqproc__dirq_spool(url, b->spool, err)) != MQPROC_OK) {
+  if ((rc = mqproc__dirq_spool(url, b->spool, &b->durable, err)) != MQPROC_OK ||
+      (b->durable && (rc = mqproc__dirq_flusher_new(&b->flusher, 1, err)) != MQPROC_OK)) {
     free(b);
     return rc;
   }
   b->base.klass = &DIR_CLASS;
   b->topo = topo;
   b->ev = *ev;
-  b->ino = -1;
+  b->ino = b->epfd = -1;
   *out = &b->base;
   return MQPROC_OK;
 }

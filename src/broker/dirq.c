@@ -22,13 +22,21 @@ int mqproc__dirq_is_url(const char *url) {
   return url != NULL && strncmp(url, MQPROC__DIRQ_SCHEME, strlen(MQPROC__DIRQ_SCHEME)) == 0;
 }
 
-int mqproc__dirq_spool(const char *url, char *out, char *err) {
-  const char *p = url + strlen(MQPROC__DIRQ_SCHEME);
+int mqproc__dirq_spool(const char *url, char *out, int *durable, char *err) {
+  const char *p = url + strlen(MQPROC__DIRQ_SCHEME), *q;
   size_t len;
-  if (!mqproc__dirq_is_url(url) || p[0] != '/' || p[1] == '\0')
+  if (!mqproc__dirq_is_url(url) || p[0] != '/' || p[1] == '\0' || p[1] == '?')
     return mqproc__err(err, MQPROC_ECONFIG,
-                       "--queue %s: expected dir:///ABSOLUTE/PATH (a spool directory)", url);
-  len = strlen(p);
+                       "--queue %s: expected dir:///ABSOLUTE/PATH[?synchronous=normal] (a spool "
+                       "directory)",
+                       url);
+  q = strchr(p, '?');
+  if (q != NULL && strcmp(q, "?synchronous=normal") != 0 && strcmp(q, "?synchronous=full") != 0)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "--queue %s: the only option is ?synchronous=normal (or full)", url);
+  if (durable != NULL)
+    *durable = q == NULL || strcmp(q, "?synchronous=normal") != 0;
+  len = q != NULL ? (size_t)(q - p) : strlen(p);
   while (len > 1 && p[len - 1] == '/')
     len--;
   if (len >= MQPROC__DIRQ_SPOOL_MAX)
@@ -153,12 +161,13 @@ static int write_all(int fd, const void *buf, size_t len) {
   return 0;
 }
 
-int mqproc__dirq_put(const char *qdir, const char *sub, const mqproc__dirq_msg_t *m, int sync_dir,
-                     char *name_out, char *err) {
-  char q[MQPROC__DIRQ_QDIR_MAX], tmp[PATH_MAX], dst[PATH_MAX], dir[MQPROC__DIRQ_QDIR_MAX + 16];
+int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg_t *m,
+                       char *name_out, char *tmp, char *dst, int *fd_out, char *err) {
+  char q[MQPROC__DIRQ_QDIR_MAX], dir[MQPROC__DIRQ_QDIR_MAX + 16];
   char *env = NULL;
   struct stat st;
   int fd, ok;
+  *fd_out = -1;
   if (strlen(qdir) >= sizeof(q) || strlen(sub) > 8)
     return mqproc__err(err, MQPROC_EINVAL, "the queue's path is too long: %s", qdir);
   snprintf(q, sizeof(q), "%s", qdir);
@@ -184,27 +193,54 @@ int mqproc__dirq_put(const char *qdir, const char *sub, const mqproc__dirq_msg_t
       return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   mqproc__dirq_name(m->priority, 0, name_out, MQPROC__DIRQ_NAME_MAX);
-  snprintf(tmp, sizeof(tmp), "%s/tmp/%s", q, name_out);
-  snprintf(dst, sizeof(dst), "%s/%s", dir, name_out);
+  snprintf(tmp, PATH_MAX, "%s/tmp/%s", q, name_out);
+  snprintf(dst, PATH_MAX, "%s/%s", dir, name_out);
   if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0664)) < 0) {
     free(env);
     return mqproc__err(err, errno == ENOENT ? MQPROC_EBROKER_UNROUTABLE : MQPROC_ESYS,
                        "cannot create %s: %s", tmp, strerror(errno));
   }
-  ok = (env == NULL || write_all(fd, env, strlen(env)) == 0) &&
-       write_all(fd, m->body, m->len) == 0 && fdatasync(fd) == 0;
+  ok = (env == NULL || write_all(fd, env, strlen(env)) == 0) && write_all(fd, m->body, m->len) == 0;
   free(env);
-  if (close(fd) != 0 || !ok) {
+  if (!ok) {
     int e = errno;
+    close(fd);
+    unlink(tmp);
+    return mqproc__err(err, MQPROC_ESYS, "cannot write %s: %s", tmp, strerror(e));
+  }
+  *fd_out = fd;
+  return MQPROC_OK;
+}
+
+int mqproc__dirq_place(int fd, int flush, const char *tmp, const char *dst, char *err) {
+  int ok = !flush || fdatasync(fd) == 0, e = errno;
+  if (close(fd) != 0 && ok) {
+    ok = 0;
+    e = errno;
+  }
+  if (!ok) {
     unlink(tmp);
     return mqproc__err(err, MQPROC_ESYS, "cannot write %s: %s", tmp, strerror(e));
   }
   if (rename(tmp, dst) != 0) {
-    int e = errno;
+    e = errno;
     unlink(tmp);
-    return mqproc__err(err, MQPROC_ESYS, "cannot move %s into %s: %s", tmp, dir, strerror(e));
+    return mqproc__err(err, MQPROC_ESYS, "cannot move %s to %s: %s", tmp, dst, strerror(e));
   }
-  return sync_dir ? mqproc__dirq_sync(dir, err) : MQPROC_OK;
+  return MQPROC_OK;
+}
+
+int mqproc__dirq_put(const char *qdir, const char *sub, const mqproc__dirq_msg_t *m, int sync_dir,
+                     char *name_out, char *err) {
+  char tmp[PATH_MAX], dst[PATH_MAX];
+  int fd, rc = mqproc__dirq_write(qdir, sub, m, name_out, tmp, dst, &fd, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__dirq_place(fd, 1, tmp, dst, err);
+  if (rc == MQPROC_OK && sync_dir) {
+    *strrchr(dst, '/') = '\0';
+    rc = mqproc__dirq_sync(dst, err);
+  }
+  return rc;
 }
 
 int mqproc__dirq_parse(const char *data, size_t len, mqproc__dirq_msg_t *m, json_t **meta) {

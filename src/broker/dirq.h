@@ -38,9 +38,10 @@ typedef struct mqproc__dirq_msg {
 
 /* Whether url is a dir:// URL. */
 int mqproc__dirq_is_url(const char *url);
-/* The spool directory of dir:///PATH (absolute; out: MQPROC__DIRQ_SPOOL_MAX);
- * MQPROC_ECONFIG with err. */
-int mqproc__dirq_spool(const char *url, char *out, char *err);
+/* The spool directory of dir:///PATH[?synchronous=normal|full] (absolute; out:
+ * MQPROC__DIRQ_SPOOL_MAX); *durable (when not NULL): 0 for synchronous=normal (publishes
+ * are not flushed), else 1. MQPROC_ECONFIG with err. */
+int mqproc__dirq_spool(const char *url, char *out, int *durable, char *err);
 /* Creates spool/queue with its four directories when missing (each new one fsynced into
  * its parent); qdir (MQPROC__DIRQ_QDIR_MAX) gets spool/queue. MQPROC_ESYS with err. */
 int mqproc__dirq_make(const char *spool, const char *queue, char *qdir, char *err);
@@ -49,7 +50,16 @@ void mqproc__dirq_name(int priority, int again, char *out, size_t n);
 /* The priority a name says (0 for names not made by mqproc). */
 int mqproc__dirq_name_priority(const char *name);
 
-/* Writes m into qdir/sub/ (sub "new" or "failed") under a fresh name (out: name_out,
+/* The first half of a put: m written into qdir/tmp/ under a fresh name (name_out,
+ * MQPROC__DIRQ_NAME_MAX), not flushed; tmp and dst (PATH_MAX each) get its path there and
+ * in qdir/sub/, *fd the open file (the caller's, for mqproc__dirq_place). Errors as for
+ * mqproc__dirq_put. */
+int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg_t *m,
+                       char *name_out, char *tmp, char *dst, int *fd, char *err);
+/* The second half: fdatasync(fd) when flush, close(fd), rename tmp to dst (tmp removed on
+ * failure); the directory's fsync is the caller's. MQPROC_ESYS with err. */
+int mqproc__dirq_place(int fd, int flush, const char *tmp, const char *dst, char *err);
+/* Both halves: writes m into qdir/sub/ (sub "new" or "failed") under a fresh name (out: name_out,
  * MQPROC__DIRQ_NAME_MAX): into tmp/ first, fdatasync'ed, then renamed. The directory
  * entry is durable once sub/ is fsynced: now when sync_dir, else by the caller
  * (mqproc__dirq_sync, one fsync for many). A queue that does not exist:

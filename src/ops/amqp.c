@@ -30,7 +30,7 @@ static admin_amqp_t *dir_open(const char *url) {
   admin_amqp_t *a = calloc(1, sizeof(*a));
   if (a == NULL)
     return NULL;
-  if (mqproc__dirq_spool(url, a->spool, err) != MQPROC_OK) {
+  if (mqproc__dirq_spool(url, a->spool, NULL, err) != MQPROC_OK) {
     fprintf(stderr, "mqproc: %s\n", err);
     free(a);
     return NULL;

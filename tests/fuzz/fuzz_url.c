@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(urls == NULL && count == 0, "a refused list left URLs");
     }
   }
-  if (mqproc__dirq_spool(in, spool, err) == MQPROC_OK) {
+  if (mqproc__dirq_spool(in, spool, NULL, err) == MQPROC_OK) {
     FUZZ_CHECK(spool[0] == '/', "a relative spool '%s' from '%s'", spool, in);
     FUZZ_CHECK(strlen(spool) < sizeof(spool), "overflow");
   }

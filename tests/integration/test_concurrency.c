@@ -1,6 +1,8 @@
 /* Integration: --concurrency N. N tries run at once, never more; a delivery is claimed
  * only when it gets a run slot (a message waiting in the server's prefetch buffer is still
- * only a message, which the broker gives to another server at once if this one dies);
+ * only a message, which the broker gives to another server at once if this one dies), or
+ * with --claim-ahead M one of M passes (claimed, it waits for its slot; a dead server's
+ * claimed jobs are taken over at once on its host);
  * retries wait for a slot like new jobs; many deliveries in flight (batched claims,
  * successes and acks) still give every job exactly one SUCCESS and one result. */
 #include <criterion/criterion.h>
@@ -56,7 +58,7 @@ static void expect_results(const char *results, int n) {
 Test(concurrency, n_tries_run_at_once_and_waiting_deliveries_are_not_claimed) {
   char *proc = it_name("conc"), *results = it_name("conc-result");
   char *spans = it_fmt("%s/spans", it_tmpdir()), *gate = it_fmt("%s/gate", it_tmpdir());
-  const char *extra[] = {"--concurrency=2", "--prefetch=6", NULL};
+  const char *extra[] = {"--concurrency=2", "--prefetch=6", "--claim-ahead=0", NULL};
   const char *envp[] = {it_fmt("PROC_SPANS=%s", spans), it_fmt("PROC_GATE=%s", gate), NULL};
   it_server_t *srv;
   it_declare(results);
@@ -89,7 +91,8 @@ Test(concurrency, deliveries_waiting_for_a_slot_go_to_another_server_at_once_whe
   char *gate = it_fmt("%s/gate", it_tmpdir());
   /* a lease far longer than the test: the job the dead server had claimed is taken over
    * at once only because its holder's pid is gone on this host (fleet.h) */
-  const char *extra_a[] = {"--concurrency=1", "--prefetch=4", "--lease=600", "--worker-id=A", NULL};
+  const char *extra_a[] = {"--concurrency=1", "--prefetch=4",    "--lease=600",
+                           "--worker-id=A",   "--claim-ahead=0", NULL};
   const char *extra_b[] = {"--concurrency=2", "--lease=600", "--worker-id=B", NULL};
   const char *envp_a[] = {it_fmt("PROC_GATE=%s", gate), NULL};
   it_server_t *a, *b;
@@ -113,6 +116,44 @@ Test(concurrency, deliveries_waiting_for_a_slot_go_to_another_server_at_once_whe
                            "attempt = 2 AND worker_id = 'B'",
                            0),
                1, "the one A ran was taken over although its lease had not ended");
+  it_open_gate(gate);
+  it_server_stop(a);
+  it_server_stop(b);
+}
+
+Test(concurrency, claimed_ahead_jobs_wait_for_a_slot_and_are_taken_over_when_killed) {
+  char *proc = it_name("conca"), *results = it_name("conca-result");
+  char *gate = it_fmt("%s/gate", it_tmpdir());
+  const char *extra_a[] = {"--concurrency=1", "--prefetch=4",  "--claim-ahead=2",
+                           "--lease=600",     "--worker-id=A", NULL};
+  const char *extra_b[] = {"--concurrency=2", "--lease=600", "--worker-id=B", NULL};
+  const char *envp_a[] = {it_fmt("PROC_GATE=%s", gate), NULL};
+  it_server_t *a, *b;
+  it_declare(results);
+  a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp_a);
+  for (int i = 0; i < 4; i++)
+    it_publish(proc, it_job_json(proc, it_fmt("conca-%d", i), result_extra(results)));
+  cr_assert(it_server_wait_log(a, "try 1 started", WAIT_MS));
+  /* one runs (behind the gate), two more are claimed and wait for its slot, one is only
+   * a message */
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'RUNNING'", "3"),
+            "one running and two claimed ahead");
+  cr_assert(wait_unacked(proc, 4), "all four deliveries reached A");
+  cr_expect_eq(it_server_count_log(a, "try 1 started"), 1, "--concurrency=1: one try at once");
+  b = it_server_start(proc, it_proc("proc.sh"), extra_b, NULL);
+  it_server_signal(a, SIGKILL);
+  cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
+  /* the three A claimed are taken over at once (its pid is gone on this host, the lease
+   * has ten minutes left): attempt 2; the one it never claimed: attempt 1 */
+  expect_results(results, 4);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
+                           "attempt = 2 AND worker_id = 'B'",
+                           0),
+               3);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
+                           "attempt = 1 AND worker_id = 'B'",
+                           0),
+               1);
   it_open_gate(gate);
   it_server_stop(a);
   it_server_stop(b);

@@ -1,0 +1,243 @@
+/* The dir:// backend's flusher: see dir_flush.h. */
+#include "broker/dir_flush.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker/dirq.h"
+#include "log.h"
+#include "mqproc/mqproc.h"
+#include "util.h"
+
+#define SYNCFS_FROM 2      /* files in a batch from which one syncfs() flushes them all */
+#define GROUP_FILES 16     /* a batch smaller than this waits GROUP_WAIT_US for more files: */
+#define GROUP_WAIT_US 1000 /* every flush is a journal commit, shared by the whole batch */
+
+typedef struct item {
+  uint64_t seq;
+  int fd, rc, synced;
+  char *tmp, *dst;
+  struct item *next;
+} item_t;
+
+struct mqproc__dirq_flusher {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond, idle;
+  item_t *todo, **todo_tail; /* handed over by the loop */
+  item_t *done, **done_tail; /* finished, for the loop */
+  size_t n;                  /* handed over and not yet taken */
+  size_t n_todo;             /* in todo */
+  int busy;                  /* the thread works on a batch now */
+  int efd, flush, stop;
+};
+
+static void free_item(item_t *it) {
+  free(it->tmp);
+  free(it->dst);
+  free(it);
+}
+
+/* One batch, off the lock: the files' data made durable (a few: fdatasync each; more: one
+ * syncfs of their filesystem, one journal commit for all of them), then each renamed into
+ * place in order, then each distinct directory fsynced once (a failed flush fails its
+ * files: they are not confirmed). */
+static void flush_batch(mqproc__dirq_flusher_t *f, item_t *batch) {
+  char err[MQPROC_ERR_LEN];
+  item_t *it;
+  size_t n = 0;
+  int each = f->flush;
+  for (it = batch; it != NULL; it = it->next)
+    n++;
+  if (f->flush && n >= SYNCFS_FROM) { /* all files of a queue share its filesystem */
+    if (syncfs(batch->fd) == 0)
+      each = 0; /* else each one fails or succeeds on its own fdatasync */
+  }
+  for (it = batch; it != NULL; it = it->next)
+    if ((it->rc = mqproc__dirq_place(it->fd, each, it->tmp, it->dst, err)) != MQPROC_OK)
+      MQPROC__WARN("dir queue: %s", err);
+  for (it = batch; f->flush && it != NULL; it = it->next) {
+    size_t dirlen = (size_t)(strrchr(it->dst, '/') - it->dst);
+    int rc;
+    if (it->rc != MQPROC_OK || it->synced)
+      continue;
+    it->dst[dirlen] = '\0';
+    if ((rc = mqproc__dirq_sync(it->dst, err)) != MQPROC_OK)
+      MQPROC__WARN("dir queue: %s", err);
+    for (item_t *o = it->next; o != NULL; o = o->next) /* its directory's other files */
+      if (o->rc == MQPROC_OK && !o->synced && !memcmp(o->dst, it->dst, dirlen) &&
+          o->dst[dirlen] == '/' && strchr(o->dst + dirlen + 1, '/') == NULL) {
+        o->synced = 1;
+        o->rc = rc; /* in place, but the entry may not survive a crash: not confirmed */
+      }
+    it->dst[dirlen] = '/';
+    it->rc = rc;
+  }
+}
+
+static void *flusher_main(void *arg) {
+  mqproc__dirq_flusher_t *f = arg;
+  uint64_t one = 1;
+  pthread_mutex_lock(&f->lock);
+  for (;;) {
+    item_t *batch;
+    while (f->todo == NULL && !f->stop)
+      pthread_cond_wait(&f->cond, &f->lock);
+    if (f->todo == NULL)
+      break;
+    if (f->n_todo < GROUP_FILES && !f->stop) { /* group commit: a moment for more files */
+      struct timespec until;
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      until.tv_nsec += GROUP_WAIT_US * 1000L;
+      if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+      }
+      while (f->n_todo < GROUP_FILES && !f->stop &&
+             pthread_cond_timedwait(&f->cond, &f->lock, &until) == 0)
+        ;
+    }
+    batch = f->todo;
+    f->todo = NULL;
+    f->todo_tail = &f->todo;
+    f->n_todo = 0;
+    f->busy = 1;
+    pthread_mutex_unlock(&f->lock);
+    flush_batch(f, batch);
+    pthread_mutex_lock(&f->lock);
+    *f->done_tail = batch;
+    while (*f->done_tail != NULL)
+      f->done_tail = &(*f->done_tail)->next;
+    f->busy = 0;
+    if (write(f->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+      MQPROC__WARN("dir queue: the flusher cannot signal: %s", strerror(errno));
+    pthread_cond_broadcast(&f->idle);
+  }
+  pthread_mutex_unlock(&f->lock);
+  return NULL;
+}
+
+int mqproc__dirq_flusher_new(mqproc__dirq_flusher_t **out, int flush, char *err) {
+  mqproc__dirq_flusher_t *f = calloc(1, sizeof(*f));
+  *out = NULL;
+  if (f == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  f->todo_tail = &f->todo;
+  f->done_tail = &f->done;
+  f->flush = flush;
+  pthread_mutex_init(&f->lock, NULL);
+  {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cond, &ca);
+    pthread_condattr_destroy(&ca);
+  }
+  pthread_cond_init(&f->idle, NULL);
+  if ((f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+      pthread_create(&f->thread, NULL, flusher_main, f) != 0) {
+    int e = errno;
+    if (f->efd >= 0)
+      close(f->efd);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->cond);
+    pthread_cond_destroy(&f->idle);
+    free(f);
+    return mqproc__err(err, MQPROC_ESYS, "cannot start the dir queue's flusher: %s", strerror(e));
+  }
+  *out = f;
+  return MQPROC_OK;
+}
+
+int mqproc__dirq_flusher_fd(const mqproc__dirq_flusher_t *f) {
+  return f->efd;
+}
+
+int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, const char *tmp,
+                             const char *dst, char *err) {
+  item_t *it = calloc(1, sizeof(*it));
+  if (it == NULL || (it->tmp = strdup(tmp)) == NULL || (it->dst = strdup(dst)) == NULL) {
+    if (it != NULL)
+      free_item(it);
+    close(fd);
+    unlink(tmp);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  it->seq = seq;
+  it->fd = fd;
+  pthread_mutex_lock(&f->lock);
+  *f->todo_tail = it;
+  f->todo_tail = &it->next;
+  f->n++;
+  if (++f->n_todo == 1 || f->n_todo == GROUP_FILES)
+    pthread_cond_signal(&f->cond);
+  pthread_mutex_unlock(&f->lock);
+  return MQPROC_OK;
+}
+
+size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,
+                                 void (*done)(void *ud, uint64_t seq, int rc), void *ud) {
+  uint64_t v;
+  item_t *list;
+  size_t n = 0;
+  if (read(f->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+    MQPROC__WARN("dir queue: the flusher's eventfd: %s", strerror(errno));
+  pthread_mutex_lock(&f->lock);
+  list = f->done;
+  f->done = NULL;
+  f->done_tail = &f->done;
+  pthread_mutex_unlock(&f->lock);
+  while (list != NULL) { /* off the lock: a callback may hand over more */
+    item_t *it = list;
+    list = it->next;
+    pthread_mutex_lock(&f->lock);
+    f->n--;
+    pthread_mutex_unlock(&f->lock);
+    done(ud, it->seq, it->rc);
+    free_item(it);
+    n++;
+  }
+  return n;
+}
+
+size_t mqproc__dirq_flusher_count(mqproc__dirq_flusher_t *f) {
+  size_t n;
+  pthread_mutex_lock(&f->lock);
+  n = f->n;
+  pthread_mutex_unlock(&f->lock);
+  return n;
+}
+
+void mqproc__dirq_flusher_drain(mqproc__dirq_flusher_t *f) {
+  pthread_mutex_lock(&f->lock);
+  while (f->todo != NULL || f->busy)
+    pthread_cond_wait(&f->idle, &f->lock);
+  pthread_mutex_unlock(&f->lock);
+}
+
+void mqproc__dirq_flusher_free(mqproc__dirq_flusher_t *f) {
+  if (f == NULL)
+    return;
+  pthread_mutex_lock(&f->lock);
+  f->stop = 1;
+  pthread_cond_signal(&f->cond);
+  pthread_mutex_unlock(&f->lock);
+  pthread_join(f->thread, NULL); /* it finishes what was handed over first */
+  while (f->done != NULL) {
+    item_t *it = f->done;
+    f->done = it->next;
+    free_item(it);
+  }
+  close(f->efd);
+  pthread_mutex_destroy(&f->lock);
+  pthread_cond_destroy(&f->cond);
+  pthread_cond_destroy(&f->idle);
+  free(f);
+}
