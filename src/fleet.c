@@ -21,7 +21,8 @@ typedef struct mqproc__fleet {
   int restarts;   /* MQPROC_RESTARTS: set by the --instances supervisor */
   char note[128]; /* its crash-loop delay before this start, "" when none */
   long long started_ms;
-  uint64_t timer;        /* the next refresh */
+  uint64_t timer;        /* the first refresh, at once */
+  int64_t beat_ms;       /* when the last refresh was sent */
   uint64_t finish_timer; /* the last write's deadline */
   int in_flight;         /* a beat is with the store */
   int again;             /* refresh once more when it ends */
@@ -119,6 +120,7 @@ static int send_beat(fleet_t *f) {
     f->again = 1;
     return MQPROC_OK;
   }
+  f->beat_ms = mqproc__now_ms();
   for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d)) {
     const char *id = mqproc__delivery_job_held(d);
     if (id == NULL)
@@ -150,8 +152,18 @@ static int send_beat(fleet_t *f) {
 
 static void on_timer(mqproc__loop_t *loop, void *ud) {
   fleet_t *f = ud;
-  f->timer = mqproc__loop_timer(loop, MQPROC__FLEET_INTERVAL_MS, on_timer, f);
+  (void)loop;
+  f->timer = 0;
   send_beat(f);
+}
+
+/* The refreshes ride on the server's tick (no wake-up of their own): one when the last is
+ * FLEET_INTERVAL_MS old, give or take the tick's jitter. */
+void mqproc__fleet_tick(mqproc__server_t *srv) {
+  fleet_t *f = srv->fleet;
+  if (f != NULL && !f->finishing &&
+      mqproc__now_ms() - f->beat_ms >= MQPROC__FLEET_INTERVAL_MS - MQPROC__FLEET_INTERVAL_MS / 4)
+    send_beat(f);
 }
 
 /* An operator's notice (payload: the processor it is for). */

@@ -20,6 +20,8 @@ void mqproc__fleet_finish(mqproc__server_t *srv);
 /* The server's state changed by itself (its first broker connection: starting -> running):
  * the row shows it now, not with the next beat. */
 void mqproc__fleet_changed(mqproc__server_t *srv);
+/* From the server's tick: refreshes the row when FLEET_INTERVAL_MS has passed. */
+void mqproc__fleet_tick(mqproc__server_t *srv);
 void mqproc__fleet_free(mqproc__server_t *srv);
 /* Whether the store has taken a refresh of the workers row yet (the database is up). */
 int mqproc__fleet_store_seen(const mqproc__server_t *srv);

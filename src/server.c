@@ -345,6 +345,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   }
   mqproc__sweeper_run(srv);
   mqproc__sd_update(srv);
+  mqproc__fleet_tick(srv);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__fleet_finish(srv);
   srv->tick_timer = mqproc__loop_timer(loop, 1000, on_tick, srv);

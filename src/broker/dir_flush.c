@@ -116,9 +116,11 @@ static void *flusher_main(void *arg) {
     while (*f->done_tail != NULL)
       f->done_tail = &(*f->done_tail)->next;
     f->busy = 0;
+    pthread_cond_broadcast(&f->idle);
+    pthread_mutex_unlock(&f->lock); /* the loop wakes to take the lock: free it first */
     if (write(f->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
       MQPROC__WARN("dir queue: the flusher cannot signal: %s", strerror(errno));
-    pthread_cond_broadcast(&f->idle);
+    pthread_mutex_lock(&f->lock);
   }
   pthread_mutex_unlock(&f->lock);
   return NULL;
@@ -163,6 +165,7 @@ int mqproc__dirq_flusher_fd(const mqproc__dirq_flusher_t *f) {
 int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, const char *tmp,
                              const char *dst, char *err) {
   item_t *it = calloc(1, sizeof(*it));
+  int wake;
   if (it == NULL || (it->tmp = strdup(tmp)) == NULL || (it->dst = strdup(dst)) == NULL) {
     if (it != NULL)
       free_item(it);
@@ -176,9 +179,10 @@ int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, co
   *f->todo_tail = it;
   f->todo_tail = &it->next;
   f->n++;
-  if (++f->n_todo == 1 || f->n_todo == GROUP_FILES)
-    pthread_cond_signal(&f->cond);
+  wake = ++f->n_todo == 1 || f->n_todo == GROUP_FILES;
   pthread_mutex_unlock(&f->lock);
+  if (wake) /* after the unlock: the thread does not wake into it */
+    pthread_cond_signal(&f->cond);
   return MQPROC_OK;
 }
 

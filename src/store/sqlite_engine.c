@@ -325,9 +325,11 @@ static void *engine_main(void *arg) {
     *e->done_tail = round;
     while (*e->done_tail != NULL)
       e->done_tail = &(*e->done_tail)->next;
+    pthread_mutex_unlock(&e->lock); /* the loop wakes to take the lock: free it first */
     if (write(e->efd, &one, sizeof(one)) < 0) {
       /* the counter is full: the loop reads it anyway */
     }
+    pthread_mutex_lock(&e->lock);
   }
   pthread_mutex_unlock(&e->lock);
   if (db != NULL)
@@ -378,8 +380,8 @@ int mqproc__sq_submit(sq_store_t *s, sq_req_t *r) {
   pthread_mutex_lock(&e->lock);
   *e->todo_tail = r;
   e->todo_tail = &r->next;
-  pthread_cond_signal(&e->cond);
   pthread_mutex_unlock(&e->lock);
+  pthread_cond_signal(&e->cond); /* after the unlock: the thread does not wake into it */
   return MQPROC_OK;
 }
 
