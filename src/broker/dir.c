@@ -30,6 +30,7 @@
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker/dir_int.h"
@@ -39,6 +40,8 @@
 
 #define LOOK_EVERY_MS 900    /* dead holders, and new/ when the heap is empty */
 #define MAX_FILE (256 << 20) /* a job file beyond this goes to failed/ */
+#define PURGE_EVERY_MS 60000 /* tmp/ is looked at for abandoned files */
+#define TMP_ABANDONED_S 3600 /* a file in tmp/ untouched this long was abandoned */
 
 /* ---- the heap of ready names -------------------------------------------------------- */
 
@@ -142,6 +145,34 @@ static void take_back(dirb_t *b) {
   closedir(d);
   if (n > 0)
     MQPROC__INFO("dir queue %s: %d job(s) of a server that died went back to new/", b->qdir, n);
+}
+
+/* Files in tmp/ nobody finished (a producer or a server that died between its write and
+ * its rename): removed once untouched for TMP_ABANDONED_S, as Directory::Queue's purge
+ * does; a slow writer's file is touched by its writes. */
+static void purge_tmp(dirb_t *b) {
+  char dir[PATH_MAX], path[PATH_MAX + NAME_MAX + 2];
+  DIR *d;
+  struct dirent *e;
+  struct stat st;
+  time_t now = time(NULL);
+  int n = 0;
+  snprintf(dir, sizeof(dir), "%s/tmp", b->qdir);
+  if ((d = opendir(dir)) == NULL)
+    return;
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > TMP_ABANDONED_S &&
+        unlink(path) == 0)
+      n++;
+  }
+  closedir(d);
+  if (n > 0)
+    MQPROC__WARN("dir queue %s: removed %d abandoned file(s) from tmp/ (untouched for an hour: "
+                 "their writer died before its rename)",
+                 b->qdir, n);
 }
 
 /* ---- deliveries --------------------------------------------------------------------- */
@@ -294,6 +325,10 @@ static int d_pump(mqproc__broker_t *base, char *err) {
       p += sizeof(*e) + e->len;
     }
   }
+  if (now - b->purged_ms >= PURGE_EVERY_MS) {
+    b->purged_ms = now;
+    purge_tmp(b);
+  }
   if (now - b->looked_ms >= LOOK_EVERY_MS) {
     b->looked_ms = now;
     take_back(b);
@@ -333,6 +368,8 @@ static int d_connect(mqproc__broker_t *base, char *err) {
   }
   b->epoch++;
   b->looked_ms = 0;
+  b->purged_ms = mqproc__now_ms();
+  purge_tmp(b);
   take_back(b);
   read_new(b);
   b->looked_ms = mqproc__now_ms();

@@ -40,7 +40,8 @@ typedef struct dirb {
   size_t n, cap;
   confirm_t *confirms; /* to report at the next pump: unroutable, or relaxed publishes */
   size_t n_confirms, cap_confirms;
-  int64_t looked_ms;
+  int64_t looked_ms; /* the last look at cur/ (dead holders) and new/ */
+  int64_t purged_ms; /* the last look at tmp/ (abandoned files) */
 } dirb_t;
 
 /* NAME.reason in qdir's failed/ (whole: written in tmp/, renamed in). */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -165,6 +166,34 @@ Test(dirqueue, a_failing_job_goes_to_the_end_then_to_failed_with_its_reason) {
   cr_expect(reason != NULL && strstr(reason, "exited with status 3") != NULL, "%s", reason);
   cr_expect(files_become(it_fmt("%s/cur", q), 0));
   cr_expect_eq(files_in(it_fmt("%s/new", q)), 0, "nothing left behind");
+  it_server_stop(srv);
+}
+
+Test(dirqueue, an_abandoned_file_in_tmp_is_removed_and_a_fresh_one_is_not) {
+  char *proc = it_name("dqt"), *q = it_fmt("%s/%s", spool(), proc);
+  char *old, *fresh;
+  struct timeval two_hours_ago[2];
+  it_server_t *srv;
+  FILE *f;
+  submit(proc, "dqt-1", NULL); /* makes the queue */
+  old = it_fmt("%s/tmp/old-writer", q);
+  fresh = it_fmt("%s/tmp/fresh-writer", q);
+  cr_assert_not_null(f = fopen(old, "w"));
+  fputs("half a job", f);
+  fclose(f);
+  cr_assert_not_null(f = fopen(fresh, "w"));
+  fputs("half a job", f);
+  fclose(f);
+  gettimeofday(&two_hours_ago[0], NULL);
+  two_hours_ago[0].tv_sec -= 7200;
+  two_hours_ago[1] = two_hours_ago[0];
+  cr_assert_eq(utimes(old, two_hours_ago), 0);
+  srv = start(proc, NULL, NULL);
+  /* the server looks at tmp/ when it opens the queue, before its first claim */
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqt-1'", "SUCCESS"));
+  cr_expect_neq(access(old, F_OK), 0, "untouched for two hours: removed");
+  cr_expect_eq(access(fresh, F_OK), 0, "a file being written stays");
+  cr_expect(it_server_wait_log(srv, "abandoned file(s) from tmp/", WAIT_MS));
   it_server_stop(srv);
 }
 
