@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker.h"
+#include "broker/dirq.h"
 #include "callback.h"
 #include "metrics.h"
 #include "util.h"
@@ -124,16 +125,17 @@ static const opt_t OPTS[] = {
      "declare queues durable (OCR-D core <= 3.12 declares them non-durable)"},
     {"concurrency", "MQPROC_CONCURRENCY", OPT_INT, F(concurrency), NULL, 1, 1024, 0,
      "tries running at once per server: C processors on as many threads (or worker "
-     "processes), commands as that many children; a job is claimed when its try can start "
-     "(default: --prefetch, or 1)"},
+     "processes), commands as that many children; a job is claimed when its try can start, "
+     "or on a --claim-ahead pass (default: --prefetch, or 1)"},
     {"claim-ahead", "MQPROC_CLAIM_AHEAD", OPT_INT, F(claim_ahead), "-1", -1, 1024, 0,
      "deliveries claimed while every run slot is busy, so each starts the moment a slot "
      "frees (short jobs: the claim's commit overlaps a run); a server that dies holding "
      "them gives them up at once to a server on its host, on its lease elsewhere (default "
      "-1: --concurrency on a dir:// queue, 0 on amqp://)"},
     {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), NULL, 1, 65535, 0,
-     "deliveries in flight per server (basic.qos); the ones beyond --concurrency wait, "
-     "unclaimed, for a free slot (default: 2 x --concurrency when that is given, else 1)"},
+     "deliveries in flight per server (basic.qos); the ones beyond --concurrency and "
+     "--claim-ahead wait, unclaimed, for a free slot (default: 2 x --concurrency when that is "
+     "given, else 1)"},
     {"retries", "MQPROC_RETRIES", OPT_INT, F(retries), "3", 0, 100, 0,
      "extra local tries after a failed try"},
     {"retry-backoff-ms", "MQPROC_RETRY_BACKOFF_MS", OPT_INT, F(retry_backoff_ms), "200", 0, 3600000,
@@ -460,16 +462,15 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
     rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   if (rc == MQPROC_OK) {
     /* --prefetch alone bounds the jobs running at once, as before --concurrency came;
-     * --concurrency alone gets twice its deliveries, so the next job waits claimed */
+     * --concurrency alone gets twice its deliveries, so the next job waits delivered */
     int given = cfg->concurrency != 0;
     if (!given)
       cfg->concurrency = cfg->prefetch > 0 ? (cfg->prefetch < 1024 ? cfg->prefetch : 1024) : 1;
     if (cfg->prefetch == 0)
       cfg->prefetch = given && cfg->concurrency > 1 ? 2 * cfg->concurrency : cfg->concurrency;
     if (cfg->claim_ahead < 0)
-      cfg->claim_ahead = cfg->queue_url != NULL && strncmp(cfg->queue_url, "dir://", 6) == 0
-                             ? cfg->concurrency
-                             : 0;
+      cfg->claim_ahead =
+          cfg->queue_url != NULL && mqproc__dirq_is_url(cfg->queue_url) ? cfg->concurrency : 0;
   }
   return rc;
 }

@@ -136,9 +136,9 @@ static void on_slot_free(mqproc__loop_t *loop, void *ud) {
   srv->slot_timer = 0;
   for (;;) {
     mqproc__delivery_t *next = NULL;
-    if (srv->running < srv->cfg->concurrency && (next = oldest_waiting(srv, 2)) == NULL)
-      next = oldest_waiting(srv, 1);
-    else if (srv->running >= srv->cfg->concurrency && srv->ahead < srv->cfg->claim_ahead)
+    if (srv->running < srv->cfg->concurrency) /* a slot */
+      next = (next = oldest_waiting(srv, 2)) != NULL ? next : oldest_waiting(srv, 1);
+    else if (srv->ahead < srv->cfg->claim_ahead) /* a pass */
       next = oldest_waiting(srv, 1);
     if (next == NULL)
       return;

@@ -314,7 +314,6 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   (void)err;
   if (b->ino < 0)
     return MQPROC_OK;
-  mqproc__dir_confirms(b, 0); /* first: the flusher's eventfd is read before its work */
   while ((r = read(b->ino, buf, sizeof(buf))) > 0) {
     for (char *p = buf; p < buf + r;) {
       const struct inotify_event *e = (const struct inotify_event *)p;
@@ -340,8 +339,7 @@ static int d_pump(mqproc__broker_t *base, char *err) {
     read_new(b);
   while (b->consuming && b->ino >= 0 && held_now(b) < b->prefetch && deliver_one(b))
     ;
-  if (b->n_confirms > 0)
-    mqproc__dir_confirms(b, 0);
+  mqproc__dir_confirms(b, 0); /* the flusher's finished files, and the others due */
   return MQPROC_OK;
 }
 

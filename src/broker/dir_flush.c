@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@
 
 typedef struct item {
   uint64_t seq;
-  int fd, rc, synced;
+  int fd, rc, placed;
   char *tmp, *dst;
   struct item *next;
 } item_t;
@@ -33,7 +34,7 @@ struct mqproc__dirq_flusher {
   pthread_cond_t cond, idle;
   item_t *todo, **todo_tail; /* handed over by the loop */
   item_t *done, **done_tail; /* finished, for the loop */
-  size_t n;                  /* handed over and not yet taken */
+  int signalled;             /* the eventfd was written and not read yet */
   size_t n_todo;             /* in todo */
   int busy;                  /* the thread works on a batch now */
   int efd, flush, stop;
@@ -43,6 +44,12 @@ static void free_item(item_t *it) {
   free(it->tmp);
   free(it->dst);
   free(it);
+}
+
+/* Whether paths a and b are in the same directory. */
+static int same_dir(const char *a, const char *b) {
+  const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+  return sa - a == sb - b && memcmp(a, b, (size_t)(sa - a)) == 0;
 }
 
 /* One batch, off the lock: the files' data made durable (a few: fdatasync each; more: one
@@ -61,24 +68,23 @@ static void flush_batch(mqproc__dirq_flusher_t *f, item_t *batch) {
       each = 0; /* else each one fails or succeeds on its own fdatasync */
   }
   for (it = batch; it != NULL; it = it->next)
-    if ((it->rc = mqproc__dirq_place(it->fd, each, it->tmp, it->dst, err)) != MQPROC_OK)
+    if (!(it->placed =
+              (it->rc = mqproc__dirq_place(it->fd, each, it->tmp, it->dst, err)) == MQPROC_OK))
       MQPROC__WARN("dir queue: %s", err);
   for (it = batch; f->flush && it != NULL; it = it->next) {
-    size_t dirlen = (size_t)(strrchr(it->dst, '/') - it->dst);
-    int rc;
-    if (it->rc != MQPROC_OK || it->synced)
+    item_t *e = batch;
+    char dir[PATH_MAX];
+    if (!it->placed)
       continue;
-    it->dst[dirlen] = '\0';
-    if ((rc = mqproc__dirq_sync(it->dst, err)) != MQPROC_OK)
-      MQPROC__WARN("dir queue: %s", err);
-    for (item_t *o = it->next; o != NULL; o = o->next) /* its directory's other files */
-      if (o->rc == MQPROC_OK && !o->synced && !memcmp(o->dst, it->dst, dirlen) &&
-          o->dst[dirlen] == '/' && strchr(o->dst + dirlen + 1, '/') == NULL) {
-        o->synced = 1;
-        o->rc = rc; /* in place, but the entry may not survive a crash: not confirmed */
-      }
-    it->dst[dirlen] = '/';
-    it->rc = rc;
+    while (e != it && !(e->placed && same_dir(e->dst, it->dst)))
+      e = e->next;
+    if (e != it) { /* its directory was synced with an earlier file: the same outcome */
+      it->rc = e->rc;
+      continue;
+    }
+    snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(it->dst, '/') - it->dst), it->dst);
+    if ((it->rc = mqproc__dirq_sync(dir, err)) != MQPROC_OK) /* in place, but its entry may */
+      MQPROC__WARN("dir queue: %s", err); /* not survive a crash: not confirmed */
   }
 }
 
@@ -117,10 +123,11 @@ static void *flusher_main(void *arg) {
       f->done_tail = &(*f->done_tail)->next;
     f->busy = 0;
     pthread_cond_broadcast(&f->idle);
-    pthread_mutex_unlock(&f->lock); /* the loop wakes to take the lock: free it first */
-    if (write(f->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-      MQPROC__WARN("dir queue: the flusher cannot signal: %s", strerror(errno));
-    pthread_mutex_lock(&f->lock);
+    if (!f->signalled) { /* under the lock: the eventfd is readable exactly while signalled */
+      f->signalled = 1;
+      if (write(f->efd, &one, sizeof(one)) < 0)
+        MQPROC__WARN("dir queue: the flusher cannot signal: %s", strerror(errno));
+    }
   }
   pthread_mutex_unlock(&f->lock);
   return NULL;
@@ -178,7 +185,6 @@ int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, co
   pthread_mutex_lock(&f->lock);
   *f->todo_tail = it;
   f->todo_tail = &it->next;
-  f->n++;
   wake = ++f->n_todo == 1 || f->n_todo == GROUP_FILES;
   pthread_mutex_unlock(&f->lock);
   if (wake) /* after the unlock: the thread does not wake into it */
@@ -191,9 +197,14 @@ size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,
   uint64_t v;
   item_t *list;
   size_t n = 0;
-  if (read(f->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-    MQPROC__WARN("dir queue: the flusher's eventfd: %s", strerror(errno));
   pthread_mutex_lock(&f->lock);
+  if (!f->signalled) { /* nothing finished: no system call on the loop's way */
+    pthread_mutex_unlock(&f->lock);
+    return 0;
+  }
+  f->signalled = 0;
+  if (read(f->efd, &v, sizeof(v)) < 0)
+    MQPROC__WARN("dir queue: the flusher's eventfd: %s", strerror(errno));
   list = f->done;
   f->done = NULL;
   f->done_tail = &f->done;
@@ -201,21 +212,10 @@ size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,
   while (list != NULL) { /* off the lock: a callback may hand over more */
     item_t *it = list;
     list = it->next;
-    pthread_mutex_lock(&f->lock);
-    f->n--;
-    pthread_mutex_unlock(&f->lock);
     done(ud, it->seq, it->rc);
     free_item(it);
     n++;
   }
-  return n;
-}
-
-size_t mqproc__dirq_flusher_count(mqproc__dirq_flusher_t *f) {
-  size_t n;
-  pthread_mutex_lock(&f->lock);
-  n = f->n;
-  pthread_mutex_unlock(&f->lock);
   return n;
 }
 

@@ -26,8 +26,6 @@ int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, co
  * MQPROC_OK: durable in place; else the file is not in place); returns how many. */
 size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,
                                  void (*done)(void *ud, uint64_t seq, int rc), void *ud);
-/* Files handed over and not yet taken. */
-size_t mqproc__dirq_flusher_count(mqproc__dirq_flusher_t *f);
 /* Waits until every file handed over is finished (they are taken after). */
 void mqproc__dirq_flusher_drain(mqproc__dirq_flusher_t *f);
 /* Drains, stops the thread, closes the eventfd; what was not taken is dropped. */

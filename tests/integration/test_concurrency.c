@@ -86,77 +86,56 @@ Test(concurrency, n_tries_run_at_once_and_waiting_deliveries_are_not_claimed) {
   it_server_stop(srv);
 }
 
-Test(concurrency, deliveries_waiting_for_a_slot_go_to_another_server_at_once_when_killed) {
-  char *proc = it_name("conck"), *results = it_name("conck-result");
+/* Server A (one slot, prefetch 4, --claim-ahead claim_ahead, its processor behind a gate)
+ * gets four jobs and holds 1 + claim_ahead of them claimed; then B starts and A is killed.
+ * A lease far longer than the test: a job A had claimed is taken over at once only because
+ * its holder's pid is gone on this host (fleet.h): attempt 2; the ones it never claimed
+ * are B's as they are: attempt 1, without waiting for any lease. */
+static void kill_a_holding_four(const char *tag, int claim_ahead) {
+  char *proc = it_name(tag), *results = it_name(it_fmt("%s-result", tag));
   char *gate = it_fmt("%s/gate", it_tmpdir());
-  /* a lease far longer than the test: the job the dead server had claimed is taken over
-   * at once only because its holder's pid is gone on this host (fleet.h) */
-  const char *extra_a[] = {"--concurrency=1", "--prefetch=4",    "--lease=600",
-                           "--worker-id=A",   "--claim-ahead=0", NULL};
+  long claimed = 1 + claim_ahead;
+  const char *extra_a[] = {
+      "--concurrency=1", "--prefetch=4",  it_fmt("--claim-ahead=%d", claim_ahead),
+      "--lease=600",     "--worker-id=A", NULL};
   const char *extra_b[] = {"--concurrency=2", "--lease=600", "--worker-id=B", NULL};
   const char *envp_a[] = {it_fmt("PROC_GATE=%s", gate), NULL};
   it_server_t *a, *b;
   it_declare(results);
   a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp_a);
   for (int i = 0; i < 4; i++)
-    it_publish(proc, it_job_json(proc, it_fmt("conck-%d", i), result_extra(results)));
+    it_publish(proc, it_job_json(proc, it_fmt("%s-%d", tag, i), result_extra(results)));
   cr_assert(it_server_wait_log(a, "try 1 started", WAIT_MS));
-  cr_assert(wait_unacked(proc, 4), "all four deliveries reached A");
-  b = it_server_start(proc, it_proc("proc.sh"), extra_b, NULL);
-  it_server_signal(a, SIGKILL);
-  cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
-  /* the three A never claimed are B's now: attempt 1, without waiting for any lease; the
-   * one A ran, too: attempt 2 */
-  expect_results(results, 4);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
-                           "attempt = 1 AND worker_id = 'B'",
-                           0),
-               3);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
-                           "attempt = 2 AND worker_id = 'B'",
-                           0),
-               1, "the one A ran was taken over although its lease had not ended");
-  it_open_gate(gate);
-  it_server_stop(a);
-  it_server_stop(b);
-}
-
-Test(concurrency, claimed_ahead_jobs_wait_for_a_slot_and_are_taken_over_when_killed) {
-  char *proc = it_name("conca"), *results = it_name("conca-result");
-  char *gate = it_fmt("%s/gate", it_tmpdir());
-  const char *extra_a[] = {"--concurrency=1", "--prefetch=4",  "--claim-ahead=2",
-                           "--lease=600",     "--worker-id=A", NULL};
-  const char *extra_b[] = {"--concurrency=2", "--lease=600", "--worker-id=B", NULL};
-  const char *envp_a[] = {it_fmt("PROC_GATE=%s", gate), NULL};
-  it_server_t *a, *b;
-  it_declare(results);
-  a = it_server_start(proc, it_proc("proc.sh"), extra_a, envp_a);
-  for (int i = 0; i < 4; i++)
-    it_publish(proc, it_job_json(proc, it_fmt("conca-%d", i), result_extra(results)));
-  cr_assert(it_server_wait_log(a, "try 1 started", WAIT_MS));
-  /* one runs (behind the gate), two more are claimed and wait for its slot, one is only
-   * a message */
-  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'RUNNING'", "3"),
-            "one running and two claimed ahead");
+  /* one runs (behind the gate), claim_ahead more are claimed and wait for its slot, the
+   * others are only messages */
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'RUNNING'",
+                           it_fmt("%ld", claimed)),
+            "one running and %d claimed ahead", claim_ahead);
   cr_assert(wait_unacked(proc, 4), "all four deliveries reached A");
   cr_expect_eq(it_server_count_log(a, "try 1 started"), 1, "--concurrency=1: one try at once");
   b = it_server_start(proc, it_proc("proc.sh"), extra_b, NULL);
   it_server_signal(a, SIGKILL);
   cr_assert_neq(it_server_wait_exit(a, WAIT_MS), -1);
-  /* the three A claimed are taken over at once (its pid is gone on this host, the lease
-   * has ten minutes left): attempt 2; the one it never claimed: attempt 1 */
   expect_results(results, 4);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
-                           "attempt = 2 AND worker_id = 'B'",
-                           0),
-               3);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
                            "attempt = 1 AND worker_id = 'B'",
                            0),
-               1);
+               4 - claimed, "the ones A never claimed");
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS' AND "
+                           "attempt = 2 AND worker_id = 'B'",
+                           0),
+               claimed, "the ones A held were taken over although their lease had not ended");
   it_open_gate(gate);
   it_server_stop(a);
   it_server_stop(b);
+}
+
+Test(concurrency, deliveries_waiting_for_a_slot_go_to_another_server_at_once_when_killed) {
+  kill_a_holding_four("conck", 0);
+}
+
+Test(concurrency, claimed_ahead_jobs_wait_for_a_slot_and_are_taken_over_when_killed) {
+  kill_a_holding_four("conca", 2);
 }
 
 Test(concurrency, a_retry_waits_for_a_slot_like_a_new_job) {

@@ -95,7 +95,7 @@ static void flushes_in_order(int flush) {
   }
   cr_expect_eq(files_in(qdir, "new"), 40);
   cr_expect_eq(files_in(qdir, "tmp"), 0, "nothing left in tmp/");
-  cr_expect_eq(mqproc__dirq_flusher_count(f), 0);
+  cr_expect_eq(mqproc__dirq_flusher_take(f, done, &g), 0, "nothing outstanding");
   mqproc__dirq_flusher_free(f);
   drop(qdir);
 }
