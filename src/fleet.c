@@ -111,6 +111,12 @@ static void beat_done(void *ud, int rc, const char *err) {
   }
 }
 
+/* What the row says of the refreshes' interval: the tick's while that is longer (idle). */
+static int interval_ms(const mqproc__server_t *srv) {
+  return srv->tick_every_ms > MQPROC__FLEET_INTERVAL_MS ? (int)srv->tick_every_ms
+                                                        : MQPROC__FLEET_INTERVAL_MS;
+}
+
 static int send_beat(fleet_t *f) {
   mqproc__server_t *srv = f->srv;
   const char *ids[MAX_CURRENT];
@@ -135,7 +141,7 @@ static int send_beat(fleet_t *f) {
                              .pid = (int)getpid(),
                              .version = f->version,
                              .started_ms = f->started_ms,
-                             .interval_ms = MQPROC__FLEET_INTERVAL_MS,
+                             .interval_ms = interval_ms(f->srv),
                              .state = state_name(f),
                              .concurrency = srv->cfg->concurrency,
                              .in_flight = held,
@@ -158,11 +164,11 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
 }
 
 /* The refreshes ride on the server's tick (no wake-up of their own): one when the last is
- * FLEET_INTERVAL_MS old, give or take the tick's jitter. */
+ * the interval old, give or take the tick's jitter. */
 void mqproc__fleet_tick(mqproc__server_t *srv) {
   fleet_t *f = srv->fleet;
-  if (f != NULL && !f->finishing &&
-      mqproc__now_ms() - f->beat_ms >= MQPROC__FLEET_INTERVAL_MS - MQPROC__FLEET_INTERVAL_MS / 4)
+  int64_t every = interval_ms(srv);
+  if (f != NULL && !f->finishing && mqproc__now_ms() - f->beat_ms >= every - every / 4)
     send_beat(f);
 }
 

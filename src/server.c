@@ -1,9 +1,10 @@
 /* The processing server: one loop owning the broker connection, the store connection,
  * timers, signals and the deliveries in flight.
  *
- * Periodic work (tick, every second): pump the broker (this is what keeps heartbeats
- * going while a job runs for hours), renew the leases of running jobs, sweep
- * (sweeper.c), and end the loop once a requested stop has drained every delivery.
+ * Periodic work (tick, every second; every IDLE_TICK_MS while nothing is in flight): pump
+ * the broker (this is what keeps heartbeats going while a job runs for hours), renew the
+ * leases of running jobs, sweep (sweeper.c), refresh the workers row (fleet.c), and end the
+ * loop once a requested stop has drained every delivery.
  * Reconnects to the broker run from their own timer with exponential backoff and jitter.
  */
 #include "server.h"
@@ -39,12 +40,40 @@ typedef struct mqproc__waiter {
 } waiter_t;
 
 static void schedule_connect(mqproc__server_t *srv);
+static void on_tick(mqproc__loop_t *loop, void *ud);
+
+#define TICK_MS 1000
+#define IDLE_TICK_MS 10000 /* an idle server wakes this often (or as its heartbeat needs) */
+
+/* The tick's interval: TICK_MS while anything is in flight or changing (deliveries, a
+ * publish, a sweep, a stop, a connection being made), else IDLE_TICK_MS, short enough for
+ * the AMQP heartbeat. */
+static int64_t tick_every(const mqproc__server_t *srv) {
+  int64_t ms = IDLE_TICK_MS;
+  if (srv->deliveries != NULL || srv->waiters != NULL || srv->sweeping || srv->stopping ||
+      srv->abandoned > 0 || !srv->broker_up || srv->store_paused)
+    return TICK_MS;
+  if (srv->cfg->heartbeat_s > 0 && srv->cfg->heartbeat_s * 500LL < ms)
+    ms = srv->cfg->heartbeat_s * 500LL;
+  return ms < TICK_MS ? TICK_MS : ms;
+}
+
+static void arm_tick(mqproc__server_t *srv) {
+  mqproc__loop_timer_cancel(srv->loop, srv->tick_timer);
+  srv->tick_every_ms = tick_every(srv);
+  srv->tick_timer = mqproc__loop_timer(srv->loop, srv->tick_every_ms, on_tick, srv);
+}
 
 /* ---- broker events ------------------------------------------------------------------ */
 
 void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  int was_idle = srv->tick_every_ms > TICK_MS;
   *mqproc__delivery_next(d) = srv->deliveries;
   srv->deliveries = d;
+  if (was_idle) { /* work again: the busy tick, and a workers row that says so */
+    arm_tick(srv);
+    mqproc__fleet_changed(srv);
+  }
   mqproc__delivery_start(d);
 }
 
@@ -337,6 +366,7 @@ mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *j
 static void on_tick(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
   mqproc__delivery_t *d, *next;
+  (void)loop;
   if (srv->broker_up)
     mqproc__broker_pump(srv->broker, NULL);
   for (d = srv->deliveries; d != NULL; d = next) {
@@ -345,10 +375,12 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   }
   mqproc__sweeper_run(srv);
   mqproc__sd_update(srv);
+  srv->tick_every_ms = tick_every(srv); /* the refresh tells the interval coming */
   mqproc__fleet_tick(srv);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__fleet_finish(srv);
-  srv->tick_timer = mqproc__loop_timer(loop, 1000, on_tick, srv);
+  srv->tick_timer = 0;
+  arm_tick(srv);
 }
 
 static void stop_all(mqproc__server_t *srv, int force) {
@@ -527,7 +559,8 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
     return 1;
   }
   mqproc__sd_start(&srv);
-  srv.tick_timer = mqproc__loop_timer(srv.loop, 1000, on_tick, &srv);
+  srv.tick_every_ms = TICK_MS;
+  srv.tick_timer = mqproc__loop_timer(srv.loop, TICK_MS, on_tick, &srv);
   schedule_connect(&srv);
   rc = mqproc__loop_run(srv.loop);
   mqproc__server_flush_acks(&srv);

@@ -43,7 +43,8 @@ typedef struct mqproc__server {
   uint64_t consumer;  /* the current consumer (mqproc__broker_consume) */
   uint64_t reconnect_timer;
   uint64_t tick_timer;
-  char **declared; /* result queues declared on this connection (at most DECLARED_MAX) */
+  int64_t tick_every_ms; /* the tick's interval now: longer while nothing is in flight */
+  char **declared;       /* result queues declared on this connection (at most DECLARED_MAX) */
   size_t n_declared;
   regex_t result_queue_re; /* --result-queue-pattern, when given */
   int has_result_queue_re;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,6 +137,24 @@ void mqproc__sha256(const void *data, size_t len, unsigned char out[32]) {
   unsigned int n = 32;
   if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1)
     memset(out, 0, 32); /* only without memory; a zero hash is recognisably not one */
+}
+
+const char *mqproc__network_fs(const char *dir, int *looked) {
+  static const struct {
+    unsigned long magic;
+    const char *name;
+  } NET[] = {{0x6969, "NFS"},       {0x517B, "SMB"},      {0xFF534D42, "CIFS"},
+             {0xFE534D42, "SMB2"},  {0x00C36400, "Ceph"}, {0x5346414F, "AFS"},
+             {0x73757245, "Coda"},  {0x01021997, "9P"},   {0x47504653, "GPFS"},
+             {0x0BD00BD0, "Lustre"}};
+  struct statfs fs;
+  *looked = statfs(dir, &fs) == 0;
+  if (!*looked)
+    return NULL;
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(NET); i++)
+    if ((unsigned long)fs.f_type == NET[i].magic)
+      return NET[i].name;
+  return NULL;
 }
 
 int mqproc__pid_is_zombie(int pid) {

@@ -27,6 +27,9 @@ int64_t mqproc__now_ms(void);
 int64_t mqproc__wall_ms(void);
 /* Whether pid is a zombie (dead, not yet reaped by its parent). */
 int mqproc__pid_is_zombie(int pid);
+/* The name of the network filesystem dir is on ("NFS", "CIFS", ...), NULL when it is local;
+ * errno set and NULL when dir cannot be looked at (*looked = 0). */
+const char *mqproc__network_fs(const char *dir, int *looked);
 
 /* Reads a file holding a URL, or one URL per line (joined by commas; blank and '#'
  * lines skipped): a secret kept off the command line, where every user can read it in

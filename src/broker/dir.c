@@ -4,13 +4,18 @@
  *
  * Waiting: an inotify watch on new/ (IN_MOVED_TO, IN_CREATE; a full read of new/ after
  * IN_Q_OVERFLOW) feeds a heap of the ready names, so a claim costs the same however long
- * the queue is; the loop's pump at least once a second also reads new/ again when the heap
- * is empty (a network filesystem reports no other host's files) and looks for dead holders.
+ * the queue is. A look (a timerfd in the fd the loop watches) reads new/ again when the
+ * heap is empty and looks at every file of cur/ for dead holders: every 0.9 s on a network
+ * filesystem (inotify reports no other host's files), every 30 s elsewhere, where it is a
+ * backstop only: nothing wakes an idle server but work.
  *
- * Claiming: open new/NAME, flock(LOCK_EX|LOCK_NB), rename to cur/NAME: two servers cannot
- * both win (the loser's lock or rename fails). The lock stays until the delivery is
- * settled; the kernel drops it when the server dies, and the next server that looks at
- * cur/ (within a second) moves the file back to new/ (marked ".r", delivered before). The
+ * Claiming: open new/NAME (for writing: see below), flock(LOCK_EX|LOCK_NB), rename to
+ * cur/NAME: two servers cannot both win (the loser's lock or rename fails). The lock stays
+ * until the delivery is settled; the kernel drops it when the server dies. A holder's last
+ * close of a file opened for writing is an IN_CLOSE_WRITE on cur/, which every server on
+ * the host watches: the file still there and its lock free means its holder died, and it
+ * goes back to new/ at once (marked ".r", delivered before). A settled file left cur/
+ * before its close, and lookers open for reading (IN_CLOSE_NOWRITE: not watched). The
  * job table, not the queue, says whether the job already ran (the delivery's claim there
  * is fenced by its attempt), so a claim and an ack need no fsync: a power cut that undoes
  * one redelivers a job the table knows. What a producer was told is durable is: a publish
@@ -30,6 +35,7 @@
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,10 +44,7 @@
 #include "mqproc/mqproc.h"
 #include "util.h"
 
-#define LOOK_EVERY_MS 900    /* dead holders, and new/ when the heap is empty */
 #define MAX_FILE (256 << 20) /* a job file beyond this goes to failed/ */
-#define PURGE_EVERY_MS 60000 /* tmp/ is looked at for abandoned files */
-#define TMP_ABANDONED_S 3600 /* a file in tmp/ untouched this long was abandoned */
 
 /* ---- the heap of ready names -------------------------------------------------------- */
 
@@ -107,74 +110,6 @@ static void read_new(dirb_t *b) {
   closedir(d);
 }
 
-/* ---- dead holders ------------------------------------------------------------------- */
-
-/* Files in cur/ nobody holds a lock on: their server died. Back to new/, marked. */
-static void take_back(dirb_t *b) {
-  char dir[PATH_MAX], from[PATH_MAX], to[PATH_MAX];
-  DIR *d;
-  struct dirent *e;
-  int n = 0;
-  snprintf(dir, sizeof(dir), "%s/cur", b->qdir);
-  if ((d = opendir(dir)) == NULL)
-    return;
-  while ((e = readdir(d)) != NULL) {
-    size_t len = strlen(e->d_name);
-    int fd;
-    if (e->d_name[0] == '.')
-      continue;
-    snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, e->d_name);
-    if ((fd = open(from, O_RDONLY | O_CLOEXEC)) < 0)
-      continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* nobody holds it (ours are held by our fds) */
-      int again = len > 2 && strcmp(e->d_name + len - 2, ".r") == 0;
-      snprintf(to, sizeof(to), "%s/new/%.*s%s", b->qdir, NAME_MAX - 2, e->d_name,
-               again ? "" : ".r");
-      if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) != 0 && errno == EEXIST) {
-        char name[MQPROC__DIRQ_NAME_MAX]; /* never over another job: a fresh name */
-        mqproc__dirq_name(mqproc__dirq_name_priority(e->d_name), 1, name, sizeof(name));
-        snprintf(to, sizeof(to), "%s/new/%s", b->qdir, name);
-        if (rename(from, to) == 0)
-          n++;
-      } else {
-        n++;
-      }
-    }
-    close(fd);
-  }
-  closedir(d);
-  if (n > 0)
-    MQPROC__INFO("dir queue %s: %d job(s) of a server that died went back to new/", b->qdir, n);
-}
-
-/* Files in tmp/ nobody finished (a producer or a server that died between its write and
- * its rename): removed once untouched for TMP_ABANDONED_S, as Directory::Queue's purge
- * does; a slow writer's file is touched by its writes. */
-static void purge_tmp(dirb_t *b) {
-  char dir[PATH_MAX], path[PATH_MAX + NAME_MAX + 2];
-  DIR *d;
-  struct dirent *e;
-  struct stat st;
-  time_t now = time(NULL);
-  int n = 0;
-  snprintf(dir, sizeof(dir), "%s/tmp", b->qdir);
-  if ((d = opendir(dir)) == NULL)
-    return;
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-      continue;
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > TMP_ABANDONED_S &&
-        unlink(path) == 0)
-      n++;
-  }
-  closedir(d);
-  if (n > 0)
-    MQPROC__WARN("dir queue %s: removed %d abandoned file(s) from tmp/ (untouched for an hour: "
-                 "their writer died before its rename)",
-                 b->qdir, n);
-}
-
 /* ---- deliveries --------------------------------------------------------------------- */
 
 static int read_file(int fd, char **out, size_t *len) {
@@ -220,7 +155,10 @@ static int deliver_one(dirb_t *b) {
   while ((name = heap_pop(b)) != NULL) {
     snprintf(from, sizeof(from), "%s/new/%s", b->qdir, name);
     snprintf(to, sizeof(to), "%s/cur/%s", b->qdir, name);
-    fd = open(from, O_RDONLY | O_CLOEXEC);
+    /* for writing, so that its last close is an IN_CLOSE_WRITE the others see (a file we
+     * may only read is held all the same: its holder's death is found by the look) */
+    if ((fd = open(from, O_RDWR | O_CLOEXEC)) < 0 && (errno == EACCES || errno == EROFS))
+      fd = open(from, O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(from, to) == 0)
       break; /* ours */
     if (fd >= 0 && errno == EWOULDBLOCK)
@@ -311,26 +249,37 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   int64_t now = mqproc__now_ms();
   ssize_t r;
   int overflow = 0;
+  uint64_t fired;
   (void)err;
   if (b->ino < 0)
     return MQPROC_OK;
+  if (b->armed_ms != 0 && now >= b->armed_ms) { /* the timerfd is readable: clear it */
+    if (read(b->tfd, &fired, sizeof(fired)) < 0 && errno != EAGAIN)
+      MQPROC__DEBUG("dir queue: timerfd: %s", strerror(errno));
+    b->armed_ms = 0;
+  }
   while ((r = read(b->ino, buf, sizeof(buf))) > 0) {
     for (char *p = buf; p < buf + r;) {
       const struct inotify_event *e = (const struct inotify_event *)p;
       if (e->mask & IN_Q_OVERFLOW)
-        overflow = 1; /* events were lost: read all of new/ */
-      else if (e->len > 0 && e->name[0] != '.')
+        overflow = 1; /* events were lost: read all of new/, look at all of cur/ */
+      else if (e->len == 0 || e->name[0] == '.')
+        ;
+      else if (e->wd == b->wcur)
+        mqproc__dir_closed_in_cur(b, e->name, 0, now);
+      else
         heap_push(b, e->name);
       p += sizeof(*e) + e->len;
     }
   }
+  mqproc__dir_run_rechecks(b, now);
   if (now - b->purged_ms >= PURGE_EVERY_MS) {
     b->purged_ms = now;
-    purge_tmp(b);
+    mqproc__dir_purge_tmp(b);
   }
-  if (now - b->looked_ms >= LOOK_EVERY_MS) {
+  if (now >= mqproc__dir_look_due(b) || overflow) {
     b->looked_ms = now;
-    take_back(b);
+    mqproc__dir_take_back(b);
     overflow |= b->n == 0 || b->reread; /* what inotify cannot see: other hosts' files on
                                            NFS; names passed over while locked */
     b->reread = 0;
@@ -340,37 +289,57 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   while (b->consuming && b->ino >= 0 && held_now(b) < b->prefetch && deliver_one(b))
     ;
   mqproc__dir_confirms(b, 0); /* the flusher's finished files, and the others due */
+  mqproc__dir_arm(b, now);
   return MQPROC_OK;
 }
 
 static int d_connect(mqproc__broker_t *base, char *err) {
   dirb_t *b = (dirb_t *)base;
-  char dir[PATH_MAX];
-  int rc;
+  char dir[PATH_MAX], cur[PATH_MAX];
+  const char *net, *every = getenv("MQPROC_DIR_LOOK_MS");
+  int rc, looked;
   if ((rc = mqproc__dirq_make(b->spool, b->topo->queue, b->qdir, err)) != MQPROC_OK)
     return rc == MQPROC_EINVAL ? MQPROC_ECONFIG : rc;
   if ((b->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
     return mqproc__err(err, MQPROC_ESYS, "inotify: %s", strerror(errno));
   snprintf(dir, sizeof(dir), "%s/new", b->qdir);
+  snprintf(cur, sizeof(cur), "%s/cur", b->qdir);
   if (inotify_add_watch(b->ino, dir, IN_MOVED_TO | IN_CREATE) < 0 ||
+      (b->wcur = inotify_add_watch(b->ino, cur, IN_CLOSE_WRITE)) < 0 ||
+      (b->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
       (b->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
       epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->ino, &(struct epoll_event){.events = EPOLLIN}) != 0 ||
+      epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->tfd, &(struct epoll_event){.events = EPOLLIN}) != 0 ||
       (b->flusher != NULL && epoll_ctl(b->epfd, EPOLL_CTL_ADD, mqproc__dirq_flusher_fd(b->flusher),
                                        &(struct epoll_event){.events = EPOLLIN}) != 0)) {
     rc = errno;
     close(b->ino);
+    if (b->tfd >= 0)
+      close(b->tfd);
     if (b->epfd >= 0)
       close(b->epfd);
-    b->ino = b->epfd = -1;
+    b->ino = b->epfd = b->tfd = -1;
     return mqproc__err(err, MQPROC_ESYS, "inotify on %s: %s", dir, strerror(rc));
   }
+  /* inotify sees this host's files only: on a network filesystem, look often */
+  net = mqproc__network_fs(b->qdir, &looked);
+  b->look_every_ms = net != NULL ? LOOK_NET_MS : LOOK_LOCAL_MS;
+  if (every != NULL && atoi(every) > 0)
+    b->look_every_ms = atoi(every);
+  if (net != NULL)
+    MQPROC__INFO("dir queue %s is on %s: looking for other hosts' jobs and dead holders every "
+                 "%d ms",
+                 b->qdir, net, b->look_every_ms);
+  b->armed_ms = 0;
+  b->n_rechecks = 0;
   b->epoch++;
   b->looked_ms = 0;
   b->purged_ms = mqproc__now_ms();
-  purge_tmp(b);
-  take_back(b);
+  mqproc__dir_purge_tmp(b);
+  mqproc__dir_take_back(b);
   read_new(b);
   b->looked_ms = mqproc__now_ms();
+  mqproc__dir_arm(b, b->looked_ms);
   return MQPROC_OK;
 }
 
@@ -443,8 +412,9 @@ static void d_disconnect(mqproc__broker_t *base) {
   if (b->ev.on_closing != NULL)
     b->ev.on_closing(b->ev.ud, b->epfd);
   close(b->ino);
+  close(b->tfd);
   close(b->epfd);
-  b->ino = b->epfd = -1;
+  b->ino = b->epfd = b->tfd = -1;
   while (b->held != NULL) /* their files stay in cur/: whoever looks next takes them back */
     drop_held(b, &b->held);
   mqproc__dir_confirms(b, 1);
@@ -493,7 +463,7 @@ int mqproc__broker_dir_new(mqproc__broker_t **out, const char *url, const mqproc
   b->base.klass = &DIR_CLASS;
   b->topo = topo;
   b->ev = *ev;
-  b->ino = b->epfd = -1;
+  b->ino = b->epfd = b->tfd = -1;
   *out = &b->base;
   return MQPROC_OK;
 }

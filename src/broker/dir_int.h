@@ -18,6 +18,16 @@ typedef struct held {
   struct held *next;
 } held_t;
 
+/* A holder's file in cur/ that was closed while its lock still showed (the kernel reports
+ * the close a moment before it drops the lock): looked at again when due. */
+typedef struct recheck {
+  char name[NAME_MAX + 1];
+  int64_t due_ms;
+  int tries;
+} recheck_t;
+
+#define DIRB_RECHECKS 32
+
 typedef struct confirm {
   uint64_t seq;
   int status;
@@ -28,8 +38,14 @@ typedef struct dirb {
   char spool[MQPROC__DIRQ_SPOOL_MAX], qdir[MQPROC__DIRQ_QDIR_MAX];
   const mqproc__topology_t *topo;
   mqproc__broker_events_t ev;
-  int ino;     /* inotify fd; -1: not connected */
-  int epfd;    /* what the loop watches: ino and the flusher's eventfd */
+  int ino;           /* inotify fd; -1: not connected */
+  int epfd;          /* what the loop watches: ino, tfd and the flusher's eventfd */
+  int wcur;          /* ino's watch of cur/: a holder's last close (IN_CLOSE_WRITE) */
+  int tfd;           /* timerfd: the next look, purge or recheck */
+  int64_t armed_ms;  /* when tfd fires; 0: not armed */
+  int look_every_ms; /* the look at cur/ and new/: often on a network filesystem */
+  recheck_t rechecks[DIRB_RECHECKS];
+  int n_rechecks;
   int durable; /* synchronous=full (the default): a publish is confirmed once on disk */
   mqproc__dirq_flusher_t *flusher; /* durable: flushes published files off the loop */
   uint64_t epoch, next_tag, next_seq, consumer;
@@ -40,11 +56,25 @@ typedef struct dirb {
   size_t n, cap;
   confirm_t *confirms; /* to report at the next pump: unroutable, or relaxed publishes */
   size_t n_confirms, cap_confirms;
-  int64_t looked_ms; /* the last look at cur/ (dead holders) and new/ */
+  int64_t looked_ms; /* the last full look at cur/ (dead holders) and new/ */
   int64_t purged_ms; /* the last look at tmp/ (abandoned files) */
 } dirb_t;
 
 /* NAME.reason in qdir's failed/ (whole: written in tmp/, renamed in). */
+#define LOOK_NET_MS 900      /* dead holders, and new/ when the heap is empty: network fs */
+#define LOOK_LOCAL_MS 30000  /* the same where inotify sees every host's (one host's) files */
+#define LOOK_REREAD_MS 900   /* a name passed over while locked is looked for again */
+#define PURGE_EVERY_MS 60000 /* tmp/ is looked at for abandoned files */
+#define TMP_ABANDONED_S 3600 /* a file in tmp/ untouched this long was abandoned */
+
+/* dir_look.c: dead holders, abandoned files, the timerfd */
+void mqproc__dir_take_back(dirb_t *b);
+void mqproc__dir_closed_in_cur(dirb_t *b, const char *name, int tries, int64_t now);
+void mqproc__dir_run_rechecks(dirb_t *b, int64_t now);
+int64_t mqproc__dir_look_due(const dirb_t *b);
+void mqproc__dir_arm(dirb_t *b, int64_t now);
+void mqproc__dir_purge_tmp(dirb_t *b);
+
 void mqproc__dir_write_reason(const char *qdir, const char *name, const char *why);
 /* The class's publish (broker.h). */
 int mqproc__dir_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq,

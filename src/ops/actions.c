@@ -160,11 +160,12 @@ json_t *mqproc__ops_retry(mqproc__odb_t *c, admin_amqp_t *amqp, const mqproc__op
 json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, const char *actor,
                            const char *via, char *err) {
   const char *vals[2] = {ids, proc};
-  json_t *jobs = json_array(), *out = NULL;
+  json_t *jobs = json_array(), *out = NULL, *notify = json_array();
   mqproc__ores_t *r = NULL;
   char *line = NULL;
   if (mqproc__odb_begin(c, err) != 0) {
     json_decref(jobs);
+    json_decref(notify);
     return NULL;
   }
   /* not delivered yet (no row): with a processor, a CANCELLED row its delivery will find */
@@ -209,6 +210,8 @@ json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, 
     int running = mqproc__ores_bool(r, i, 2);
     json_array_append_new(jobs, json_pack("{s:s, s:s}", "job_id", mqproc__ores_get(r, i, 0),
                                           "outcome", running ? "stopping (running)" : "CANCELLED"));
+    if (running && mqproc__odb_sqlite(c)) /* after the commit */
+      json_array_append_new(notify, json_string(p[0]));
     if (running && !mqproc__odb_sqlite(c)) { /* its holder stops it now */
       mqproc__ores_t *n =
           mqproc__odb_q(c, "SELECT pg_notify('mqproc_control', $1)", NULL, 1, p, err);
@@ -225,6 +228,9 @@ json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, 
     goto fail;
   if (mqproc__odb_commit(c, err) != 0)
     goto fail;
+  for (size_t i = 0; i < json_array_size(notify); i++) /* its holder stops it now */
+    mqproc__odb_sq_notice(c, json_string_value(json_array_get(notify, i)));
+  json_decref(notify);
   out = json_pack("{s:o, s:I, s:s}", "jobs", jobs, "cancelled", (json_int_t)json_array_size(jobs),
                   "audit", line);
   free(line);
@@ -233,6 +239,7 @@ fail:
   mqproc__ores_free(r);
   mqproc__odb_rollback(c);
   json_decref(jobs);
+  json_decref(notify);
   free(line);
   return NULL;
 }
@@ -280,6 +287,8 @@ json_t *mqproc__ops_control(mqproc__odb_t *c, const char *cmd, const char *proc,
     goto fail;
   if (mqproc__odb_commit(c, err) != 0)
     goto fail;
+  if (mqproc__odb_sqlite(c))
+    mqproc__odb_sq_notice(c, proc);
   out = json_pack("{s:s}", "audit", line);
   free(line);
   return out;

@@ -11,6 +11,7 @@
 #include "mqproc/mqproc.h"
 #include "store.h"
 #include "store/pg_int.h"
+#include "store/sqlite_notice.h"
 
 #define ERRLEN 512
 
@@ -68,6 +69,13 @@ mqproc__odb_t *mqproc__odb_open(const char *url, int timeout_ms, char *err) {
 
 int mqproc__odb_sqlite(const mqproc__odb_t *db) {
   return db->sq != NULL;
+}
+
+void mqproc__odb_sq_notice(mqproc__odb_t *db, const char *payload) {
+  const char *path = db->sq != NULL ? sqlite3_db_filename(db->sq, "main") : NULL;
+  /* no notice file: the servers read the wish with their next refresh */
+  if (path != NULL && path[0] != '\0')
+    (void)mqproc__sq_notice_send(path, payload);
 }
 
 int mqproc__odb_ok(const mqproc__odb_t *db) {

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "store/sqlite_int.h"
+#include "store/sqlite_notice.h"
 #include "util.h"
 
 /* ---- claim -------------------------------------------------------------------------- */
@@ -461,10 +462,11 @@ static int sq_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) 
 /* ---- open, migrate, the class ------------------------------------------------------- */
 
 static void sq_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
-  /* no notifications in SQLite: a server reads its wish and cancels with every beat */
-  (void)base;
-  (void)cb;
-  (void)ud;
+  /* no notifications in SQLite: a file beside it that operators append to; without it, a
+   * server reads its wishes and cancels with its next beat */
+  sq_store_t *s = (sq_store_t *)base;
+  if (s->loop != NULL && s->notice == NULL)
+    s->notice = mqproc__sq_notice_watch(s->path, s->loop, cb, ud);
 }
 
 static void sq_forget(mqproc__store_t *base, void *ud) {
@@ -475,6 +477,7 @@ static void sq_forget(mqproc__store_t *base, void *ud) {
 
 static void sq_destroy(mqproc__store_t *base) {
   sq_store_t *s = (sq_store_t *)base;
+  mqproc__sq_notice_free(s->notice);
   mqproc__sq_engine_free(s->engine);
   free(s->path);
   free(s);
@@ -535,6 +538,7 @@ int mqproc__store_sqlite_new(mqproc__store_t **out, const char *url, mqproc__loo
   }
   s->sync_normal = q != NULL && strcmp(q, "?synchronous=normal") == 0;
   s->base.klass = &sq_class;
+  s->loop = loop;
   if (s->path == NULL) {
     free(s);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "store/sqlite_int.h"
@@ -81,28 +80,22 @@ static const char SCHEMA[] =
 static int network_fs(const char *path, char *err) {
   char dir[4096];
   const char *slash = strrchr(path, '/');
-  struct statfs fs;
-  static const struct {
-    unsigned long magic;
-    const char *name;
-  } NET[] = {{0x6969, "NFS"},       {0x517B, "SMB"},      {0xFF534D42, "CIFS"},
-             {0xFE534D42, "SMB2"},  {0x00C36400, "Ceph"}, {0x5346414F, "AFS"},
-             {0x73757245, "Coda"},  {0x01021997, "9P"},   {0x47504653, "GPFS"},
-             {0x0BD00BD0, "Lustre"}};
+  const char *net;
+  int looked;
   snprintf(dir, sizeof(dir), "%.*s", slash != NULL && slash != path ? (int)(slash - path) : 1,
            slash != NULL ? path : ".");
-  if (statfs(dir, &fs) != 0) /* no directory to put it in: not an outage to wait out */
+  net = mqproc__network_fs(dir, &looked);
+  if (!looked) /* no directory to put it in: not an outage to wait out */
     return mqproc__err(err,
                        errno == ENOENT || errno == ENOTDIR ? MQPROC_ECONFIG : MQPROC_ESTORE_CONNECT,
                        "the database's directory %s: %s", dir, strerror(errno));
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(NET); i++)
-    if ((unsigned long)fs.f_type == NET[i].magic)
-      return mqproc__err(err, MQPROC_ECONFIG,
-                         "%s is on a network filesystem (%s): SQLite's write-ahead log needs "
-                         "every server on one host and its locks fail over the network; put the "
-                         "database on a local disk, or use PostgreSQL (--database "
-                         "postgresql://...)",
-                         path, NET[i].name);
+  if (net != NULL)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "%s is on a network filesystem (%s): SQLite's write-ahead log needs "
+                       "every server on one host and its locks fail over the network; put the "
+                       "database on a local disk, or use PostgreSQL (--database "
+                       "postgresql://...)",
+                       path, net);
   return MQPROC_OK;
 }
 

@@ -51,6 +51,8 @@ struct sq_store {
   char *path;      /* the database file */
   int sync_normal; /* ?synchronous=normal: a commit may be lost to a power cut */
   struct sq_engine *engine;
+  mqproc__loop_t *loop;             /* the server's, NULL for the operators' tools */
+  struct mqproc__sq_notice *notice; /* listen(): the operators' notice file */
 };
 
 /* The engine (store/sqlite_engine.c). */

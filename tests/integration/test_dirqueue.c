@@ -238,6 +238,31 @@ Test(dirqueue, a_killed_servers_job_is_taken_back_and_finished_once) {
   it_server_stop(b);
 }
 
+/* A holder's death is seen when the kernel closes its files: the other server on the host
+ * takes the job back then, with no look at cur/ (theirs are an hour apart here). */
+Test(dirqueue, a_dead_holders_job_is_taken_back_at_its_close_by_a_server_already_running) {
+  char *proc = it_name("dqc"), *q = it_fmt("%s/%s", spool(), proc);
+  char *gate = it_fmt("%s/dqc-gate", it_tmpdir());
+  const char *envp[] = {it_fmt("PROC_GATE=%s", gate), "MQPROC_DIR_LOOK_MS=3600000", NULL};
+  it_server_t *a = start(proc, NULL, envp), *b;
+  int st;
+  submit(proc, "dqc-1", NULL);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqc-1'", "RUNNING"));
+  b = start(proc, NULL, envp); /* its first look (at start) finds the job held */
+  cr_assert(it_server_wait_log(b, "consuming from queue", WAIT_MS));
+  cr_expect_eq(files_in(it_fmt("%s/cur", q)), 1, "held by the first server");
+  it_server_signal(a, SIGKILL);
+  st = it_server_wait_exit(a, WAIT_MS);
+  cr_assert(WIFSIGNALED(st));
+  it_server_stop(a);
+  cr_assert(it_server_wait_log(b, "of a server that died went back to new/", WAIT_MS));
+  it_open_gate(gate);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqc-1'", "SUCCESS"));
+  cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'dqc-1'", 0), 2);
+  cr_expect(files_become(it_fmt("%s/cur", q), 0));
+  it_server_stop(b);
+}
+
 /* URLs that cannot work stop the server at start with the reason (no endless retrying). */
 Test(dirqueue, a_bad_queue_or_store_url_stops_the_server_with_the_reason) {
   struct {

@@ -1,0 +1,152 @@
+/* The dir:// broker's looks (broker/dir.c): dead holders' files in cur/ taken back, at a
+ * holder's last close (IN_CLOSE_WRITE) or by a look at all of cur/; files abandoned in
+ * tmp/ purged; the timerfd armed for the next look, purge or recheck. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker/dir_int.h"
+#include "log.h"
+#include "util.h"
+
+/* ---- dead holders ------------------------------------------------------------------- */
+
+/* cur/NAME back to new/, marked, when nobody holds its lock (ours are held by our own
+ * fds): 1 when it went back, -1 when it is held, 0 when it is gone (settled, or taken back
+ * by another server). Opened for reading: no IN_CLOSE_WRITE for the other servers. */
+static int take_back_one(dirb_t *b, const char *name) {
+  char from[PATH_MAX], to[PATH_MAX];
+  size_t len = strlen(name);
+  int fd, moved = 0, again = len > 2 && strcmp(name + len - 2, ".r") == 0;
+  snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
+  if ((fd = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+    return 0;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    moved = errno == EWOULDBLOCK ? -1 : 0;
+    close(fd);
+    return moved;
+  }
+  snprintf(to, sizeof(to), "%s/new/%.*s%s", b->qdir, NAME_MAX - 2, name, again ? "" : ".r");
+  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) {
+    moved = 1;
+  } else if (errno == EEXIST) {
+    char fresh[MQPROC__DIRQ_NAME_MAX]; /* never over another job: a fresh name */
+    mqproc__dirq_name(mqproc__dirq_name_priority(name), 1, fresh, sizeof(fresh));
+    snprintf(to, sizeof(to), "%s/new/%s", b->qdir, fresh);
+    moved = rename(from, to) == 0;
+  }
+  close(fd);
+  return moved;
+}
+
+/* Files in cur/ nobody holds a lock on: their server died. Back to new/, marked. */
+void mqproc__dir_take_back(dirb_t *b) {
+  char dir[PATH_MAX];
+  DIR *d;
+  struct dirent *e;
+  int n = 0;
+  snprintf(dir, sizeof(dir), "%s/cur", b->qdir);
+  if ((d = opendir(dir)) == NULL)
+    return;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.' && take_back_one(b, e->d_name) == 1)
+      n++;
+  closedir(d);
+  if (n > 0)
+    MQPROC__INFO("dir queue %s: %d job(s) of a server that died went back to new/", b->qdir, n);
+}
+
+/* A holder closed cur/NAME for the last time (IN_CLOSE_WRITE): when the file is still
+ * there, unlocked, its holder died; when the lock still shows, the close was reported
+ * before the kernel dropped it: looked at again shortly (4 times: 5, 20, 80, 320 ms). */
+void mqproc__dir_closed_in_cur(dirb_t *b, const char *name, int tries, int64_t now) {
+  int r = take_back_one(b, name);
+  if (r == 1)
+    MQPROC__INFO("dir queue %s: job %s of a server that died went back to new/", b->qdir, name);
+  if (r != -1 || tries >= 4)
+    return;
+  if (b->n_rechecks == DIRB_RECHECKS) { /* too many at once: a full look soon instead */
+    b->looked_ms = now - b->look_every_ms + LOOK_REREAD_MS;
+    return;
+  }
+  recheck_t *c = &b->rechecks[b->n_rechecks++];
+  snprintf(c->name, sizeof(c->name), "%s", name);
+  c->tries = tries + 1;
+  c->due_ms = now + (5 << (2 * tries));
+}
+
+void mqproc__dir_run_rechecks(dirb_t *b, int64_t now) {
+  int n = b->n_rechecks;
+  recheck_t due[DIRB_RECHECKS];
+  int nd = 0;
+  b->n_rechecks = 0;
+  for (int i = 0; i < n; i++) /* keep what is not due; mqproc__dir_closed_in_cur() may add again */
+    if (b->rechecks[i].due_ms <= now)
+      due[nd++] = b->rechecks[i];
+    else
+      b->rechecks[b->n_rechecks++] = b->rechecks[i];
+  for (int i = 0; i < nd; i++)
+    mqproc__dir_closed_in_cur(b, due[i].name, due[i].tries, now);
+}
+
+/* The look's interval: LOOK_REREAD_MS while a name passed over waits to be read again. */
+int64_t mqproc__dir_look_due(const dirb_t *b) {
+  return b->looked_ms +
+         (b->reread && b->look_every_ms > LOOK_REREAD_MS ? LOOK_REREAD_MS : b->look_every_ms);
+}
+
+/* Arms the timerfd for the earliest of the look, the purge and the rechecks (a system
+ * call only when that changed). */
+void mqproc__dir_arm(dirb_t *b, int64_t now) {
+  int64_t due = mqproc__dir_look_due(b), in;
+  struct itimerspec its = {0};
+  if (b->purged_ms + PURGE_EVERY_MS < due)
+    due = b->purged_ms + PURGE_EVERY_MS;
+  for (int i = 0; i < b->n_rechecks; i++)
+    if (b->rechecks[i].due_ms < due)
+      due = b->rechecks[i].due_ms;
+  if (due == b->armed_ms)
+    return;
+  in = due > now ? due - now : 1;
+  its.it_value.tv_sec = in / 1000;
+  its.it_value.tv_nsec = (long)(in % 1000) * 1000000L;
+  if (timerfd_settime(b->tfd, 0, &its, NULL) == 0)
+    b->armed_ms = due;
+}
+
+/* Files in tmp/ nobody finished (a producer or a server that died between its write and
+ * its rename): removed once untouched for TMP_ABANDONED_S, as Directory::Queue's purge
+ * does; a slow writer's file is touched by its writes. */
+void mqproc__dir_purge_tmp(dirb_t *b) {
+  char dir[PATH_MAX], path[PATH_MAX + NAME_MAX + 2];
+  DIR *d;
+  struct dirent *e;
+  struct stat st;
+  time_t now = time(NULL);
+  int n = 0;
+  snprintf(dir, sizeof(dir), "%s/tmp", b->qdir);
+  if ((d = opendir(dir)) == NULL)
+    return;
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > TMP_ABANDONED_S &&
+        unlink(path) == 0)
+      n++;
+  }
+  closedir(d);
+  if (n > 0)
+    MQPROC__WARN("dir queue %s: removed %d abandoned file(s) from tmp/ (untouched for an hour: "
+                 "their writer died before its rename)",
+                 b->qdir, n);
+}

@@ -1,0 +1,130 @@
+/* The operators' notices of an SQLite store: see sqlite_notice.h. */
+#include "store/sqlite_notice.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define NOTICE_SUFFIX "-control"
+#define NOTICE_MAX_FILE 65536 /* the sender starts the file again beyond this */
+#define NOTICE_LINE_MAX 512
+
+struct mqproc__sq_notice {
+  mqproc__loop_t *loop;
+  int ino;   /* inotify fd, watched by the loop */
+  int fd;    /* the notice file, read from off */
+  off_t off; /* what was read (or there at the start) */
+  void (*cb)(void *ud, const char *payload);
+  void *ud;
+};
+
+static void notice_path(const char *db_path, char *out, size_t size) {
+  snprintf(out, size, "%s%s", db_path, NOTICE_SUFFIX);
+}
+
+/* Calls back every whole line appended since off (a file started again: from its start). */
+static void read_lines(mqproc__sq_notice_t *n) {
+  char buf[4096];
+  struct stat st;
+  if (fstat(n->fd, &st) != 0)
+    return;
+  if (st.st_size < n->off)
+    n->off = 0; /* the sender started it again */
+  while (n->off < st.st_size) {
+    ssize_t r = pread(n->fd, buf, sizeof(buf) - 1, n->off);
+    char *line, *nl;
+    size_t used = 0;
+    if (r <= 0)
+      return;
+    buf[r] = '\0';
+    for (line = buf; (nl = memchr(line, '\n', (size_t)(buf + r - line))) != NULL; line = nl + 1) {
+      *nl = '\0';
+      if (line[0] != '\0' && strlen(line) < NOTICE_LINE_MAX)
+        n->cb(n->ud, line);
+      used = (size_t)(nl + 1 - buf);
+    }
+    if (used == 0) { /* no whole line yet (or one too long): wait, or skip it */
+      if (r == (ssize_t)sizeof(buf) - 1)
+        n->off += r;
+      return;
+    }
+    n->off += (off_t)used;
+  }
+}
+
+static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
+  mqproc__sq_notice_t *n = ud;
+  char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  (void)loop;
+  while (read(fd, ev, sizeof(ev)) > 0) /* the events say only "appended to": drained */
+    ;
+  read_lines(n);
+}
+
+mqproc__sq_notice_t *mqproc__sq_notice_watch(const char *db_path, mqproc__loop_t *loop,
+                                             void (*cb)(void *ud, const char *payload), void *ud) {
+  char path[PATH_MAX];
+  struct stat st;
+  mqproc__sq_notice_t *n = calloc(1, sizeof(*n));
+  if (n == NULL)
+    return NULL;
+  notice_path(db_path, path, sizeof(path));
+  n->loop = loop;
+  n->cb = cb;
+  n->ud = ud;
+  n->ino = -1;
+  if ((n->fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666)) < 0 ||
+      fstat(n->fd, &st) != 0 || (n->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
+      inotify_add_watch(n->ino, path, IN_MODIFY) < 0 ||
+      mqproc__loop_io(loop, n->ino, on_io, n) != MQPROC_OK) {
+    MQPROC__WARN("operators' notices: cannot watch %s (%s): pause, resume and cancel reach this "
+                 "server with its next refresh instead",
+                 path, strerror(errno));
+    if (n->ino >= 0)
+      close(n->ino);
+    if (n->fd >= 0)
+      close(n->fd);
+    free(n);
+    return NULL;
+  }
+  n->off = st.st_size; /* earlier notices are old news */
+  return n;
+}
+
+void mqproc__sq_notice_free(mqproc__sq_notice_t *n) {
+  if (n == NULL)
+    return;
+  mqproc__loop_io(n->loop, n->ino, NULL, NULL);
+  close(n->ino);
+  close(n->fd);
+  free(n);
+}
+
+int mqproc__sq_notice_send(const char *db_path, const char *payload) {
+  char path[PATH_MAX], line[NOTICE_LINE_MAX + 1];
+  struct stat st;
+  int fd, len, rc = 0;
+  notice_path(db_path, path, sizeof(path));
+  len = snprintf(line, sizeof(line), "%s\n", payload);
+  if (len <= 1 || len >= (int)sizeof(line) || strchr(payload, '\n') != NULL) {
+    errno = EINVAL;
+    return -1;
+  }
+  if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666)) < 0)
+    return -1;
+  if (fstat(fd, &st) == 0 && st.st_size > NOTICE_MAX_FILE && ftruncate(fd, 0) != 0)
+    rc = -1;
+  if (rc == 0 && write(fd, line, (size_t)len) != len) /* O_APPEND: one write, whole */
+    rc = -1;
+  close(fd);
+  return rc;
+}
