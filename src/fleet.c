@@ -29,6 +29,7 @@ typedef struct mqproc__fleet {
   int finishing;         /* the server stops: the next beat is the last */
   int paused;            /* the operators' wish: pause */
   int store_seen;        /* a refresh went through */
+  int sent_interval_ms;  /* the interval the row was last told */
   mqproc__beat_t beat;   /* the beat in flight (its out field is written at the end) */
 } fleet_t;
 
@@ -141,7 +142,7 @@ static int send_beat(fleet_t *f) {
                              .pid = (int)getpid(),
                              .version = f->version,
                              .started_ms = f->started_ms,
-                             .interval_ms = interval_ms(f->srv),
+                             .interval_ms = f->sent_interval_ms = interval_ms(f->srv),
                              .state = state_name(f),
                              .concurrency = srv->cfg->concurrency,
                              .in_flight = held,
@@ -164,11 +165,13 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
 }
 
 /* The refreshes ride on the server's tick (no wake-up of their own): one when the last is
- * the interval old, give or take the tick's jitter. */
+ * the interval old, give or take the tick's jitter, and one at once when the interval
+ * changes (idle, busy again), so the row never says a shorter one than its refreshes keep. */
 void mqproc__fleet_tick(mqproc__server_t *srv) {
   fleet_t *f = srv->fleet;
-  int64_t every = interval_ms(srv);
-  if (f != NULL && !f->finishing && mqproc__now_ms() - f->beat_ms >= every - every / 4)
+  int every = interval_ms(srv);
+  if (f != NULL && !f->finishing &&
+      (mqproc__now_ms() - f->beat_ms >= every - every / 4 || f->sent_interval_ms != every))
     send_beat(f);
 }
 

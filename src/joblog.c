@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,12 +75,30 @@ int mqproc__joblog_prepare(const char *dir, char *err) {
   return MQPROC_OK;
 }
 
+/* The sub-directory opened last, kept open: the next job's log there costs an lstat of it
+ * (the same directory still, and still ours?), the file's openat and its fstat, not a walk
+ * from dir with a mkdir each time. Runner threads may open logs at once: under lock. */
+static struct {
+  pthread_mutex_t lock;
+  char path[PATH_MAX]; /* dir/sub */
+  int fd;              /* -1: none */
+  dev_t dev;
+  ino_t ino;
+} cached = {PTHREAD_MUTEX_INITIALIZER, "", -1, 0, 0};
+
+static uid_t euid(void) {
+  static uid_t id = (uid_t)-1;
+  if (id == (uid_t)-1)
+    id = geteuid();
+  return id;
+}
+
 /* An fd opened relative to parent must be ours, and a file have no other links. */
 static int owned(int fd, int want_dir, const char *what, char *err) {
   struct stat st;
   if (fstat(fd, &st) < 0)
     return mqproc__err(err, -1, "%s: %s", what, strerror(errno));
-  if (st.st_uid != geteuid())
+  if (st.st_uid != euid())
     return mqproc__err(err, -1, "%s belongs to uid %u, not to this server: refused", what,
                        (unsigned)st.st_uid);
   if (!want_dir && (!S_ISREG(st.st_mode) || st.st_nlink != 1))
@@ -87,8 +107,33 @@ static int owned(int fd, int want_dir, const char *what, char *err) {
   return 0;
 }
 
+static int open_in(int sfd, const char *dir, const char *sub, const char *name, char *err) {
+  int fd =
+      openat(sfd, name, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0640);
+  if (fd < 0)
+    mqproc__err(err, -1, "cannot open job log %s/%s/%s: %s", dir, sub, name,
+                errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+  else if (owned(fd, 0, name, err) < 0) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
 int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char *err) {
   int dfd = -1, sfd = -1, fd = -1;
+  char path[PATH_MAX];
+  struct stat st;
+  snprintf(path, sizeof(path), "%s/%s", dir, sub);
+  pthread_mutex_lock(&cached.lock);
+  if (cached.fd >= 0 && strcmp(cached.path, path) == 0 && lstat(path, &st) == 0 &&
+      S_ISDIR(st.st_mode) && st.st_dev == cached.dev && st.st_ino == cached.ino &&
+      st.st_uid == euid()) {
+    fd = open_in(cached.fd, dir, sub, name, err);
+    pthread_mutex_unlock(&cached.lock);
+    return fd;
+  }
+  pthread_mutex_unlock(&cached.lock);
   if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
     mqproc__err(err, -1, "cannot open the log dir %s: %s", dir, strerror(errno));
     goto out;
@@ -104,13 +149,16 @@ int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char
   }
   if (owned(sfd, 1, sub, err) < 0)
     goto out;
-  fd = openat(sfd, name, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0640);
-  if (fd < 0)
-    mqproc__err(err, -1, "cannot open job log %s/%s/%s: %s", dir, sub, name,
-                errno == ELOOP ? "it is a symbolic link" : strerror(errno));
-  else if (owned(fd, 0, name, err) < 0) {
-    close(fd);
-    fd = -1;
+  if ((fd = open_in(sfd, dir, sub, name, err)) >= 0 && fstat(sfd, &st) == 0) {
+    pthread_mutex_lock(&cached.lock); /* kept for the next job's log */
+    if (cached.fd >= 0)
+      close(cached.fd);
+    snprintf(cached.path, sizeof(cached.path), "%s", path);
+    cached.fd = sfd;
+    cached.dev = st.st_dev;
+    cached.ino = st.st_ino;
+    pthread_mutex_unlock(&cached.lock);
+    sfd = -1;
   }
 out:
   if (sfd >= 0)

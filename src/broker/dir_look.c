@@ -79,7 +79,7 @@ void mqproc__dir_closed_in_cur(dirb_t *b, const char *name, int tries, int64_t n
     return;
   }
   recheck_t *c = &b->rechecks[b->n_rechecks++];
-  snprintf(c->name, sizeof(c->name), "%s", name);
+  snprintf(c->name, sizeof(c->name), "%.*s", NAME_MAX, name);
   c->tries = tries + 1;
   c->due_ms = now + (5 << (2 * tries));
 }

@@ -4,6 +4,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "joblog.h"
 #include "runner.h"
@@ -88,4 +90,32 @@ Test(utf8, clean_and_truncate) {
   cr_expect_str_eq(s, "ab\xc3\xa9");
   mqproc__utf8_truncate(s, 3); /* inside é */
   cr_expect_str_eq(s, "ab");
+}
+
+/* A job's log goes where its name says even when the directory was removed (or replaced)
+ * since the last log was opened there: the kept directory fd is not trusted blindly. */
+Test(joblog, a_log_directory_removed_or_replaced_between_two_jobs_gets_the_next_log) {
+  char dir[] = "/tmp/mqproc-joblog-XXXXXX", err[MQPROC_ERR_LEN], path[256], moved[256];
+  int fd;
+  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_geq(fd = mqproc__joblog_open(dir, "proc", "a.log", err), 0, "%s", err);
+  close(fd);
+  snprintf(path, sizeof(path), "%s/proc/a.log", dir);
+  cr_assert_eq(unlink(path), 0);
+  snprintf(path, sizeof(path), "%s/proc", dir);
+  cr_assert_eq(rmdir(path), 0); /* removed: made again */
+  cr_assert_geq(fd = mqproc__joblog_open(dir, "proc", "b.log", err), 0, "%s", err);
+  close(fd);
+  snprintf(path, sizeof(path), "%s/proc/b.log", dir);
+  cr_expect_eq(access(path, F_OK), 0, "the second log is in the directory of that name");
+  snprintf(path, sizeof(path), "%s/proc", dir);
+  snprintf(moved, sizeof(moved), "%s/old", dir);
+  cr_assert_eq(rename(path, moved), 0); /* replaced by another directory */
+  cr_assert_eq(mkdir(path, 0750), 0);
+  cr_assert_geq(fd = mqproc__joblog_open(dir, "proc", "c.log", err), 0, "%s", err);
+  close(fd);
+  snprintf(path, sizeof(path), "%s/proc/c.log", dir);
+  cr_expect_eq(access(path, F_OK), 0, "not in the directory that was moved away");
+  snprintf(path, sizeof(path), "%s/old/c.log", dir);
+  cr_expect_neq(access(path, F_OK), 0);
 }
