@@ -41,6 +41,8 @@ struct sq_req {
   mqproc__store_done_cb done;
   void *ud;
   int forgotten;
+  int unsynced_ok; /* a power cut may lose it (a workers-row refresh): a round of only
+                      these commits without an fsync (synchronous=NORMAL) */
   int rc;
   char err[MQPROC_ERR_LEN];
   sq_req_t *next;

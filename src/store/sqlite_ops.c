@@ -326,6 +326,8 @@ int mqproc__sq_beat(mqproc__store_t *s, mqproc__beat_t *b,
   if (r != NULL) {
     r->rows_out = beat_out;
     r->row_cb = (void *)cancel;
+    r->unsynced_ok = 1; /* the next refresh says it again: an idle server's refreshes need
+                           not wait for the disk */
   }
   return mqproc__sq_send(s, r);
 }
