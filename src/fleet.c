@@ -10,6 +10,7 @@
 
 #include "delivery.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "util.h"
 
 #define MAX_CURRENT 20      /* job ids shown per server */
@@ -101,8 +102,10 @@ static void beat_done(void *ud, int rc, const char *err) {
   mqproc__server_db_seen(f->srv, rc == MQPROC_OK || rc == MQPROC_ESTORE_FENCED);
   if (rc != MQPROC_OK) {
     MQPROC__DEBUG("workers row not refreshed: %s", err);
+    f->sent_interval_ms = 0; /* the row still says the old one: the next tick says it again */
   } else {
     f->store_seen = 1;
+    mqproc__sd_update(f->srv); /* ready for systemd now, not at the next (idle) tick */
     if (apply_wish(f, f->beat.wish))
       f->again = 1; /* show the new state at once: the operator's command waits for it */
   }

@@ -130,8 +130,14 @@ int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char
       S_ISDIR(st.st_mode) && st.st_dev == cached.dev && st.st_ino == cached.ino &&
       st.st_uid == euid()) {
     fd = open_in(cached.fd, dir, sub, name, err);
-    pthread_mutex_unlock(&cached.lock);
-    return fd;
+    if (fd >= 0) {
+      pthread_mutex_unlock(&cached.lock);
+      return fd;
+    }
+  }
+  if (cached.fd >= 0) { /* not this directory, or it failed: the walk, from scratch */
+    close(cached.fd);
+    cached.fd = -1;
   }
   pthread_mutex_unlock(&cached.lock);
   if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {

@@ -47,7 +47,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud);
 
 /* The tick's interval: TICK_MS while anything is in flight or changing (deliveries, a
  * publish, a sweep, a stop, a connection being made), else IDLE_TICK_MS, short enough for
- * the AMQP heartbeat. */
+ * the AMQP heartbeat and the sweeps (every half lease). */
 static int64_t tick_every(const mqproc__server_t *srv) {
   int64_t ms = IDLE_TICK_MS;
   if (srv->deliveries != NULL || srv->waiters != NULL || srv->sweeping || srv->stopping ||
@@ -55,6 +55,8 @@ static int64_t tick_every(const mqproc__server_t *srv) {
     return TICK_MS;
   if (srv->cfg->heartbeat_s > 0 && srv->cfg->heartbeat_s * 500LL < ms)
     ms = srv->cfg->heartbeat_s * 500LL;
+  if (srv->cfg->lease_s * 500LL < ms)
+    ms = srv->cfg->lease_s * 500LL;
   return ms < TICK_MS ? TICK_MS : ms;
 }
 
@@ -367,6 +369,8 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
   mqproc__delivery_t *d, *next;
   (void)loop;
+  srv->tick_timer = 0; /* this one ran: what re-arms it below (or a delivery's arrival in
+                          the pump, arm_tick) must not cancel a stale id and leave two */
   if (srv->broker_up)
     mqproc__broker_pump(srv->broker, NULL);
   for (d = srv->deliveries; d != NULL; d = next) {
@@ -379,7 +383,6 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   mqproc__fleet_tick(srv);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__fleet_finish(srv);
-  srv->tick_timer = 0;
   arm_tick(srv);
 }
 

@@ -151,27 +151,38 @@ static int deliver_one(dirb_t *b) {
   json_t *meta = NULL;
   held_t *h;
   size_t len = 0;
-  int fd;
+  int fd, wfd;
   while ((name = heap_pop(b)) != NULL) {
     snprintf(from, sizeof(from), "%s/new/%s", b->qdir, name);
     snprintf(to, sizeof(to), "%s/cur/%s", b->qdir, name);
-    /* for writing, so that its last close is an IN_CLOSE_WRITE the others see (a file we
-     * may only read is held all the same: its holder's death is found by the look) */
-    if ((fd = open(from, O_RDWR | O_CLOEXEC)) < 0 && (errno == EACCES || errno == EROFS))
-      fd = open(from, O_RDONLY | O_CLOEXEC);
+    /* for reading (a loser's close is no IN_CLOSE_WRITE for the others), but for writing
+     * where the filesystem's exclusive locks need it */
+    fd = open(from, (b->rw_locks ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(from, to) == 0)
       break; /* ours */
-    if (fd >= 0 && errno == EWOULDBLOCK)
-      b->reread = 1; /* locked: a peer claims it, or one that put it back still holds it */
+    if (errno != ENOENT)
+      b->reread = 1; /* locked (a peer claims it, or one that put it back still holds it), or
+                        not tried (out of fds): read new/ again at the next look */
     if (fd >= 0)
       close(fd);
     free(name); /* another server's, or gone */
   }
   if (name == NULL)
     return 0;
+  /* a writer on it: its last close (our death) is what the others watch for; a file we may
+   * not write is held all the same, its holder's death found by the look */
+  if ((wfd = b->wcur >= 0 ? open(to, O_WRONLY | O_CLOEXEC) : -1) < 0 && b->wcur >= 0 &&
+      !b->warned) {
+    b->warned = 1;
+    MQPROC__WARN("dir queue %s: cannot open a claimed job for writing (%s): if this server "
+                 "dies, its jobs come back with the next look (every %d s), not at once",
+                 b->qdir, strerror(errno), b->look_every_ms / 1000);
+  }
   if (read_file(fd, &data, &len) != 0 || (h = calloc(1, sizeof(*h))) == NULL) {
     to_failed(b, name, "cannot read the job file (or it is larger than 256 MiB)");
     close(fd);
+    if (wfd >= 0)
+      close(wfd);
     free(data);
     free(name);
     return 1;
@@ -179,6 +190,7 @@ static int deliver_one(dirb_t *b) {
   h->tag = ++b->next_tag;
   h->consumer = b->consumer;
   h->fd = fd;
+  h->wfd = wfd;
   snprintf(h->name, sizeof(h->name), "%s", name);
   h->next = b->held;
   b->held = h;
@@ -217,7 +229,9 @@ static held_t **find_held(dirb_t *b, uint64_t tag) {
 static void drop_held(dirb_t *b, held_t **p) {
   held_t *h = *p;
   *p = h->next;
-  close(h->fd);
+  close(h->fd); /* the lock first, then the writer's close (the event) */
+  if (h->wfd >= 0)
+    close(h->wfd);
   free(h);
   b->n_held--;
 }
@@ -265,7 +279,7 @@ static int d_pump(mqproc__broker_t *base, char *err) {
         overflow = 1; /* events were lost: read all of new/, look at all of cur/ */
       else if (e->len == 0 || e->name[0] == '.')
         ;
-      else if (e->wd == b->wcur)
+      else if (b->wcur >= 0 && e->wd == b->wcur)
         mqproc__dir_closed_in_cur(b, e->name, 0, now);
       else
         heap_push(b, e->name);
@@ -304,8 +318,14 @@ static int d_connect(mqproc__broker_t *base, char *err) {
     return mqproc__err(err, MQPROC_ESYS, "inotify: %s", strerror(errno));
   snprintf(dir, sizeof(dir), "%s/new", b->qdir);
   snprintf(cur, sizeof(cur), "%s/cur", b->qdir);
+  /* inotify sees this host's files only: on a network filesystem, look often; there the
+   * look finds dead holders (an exclusive lock needs a writer, whose probe's close would
+   * be an IN_CLOSE_WRITE for the others: no watch of cur/) */
+  net = mqproc__network_fs(b->qdir, &looked);
+  b->rw_locks = net != NULL;
+  b->wcur = -1;
   if (inotify_add_watch(b->ino, dir, IN_MOVED_TO | IN_CREATE) < 0 ||
-      (b->wcur = inotify_add_watch(b->ino, cur, IN_CLOSE_WRITE)) < 0 ||
+      (!b->rw_locks && (b->wcur = inotify_add_watch(b->ino, cur, IN_CLOSE_WRITE)) < 0) ||
       (b->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
       (b->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
       epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->ino, &(struct epoll_event){.events = EPOLLIN}) != 0 ||
@@ -321,8 +341,6 @@ static int d_connect(mqproc__broker_t *base, char *err) {
     b->ino = b->epfd = b->tfd = -1;
     return mqproc__err(err, MQPROC_ESYS, "inotify on %s: %s", dir, strerror(rc));
   }
-  /* inotify sees this host's files only: on a network filesystem, look often */
-  net = mqproc__network_fs(b->qdir, &looked);
   b->look_every_ms = net != NULL ? LOOK_NET_MS : LOOK_LOCAL_MS;
   if (every != NULL && atoi(every) > 0)
     b->look_every_ms = atoi(every);

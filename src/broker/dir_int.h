@@ -14,6 +14,8 @@ typedef struct held {
   uint64_t tag;
   uint64_t consumer; /* the consume() it came through: prefetch counts per consumer */
   int fd;            /* holds the flock */
+  int wfd;           /* open for writing (local filesystem): its last close, at the server's
+                        death, is the IN_CLOSE_WRITE the other servers watch; -1: none */
   char name[NAME_MAX + 1];
   struct held *next;
 } held_t;
@@ -40,7 +42,10 @@ typedef struct dirb {
   mqproc__broker_events_t ev;
   int ino;           /* inotify fd; -1: not connected */
   int epfd;          /* what the loop watches: ino, tfd and the flusher's eventfd */
-  int wcur;          /* ino's watch of cur/: a holder's last close (IN_CLOSE_WRITE) */
+  int wcur;          /* ino's watch of cur/: a holder's last close (IN_CLOSE_WRITE); -1: none */
+  int rw_locks;      /* a network filesystem: an exclusive flock needs a file open for writing
+                        (NFS emulates it with a byte-range lock); no watch of cur/ there */
+  int warned;        /* a lock that could not be tried was reported once */
   int tfd;           /* timerfd: the next look, purge or recheck */
   int64_t armed_ms;  /* when tfd fires; 0: not armed */
   int look_every_ms; /* the look at cur/ and new/: often on a network filesystem */

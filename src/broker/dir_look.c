@@ -28,12 +28,15 @@ static int take_back_one(dirb_t *b, const char *name) {
   size_t len = strlen(name);
   int fd, moved = 0, again = len > 2 && strcmp(name + len - 2, ".r") == 0;
   snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
-  if ((fd = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+  if ((fd = open(from, (b->rw_locks ? O_RDWR : O_RDONLY) | O_CLOEXEC)) < 0)
     return 0;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    moved = errno == EWOULDBLOCK ? -1 : 0;
+    if (errno != EWOULDBLOCK && !b->warned) { /* not tried: left where it is, said once */
+      b->warned = 1;
+      MQPROC__WARN("dir queue %s: cannot try the lock of %s: %s", b->qdir, from, strerror(errno));
+    }
     close(fd);
-    return moved;
+    return -1;
   }
   snprintf(to, sizeof(to), "%s/new/%.*s%s", b->qdir, NAME_MAX - 2, name, again ? "" : ".r");
   if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) {
@@ -69,7 +72,14 @@ void mqproc__dir_take_back(dirb_t *b) {
  * there, unlocked, its holder died; when the lock still shows, the close was reported
  * before the kernel dropped it: looked at again shortly (4 times: 5, 20, 80, 320 ms). */
 void mqproc__dir_closed_in_cur(dirb_t *b, const char *name, int tries, int64_t now) {
-  int r = take_back_one(b, name);
+  int r;
+  for (const held_t *h = b->held; h != NULL; h = h->next)
+    if (strcmp(h->name, name) == 0)
+      return; /* ours */
+  for (int i = 0; tries == 0 && i < b->n_rechecks; i++)
+    if (strcmp(b->rechecks[i].name, name) == 0)
+      return; /* looked at again already */
+  r = take_back_one(b, name);
   if (r == 1)
     MQPROC__INFO("dir queue %s: job %s of a server that died went back to new/", b->qdir, name);
   if (r != -1 || tries >= 4)

@@ -2,12 +2,14 @@
  * rows copied into a table of text cells that reads the same way. */
 #include "ops/odb.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "mqproc/mqproc.h"
 #include "store.h"
 #include "store/pg_int.h"
@@ -74,8 +76,10 @@ int mqproc__odb_sqlite(const mqproc__odb_t *db) {
 void mqproc__odb_sq_notice(mqproc__odb_t *db, const char *payload) {
   const char *path = db->sq != NULL ? sqlite3_db_filename(db->sq, "main") : NULL;
   /* no notice file: the servers read the wish with their next refresh */
-  if (path != NULL && path[0] != '\0')
-    (void)mqproc__sq_notice_send(path, payload);
+  if (path != NULL && path[0] != '\0' && mqproc__sq_notice_send(path, payload) != 0)
+    MQPROC__WARN("cannot tell the servers at once (%s-control: %s): they read it with their "
+                 "next refresh (within 10 s)",
+                 path, strerror(errno));
 }
 
 int mqproc__odb_ok(const mqproc__odb_t *db) {

@@ -300,8 +300,10 @@ static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
     exec(db, "ROLLBACK");
     ok = 0;
   }
-  if (relax)
-    exec(db, "PRAGMA synchronous = FULL");
+  if (relax && exec(db, "PRAGMA synchronous = FULL") != 0) { /* never left relaxed */
+    close_db(db);
+    *dbp = NULL;
+  }
   if (!ok) /* nothing of the round was stored */
     for (sq_req_t *r = round; r != NULL; r = r->next) {
       r->rc = MQPROC_ESTORE_QUERY;

@@ -20,6 +20,7 @@
 
 struct mqproc__sq_notice {
   mqproc__loop_t *loop;
+  char db_path[PATH_MAX], path[PATH_MAX];
   int ino;   /* inotify fd, watched by the loop */
   int fd;    /* the notice file, read from off */
   off_t off; /* what was read (or there at the start) */
@@ -61,42 +62,84 @@ static void read_lines(mqproc__sq_notice_t *n) {
   }
 }
 
+/* Opens (makes) the notice file and watches it; 0, or -1 with errno. A file made here gets
+ * the database's mode, so whoever may write the database may send notices (as SQLite does
+ * for its -wal file). */
+static int open_watch(mqproc__sq_notice_t *n, off_t *size) {
+  struct stat st, db;
+  mode_t mode = stat(n->db_path, &db) == 0 ? (db.st_mode & 0666) : 0666;
+  int e;
+  if ((n->fd = open(n->path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)) >= 0)
+    (void)fchmod(n->fd, mode); /* made now: the umask does not narrow it */
+  else if (errno == EEXIST)
+    n->fd = open(n->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (n->fd < 0)
+    return -1;
+  if (fstat(n->fd, &st) == 0 &&
+      inotify_add_watch(n->ino, n->path, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF) >= 0) {
+    *size = st.st_size;
+    return 0;
+  }
+  e = errno;
+  close(n->fd);
+  n->fd = -1;
+  errno = e;
+  return -1;
+}
+
 static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
   mqproc__sq_notice_t *n = ud;
   char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  int gone = 0;
+  ssize_t r;
+  off_t size;
   (void)loop;
-  while (read(fd, ev, sizeof(ev)) > 0) /* the events say only "appended to": drained */
-    ;
+  while ((r = read(fd, ev, sizeof(ev))) > 0) /* "appended to", or the file went away */
+    for (char *p = ev; p < ev + r;
+         p += sizeof(struct inotify_event) + ((const struct inotify_event *)p)->len)
+      gone |= (((const struct inotify_event *)p)->mask &
+               (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0;
   read_lines(n);
+  if (gone && n->fd >= 0) { /* removed or replaced (a restore): watch the new one */
+    close(n->fd);
+    n->fd = -1;
+    if (open_watch(n, &size) != 0)
+      MQPROC__WARN("operators' notices: %s went away and cannot be made again (%s): pause, "
+                   "resume and cancel reach this server with its next refresh",
+                   n->path, strerror(errno));
+    else {
+      n->off = 0; /* a sender may have made it with its line already (a line heard twice
+                     costs a refresh) */
+      read_lines(n);
+    }
+  }
 }
 
 mqproc__sq_notice_t *mqproc__sq_notice_watch(const char *db_path, mqproc__loop_t *loop,
                                              void (*cb)(void *ud, const char *payload), void *ud) {
-  char path[PATH_MAX];
-  struct stat st;
   mqproc__sq_notice_t *n = calloc(1, sizeof(*n));
+  off_t size = 0;
   if (n == NULL)
     return NULL;
-  notice_path(db_path, path, sizeof(path));
+  snprintf(n->db_path, sizeof(n->db_path), "%s", db_path);
+  notice_path(db_path, n->path, sizeof(n->path));
   n->loop = loop;
   n->cb = cb;
   n->ud = ud;
-  n->ino = -1;
-  if ((n->fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666)) < 0 ||
-      fstat(n->fd, &st) != 0 || (n->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
-      inotify_add_watch(n->ino, path, IN_MODIFY) < 0 ||
+  n->fd = -1;
+  if ((n->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 || open_watch(n, &size) != 0 ||
       mqproc__loop_io(loop, n->ino, on_io, n) != MQPROC_OK) {
     MQPROC__WARN("operators' notices: cannot watch %s (%s): pause, resume and cancel reach this "
                  "server with its next refresh instead",
-                 path, strerror(errno));
-    if (n->ino >= 0)
-      close(n->ino);
+                 n->path, strerror(errno));
     if (n->fd >= 0)
       close(n->fd);
+    if (n->ino >= 0)
+      close(n->ino);
     free(n);
     return NULL;
   }
-  n->off = st.st_size; /* earlier notices are old news */
+  n->off = size; /* earlier notices are old news */
   return n;
 }
 
@@ -105,7 +148,8 @@ void mqproc__sq_notice_free(mqproc__sq_notice_t *n) {
     return;
   mqproc__loop_io(n->loop, n->ino, NULL, NULL);
   close(n->ino);
-  close(n->fd);
+  if (n->fd >= 0)
+    close(n->fd);
   free(n);
 }
 

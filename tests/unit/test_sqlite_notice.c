@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "loop.h"
@@ -39,6 +40,11 @@ static void hear(ear_t *e, int want) {
   if (e->n < want)
     mqproc__loop_run(e->loop);
   mqproc__loop_timer_cancel(e->loop, t);
+}
+
+static long it_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
 static char *db_path(void) {
@@ -83,6 +89,7 @@ Test(sqlite_notice, a_file_started_again_by_the_sender_is_read_from_its_start) {
   hear(&e, 200);
   e.n = 0;
   cr_assert_eq(mqproc__sq_notice_send(db, "ocrd-after"), 0);
+  cr_expect_eq(it_size(file), (long)strlen("ocrd-after\n"), "the sender started it again");
   hear(&e, 1);
   cr_assert_eq(e.n, 1);
   cr_expect_str_eq(e.heard[0], "ocrd-after");
