@@ -443,3 +443,24 @@ Test(fleet, max_jobs_per_child_recycles_a_server_between_jobs) {
   cr_expect(it_server_count_log(srv, "recycled after --max-jobs-per-child") >= 3);
   it_server_stop(srv);
 }
+
+/* An idle server refreshes its workers row with its 10 s tick and says so (interval_ms, by
+ * which `workers` and the dead-holder rule judge it); work brings the 2 s refresh back at
+ * once, the row saying that too, and the idle interval after it. */
+Test(fleet, an_idle_servers_row_says_its_longer_interval_and_work_shortens_it_at_once) {
+  char *proc = it_name("idl"), *gate = it_fmt("%s/idl-gate", it_tmpdir()), *out;
+  char *interval =
+      it_fmt("SELECT interval_ms FROM mqproc_workers WHERE processor_name = '%s'", proc);
+  const char *envp[] = {it_fmt("PROC_GATE=%s", gate), NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), NULL, envp);
+  cr_assert(it_sql_becomes(interval, "10000"), "idle: the row says the idle interval");
+  cr_assert_eq(it_mq(&out, "submit", "--processor", proc, "--mets", "/m.xml", "-I", "IN",
+                     "--job-id", "idl-1", NULL),
+               0);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'idl-1'", "RUNNING"));
+  cr_expect(it_sql_becomes(interval, "2000"), "busy: the row says the busy interval");
+  it_open_gate(gate);
+  cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'idl-1'", "SUCCESS"));
+  cr_expect(it_sql_becomes(interval, "10000"), "idle again");
+  it_server_stop(srv);
+}
