@@ -60,9 +60,9 @@ static int64_t tick_every(const mqproc__server_t *srv) {
   return ms < TICK_MS ? TICK_MS : ms;
 }
 
-static void arm_tick(mqproc__server_t *srv) {
+/* The tick again in tick_every_ms (the one pending, if any, cancelled). */
+static void rearm_tick(mqproc__server_t *srv) {
   mqproc__loop_timer_cancel(srv->loop, srv->tick_timer);
-  srv->tick_every_ms = tick_every(srv);
   srv->tick_timer = mqproc__loop_timer(srv->loop, srv->tick_every_ms, on_tick, srv);
 }
 
@@ -73,7 +73,8 @@ void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
   *mqproc__delivery_next(d) = srv->deliveries;
   srv->deliveries = d;
   if (was_idle) { /* work again: the busy tick, and a workers row that says so */
-    arm_tick(srv);
+    srv->tick_every_ms = tick_every(srv);
+    rearm_tick(srv);
     mqproc__fleet_changed(srv);
   }
   mqproc__delivery_start(d);
@@ -370,7 +371,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   mqproc__delivery_t *d, *next;
   (void)loop;
   srv->tick_timer = 0; /* this one ran: what re-arms it below (or a delivery's arrival in
-                          the pump, arm_tick) must not cancel a stale id and leave two */
+                          the pump) must not cancel a stale id and leave two */
   if (srv->broker_up)
     mqproc__broker_pump(srv->broker, NULL);
   for (d = srv->deliveries; d != NULL; d = next) {
@@ -383,7 +384,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   mqproc__fleet_tick(srv);
   if (srv->stopping && srv->deliveries == NULL)
     mqproc__fleet_finish(srv);
-  arm_tick(srv);
+  rearm_tick(srv); /* in the interval the refresh above told */
 }
 
 static void stop_all(mqproc__server_t *srv, int force) {

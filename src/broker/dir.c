@@ -9,13 +9,15 @@
  * filesystem (inotify reports no other host's files), every 30 s elsewhere, where it is a
  * backstop only: nothing wakes an idle server but work.
  *
- * Claiming: open new/NAME (for writing: see below), flock(LOCK_EX|LOCK_NB), rename to
- * cur/NAME: two servers cannot both win (the loser's lock or rename fails). The lock stays
- * until the delivery is settled; the kernel drops it when the server dies. A holder's last
- * close of a file opened for writing is an IN_CLOSE_WRITE on cur/, which every server on
- * the host watches: the file still there and its lock free means its holder died, and it
- * goes back to new/ at once (marked ".r", delivered before). A settled file left cur/
- * before its close, and lookers open for reading (IN_CLOSE_NOWRITE: not watched). The
+ * Claiming: open new/NAME (for reading; for writing on a network filesystem, where an
+ * exclusive flock needs it), flock(LOCK_EX|LOCK_NB), rename to cur/NAME: two servers cannot
+ * both win (the loser's lock or rename fails). The lock stays until the delivery is
+ * settled; the kernel drops it when the server dies. The holder keeps a second descriptor
+ * open for writing: its last close is an IN_CLOSE_WRITE on cur/, which every server on the
+ * host watches (not on a network filesystem): the file still there and its lock free means
+ * its holder died, and it goes back to new/ at once (marked ".r", delivered before). A
+ * settled file left cur/ before its close, and losers and lookers read (IN_CLOSE_NOWRITE:
+ * not watched). The
  * job table, not the queue, says whether the job already ran (the delivery's claim there
  * is fenced by its attempt), so a claim and an ack need no fsync: a power cut that undoes
  * one redelivers a job the table knows. What a producer was told is durable is: a publish
@@ -157,7 +159,7 @@ static int deliver_one(dirb_t *b) {
     snprintf(to, sizeof(to), "%s/cur/%s", b->qdir, name);
     /* for reading (a loser's close is no IN_CLOSE_WRITE for the others), but for writing
      * where the filesystem's exclusive locks need it */
-    fd = open(from, (b->rw_locks ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    fd = open(from, DIRB_LOCK_OPEN(b) | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(from, to) == 0)
       break; /* ours */
     if (errno != ENOENT)
@@ -322,10 +324,9 @@ static int d_connect(mqproc__broker_t *base, char *err) {
    * look finds dead holders (an exclusive lock needs a writer, whose probe's close would
    * be an IN_CLOSE_WRITE for the others: no watch of cur/) */
   net = mqproc__network_fs(b->qdir, &looked);
-  b->rw_locks = net != NULL;
   b->wcur = -1;
   if (inotify_add_watch(b->ino, dir, IN_MOVED_TO | IN_CREATE) < 0 ||
-      (!b->rw_locks && (b->wcur = inotify_add_watch(b->ino, cur, IN_CLOSE_WRITE)) < 0) ||
+      (net == NULL && (b->wcur = inotify_add_watch(b->ino, cur, IN_CLOSE_WRITE)) < 0) ||
       (b->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
       (b->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
       epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->ino, &(struct epoll_event){.events = EPOLLIN}) != 0 ||

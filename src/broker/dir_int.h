@@ -3,6 +3,7 @@
 #ifndef MQPROC_BROKER_DIR_INT_H
 #define MQPROC_BROKER_DIR_INT_H
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 
@@ -30,6 +31,12 @@ typedef struct recheck {
 
 #define DIRB_RECHECKS 32
 
+/* How a claim or a look opens a job file to lock it: for reading where cur/ is watched
+ * (a local filesystem: a reader's close wakes nobody), for writing on a network one, where
+ * an exclusive flock needs it (NFS emulates it with a byte-range lock) and cur/ is not
+ * watched. */
+#define DIRB_LOCK_OPEN(b) ((b)->wcur >= 0 ? O_RDONLY : O_RDWR)
+
 typedef struct confirm {
   uint64_t seq;
   int status;
@@ -43,8 +50,6 @@ typedef struct dirb {
   int ino;           /* inotify fd; -1: not connected */
   int epfd;          /* what the loop watches: ino, tfd and the flusher's eventfd */
   int wcur;          /* ino's watch of cur/: a holder's last close (IN_CLOSE_WRITE); -1: none */
-  int rw_locks;      /* a network filesystem: an exclusive flock needs a file open for writing
-                        (NFS emulates it with a byte-range lock); no watch of cur/ there */
   int warned;        /* a lock that could not be tried was reported once */
   int tfd;           /* timerfd: the next look, purge or recheck */
   int64_t armed_ms;  /* when tfd fires; 0: not armed */

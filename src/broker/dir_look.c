@@ -28,7 +28,7 @@ static int take_back_one(dirb_t *b, const char *name) {
   size_t len = strlen(name);
   int fd, moved = 0, again = len > 2 && strcmp(name + len - 2, ".r") == 0;
   snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
-  if ((fd = open(from, (b->rw_locks ? O_RDWR : O_RDONLY) | O_CLOEXEC)) < 0)
+  if ((fd = open(from, DIRB_LOCK_OPEN(b) | O_CLOEXEC)) < 0)
     return 0;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && !b->warned) { /* not tried: left where it is, said once */
@@ -95,9 +95,10 @@ void mqproc__dir_closed_in_cur(dirb_t *b, const char *name, int tries, int64_t n
 }
 
 void mqproc__dir_run_rechecks(dirb_t *b, int64_t now) {
-  int n = b->n_rechecks;
+  int n = b->n_rechecks, nd = 0;
   recheck_t due[DIRB_RECHECKS];
-  int nd = 0;
+  if (n == 0)
+    return; /* every pump: nothing to copy */
   b->n_rechecks = 0;
   for (int i = 0; i < n; i++) /* keep what is not due; mqproc__dir_closed_in_cur() may add again */
     if (b->rechecks[i].due_ms <= now)
