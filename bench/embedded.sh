@@ -15,6 +15,13 @@
 #   bash bench/embedded.sh            # N=5000 (about a minute)
 #   N=20000 PREFETCH=64 BIG=0 bash bench/embedded.sh   (BIG: the long queue of the claim
 #   measurement, default 1000000; 0 skips it)
+#   JOURNALED=1 bash bench/embedded.sh   (as root: the same on a fresh ext4 with a journal,
+#   Debian's default, in a loop-mounted image: a machine whose disk has none, like the VM
+#   of docs/performance.md, shows there what the design does on a usual one)
+#
+# The table's first line names the filesystem: on ext4 without a journal every new file's
+# inode is searched for past the inodes freed in the last minute or so (ext4's
+# recently_deleted), so a file per job costs more the more files went before it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-5000}
@@ -28,11 +35,38 @@ say "building mqproc (Release) in $BUILD"
   cmake --build "$BUILD" -j2 --target mqproc_bin ocrd-example &&
   cc -O2 -Wall -Wextra bench/tp_embedded.c $(pkg-config --cflags --libs sqlite3) \
     -o "$BUILD/tp_embedded"; } >"$BUILD/build.log" 2>&1 || { tail -n 20 "$BUILD/build.log" >&2; exit 2; }
+server=
+mnt=
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  [ -n "$mnt" ] && umount "$mnt" 2>/dev/null && rm -f "$BUILD/ext4.img"
+  true
+}
+trap cleanup EXIT
+if [ "${JOURNALED:-0}" = 1 ]; then
+  mnt=$PWD/$BUILD/ext4
+  mkdir -p "$mnt"
+  umount "$mnt" 2>/dev/null || true
+  rm -f "$BUILD/ext4.img"
+  truncate -s 4G "$BUILD/ext4.img"
+  if ! mkfs.ext4 -q -F "$BUILD/ext4.img" || ! mount -o loop "$BUILD/ext4.img" "$mnt"; then
+    say "JOURNALED=1: cannot make and mount an ext4 image (root and a loop device needed)"
+    mnt=
+    exit 2
+  fi
+  WORK=$mnt/work
+fi
 rm -rf "$WORK"
 mkdir -p "$WORK"
-server=
-cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; true; }
-trap cleanup EXIT
+# fs_of DIR: its filesystem type, with "-nojournal" for an ext4 without one
+fs_of() {
+  local src type
+  read -r type src < <(findmnt -no FSTYPE,SOURCE -T "$1")
+  if [ "$type" = ext4 ] && ! ls /proc/fs/jbd2 2>/dev/null | grep -q "^$(basename "$src")-"; then
+    type=ext4-nojournal
+  fi
+  echo "$type"
+}
 stop_server() {
   kill "$server"
   wait "$server" 2>/dev/null || true
@@ -40,6 +74,7 @@ stop_server() {
 }
 
 declare -A R=()
+R[fs]=$(fs_of "$WORK")
 kv() { # KEY LINE: the value of KEY=... in LINE
   sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"
 }
@@ -183,6 +218,7 @@ kill "${pids[@]}" 2>/dev/null || true
 wait 2>/dev/null || true
 
 printf '\n%-46s %10s\n' "embedded pair, $(nproc) cores, N=$N" "jobs/s"
+printf '%-46s %10s\n' "filesystem of the queue and the database" "${R[fs]}"
 printf '%-46s %10s\n' "raw: dir enqueue (fdatasync + rename + dir fsync)" "${R[raw_dir_enqueue]}"
 printf '%-46s %10s\n' "raw: dir claim + settle (renames, unlink)" "${R[raw_dir_claim]}"
 printf '%-46s %10s\n' "raw: SQLite claim+complete, 1/commit, FULL" "${R[raw_sqlite_1]}"
@@ -199,7 +235,7 @@ printf '%-46s %10s\n' "idle server: loop thread wake-ups per second" "${R[idle_l
 printf '%-46s %10s\n' "idle server: context switches/s, all threads" "${R[idle_wakeups_per_s]}"
 printf '%-46s %10s\n' "kill -9 of the holder -> run again (ms)" "${R[takeback_ms]}"
 printf '\nRESULT n=%s' "$N"
-for k in raw_dir_enqueue raw_dir_claim raw_sqlite_1 raw_sqlite_64 raw_sqlite_normal_1 durable relaxed \
+for k in fs raw_dir_enqueue raw_dir_claim raw_sqlite_1 raw_sqlite_64 raw_sqlite_normal_1 durable relaxed \
   idle_wakeups_per_s idle_loop_wakeups_per_s takeback_ms lat_p50_ms lat_p99_ms lat_max_ms q1k_ms_per_job qbig_ms_per_job \
   q1k_first_ms qbig_first_ms; do
   [ -z "${R[$k]:-}" ] || printf ' %s=%s' "$k" "${R[$k]}"

@@ -552,7 +552,7 @@ embedded() {
   R_LABEL[raw_sqlite_normal_1]="raw SQLite claim+complete, 1/commit, NORMAL"
   R_LABEL[mqproc_dir_sqlite]="mqproc dir+sqlite durable, C, conc 2"
   R_LABEL[mqproc_dir_sqlite_relaxed]="mqproc dir+sqlite ?synchronous=normal"
-  R_NOTE[mqproc_dir_sqlite]="$(sed -n 's/.*\blat_p99_ms=\([^ ]*\).*/enqueue->claim p99 \1 ms/p' <<<"$line"), $(sed -n 's/.*\bidle_wakeups_per_s=\([^ ]*\).*/idle wake-ups \1\/s/p' <<<"$line"), $(sed -n 's/.*\btakeback_ms=\([^ ]*\).*/kill -9 take-back \1 ms/p' <<<"$line")"
+  R_NOTE[mqproc_dir_sqlite]="$(sed -n 's/.*\bfs=\([^ ]*\).*/on \1/p' <<<"$line"), $(sed -n 's/.*\blat_p99_ms=\([^ ]*\).*/enqueue->claim p99 \1 ms/p' <<<"$line"), $(sed -n 's/.*\bidle_wakeups_per_s=\([^ ]*\).*/idle wake-ups \1\/s/p' <<<"$line"), $(sed -n 's/.*\btakeback_ms=\([^ ]*\).*/kill -9 take-back \1 ms/p' <<<"$line")"
 }
 selected embedded && embedded
 

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mqproc/mqproc.h"
+
 typedef struct mqproc__broker mqproc__broker_t;
 
 /* One delivery as the broker hands it over. All pointers are valid only during the
@@ -142,6 +144,9 @@ struct mqproc__broker_class {
   /* consume: start consuming with this prefetch (basic.qos + basic.consume); *consumer
      identifies the deliveries it brings (mqproc__broker_msg_t.consumer). */
   int (*consume)(mqproc__broker_t *b, int prefetch, uint64_t *consumer, char *err);
+  /* resize: the current consumer's prefetch changed in place (NULL where the backend
+     cannot: AMQP's basic.qos applies to later consumers only). */
+  int (*resize)(mqproc__broker_t *b, int prefetch, char *err);
   /* epoch: the current connection generation (0 = never connected). */
   uint64_t (*epoch)(mqproc__broker_t *b);
   /* disconnect: close the connection (pending confirms report CLOSED; no on_down). */
@@ -196,6 +201,9 @@ static inline int mqproc__broker_cancel(mqproc__broker_t *b, char *err) {
 static inline int mqproc__broker_consume(mqproc__broker_t *b, int prefetch, uint64_t *consumer,
                                          char *err) {
   return b->klass->consume(b, prefetch, consumer, err);
+}
+static inline int mqproc__broker_resize(mqproc__broker_t *b, int prefetch, char *err) {
+  return b->klass->resize != NULL ? b->klass->resize(b, prefetch, err) : MQPROC_EINVAL;
 }
 static inline uint64_t mqproc__broker_epoch(mqproc__broker_t *b) {
   return b->klass->epoch(b);

@@ -135,7 +135,9 @@ static const opt_t OPTS[] = {
     {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), NULL, 1, 65535, 0,
      "deliveries in flight per server (basic.qos); the ones beyond --concurrency and "
      "--claim-ahead wait, unclaimed, for a free slot (default: 2 x --concurrency when that is "
-     "given, else 1)"},
+     "given, else 1; on a dir:// queue with neither this nor --claim-ahead given, that is "
+     "where an automatic window starts: it deepens, up to 64, while runs end faster than "
+     "the next jobs' claims commit, and shrinks back when they do not)"},
     {"retries", "MQPROC_RETRIES", OPT_INT, F(retries), "3", 0, 100, 0,
      "extra local tries after a failed try"},
     {"retry-backoff-ms", "MQPROC_RETRY_BACKOFF_MS", OPT_INT, F(retry_backoff_ms), "200", 0, 3600000,
@@ -464,13 +466,16 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
     /* --prefetch alone bounds the jobs running at once, as before --concurrency came;
      * --concurrency alone gets twice its deliveries, so the next job waits delivered */
     int given = cfg->concurrency != 0;
+    int dir = cfg->queue_url != NULL && mqproc__dirq_is_url(cfg->queue_url);
+    /* (not with --max-jobs-per-child: a window deeper than the jobs left would run more) */
+    cfg->depth_auto =
+        dir && cfg->prefetch == 0 && cfg->claim_ahead < 0 && cfg->max_jobs_per_child == 0;
     if (!given)
       cfg->concurrency = cfg->prefetch > 0 ? (cfg->prefetch < 1024 ? cfg->prefetch : 1024) : 1;
     if (cfg->prefetch == 0)
       cfg->prefetch = given && cfg->concurrency > 1 ? 2 * cfg->concurrency : cfg->concurrency;
     if (cfg->claim_ahead < 0)
-      cfg->claim_ahead =
-          cfg->queue_url != NULL && mqproc__dirq_is_url(cfg->queue_url) ? cfg->concurrency : 0;
+      cfg->claim_ahead = dir ? cfg->concurrency : 0;
   }
   return rc;
 }

@@ -45,6 +45,7 @@ typedef struct mqproc__config {
   int max_jobs_per_child;     /* --max-jobs-per-child: recycle after so many jobs, 0 = never */
   int concurrency;            /* --concurrency: tries running at once */
   int claim_ahead;            /* --claim-ahead: jobs claimed while every slot runs one */
+  int depth_auto;             /* dir:// without --prefetch or --claim-ahead: adapt both */
   int retries;                /* --retries: extra local tries after a failure */
   int retry_backoff_ms;       /* --retry-backoff-ms: first wait, doubled per retry */
   int max_requeues;           /* --max-requeues */

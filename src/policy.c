@@ -76,6 +76,23 @@ int64_t mqproc__policy_backoff_ms(int base_ms, int n, uint32_t rnd) {
   return ms * (800 + (int64_t)(rnd % 400)) / 1000;
 }
 
+static int depth_max(int base) {
+  return base > MQPROC__DEPTH_MAX ? base : MQPROC__DEPTH_MAX;
+}
+
+int mqproc__policy_depth_grow(int depth, int base, int concurrency) {
+  int max = depth_max(base);
+  depth += concurrency > 0 ? concurrency : 1;
+  return depth > max ? max : depth < base ? base : depth;
+}
+
+int mqproc__policy_depth_shrink(int depth, int base) {
+  if (depth <= base)
+    return base;
+  depth -= (depth - base + 3) / 4; /* a quarter of the surplus, at least one */
+  return depth > depth_max(base) ? depth_max(base) : depth;
+}
+
 int64_t mqproc__policy_defer_ms(int64_t lease_left_ms, int lease_ms, uint32_t rnd) {
   int64_t ms = lease_left_ms;
   if (ms < 1000)

@@ -4,6 +4,7 @@
  *   mqproc__policy_after_try()     retry locally or give the attempt up
  *   mqproc__policy_backoff_ms()    wait before local retry n (exponential, jittered)
  *   mqproc__policy_defer_ms()      how long to hold a delivery whose job runs elsewhere
+ *   mqproc__policy_depth_*()       the automatic depth of a dir:// server's window
  *   mqproc__job_state_*()          the job states and their allowed transitions
  */
 #ifndef MQPROC_POLICY_H
@@ -67,5 +68,17 @@ int64_t mqproc__policy_backoff_ms(int base_ms, int n, uint32_t rnd);
 /* Hold time for a deferred delivery: until the other holder's lease may have expired,
  * at least 1 s, at most lease_ms, plus up to 25 % jitter from rnd. */
 int64_t mqproc__policy_defer_ms(int64_t lease_left_ms, int lease_ms, uint32_t rnd);
+
+/* The automatic depth (a dir:// queue with neither --prefetch nor --claim-ahead given):
+ * how many deliveries a server holds at once, between base (the default --prefetch) and
+ * MQPROC__DEPTH_MAX (or base when that is larger). A run slot that frees with no claimed
+ * job waiting for it while the window is full ("starved": the claims' commits are slower
+ * than the runs) grows the window by one slot's worth (concurrency); a busy tick without
+ * such a starvation shrinks it by a quarter of what it has above base; an idle server
+ * goes back to base. Long jobs never starve a slot (the claimed-ahead job is ready long
+ * before), so they keep the base window and a fleet shares its queue as before. */
+#define MQPROC__DEPTH_MAX 64
+int mqproc__policy_depth_grow(int depth, int base, int concurrency);
+int mqproc__policy_depth_shrink(int depth, int base);
 
 #endif

@@ -378,6 +378,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
     next = *mqproc__delivery_next(d);
     mqproc__delivery_tick(d);
   }
+  mqproc__server_depth_tick(srv);
   mqproc__sweeper_run(srv);
   mqproc__sd_update(srv);
   srv->tick_every_ms = tick_every(srv); /* the refresh tells the interval coming */
@@ -451,6 +452,8 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
   int rc;
   srv->cfg = cfg;
   srv->processor = cfg->processor;
+  srv->prefetch = cfg->prefetch;
+  srv->claim_ahead = cfg->claim_ahead;
   if (gethostname(srv->host, sizeof(srv->host) - 1) != 0)
     snprintf(srv->host, sizeof(srv->host), "localhost");
   if (cfg->worker_id != NULL && getenv(MQPROC__INSTANCE_ENV) != NULL) /* one per instance */

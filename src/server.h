@@ -64,6 +64,10 @@ typedef struct mqproc__server {
   int abandoned;                  /* deliveries released while their thread still runs */
   int running;                    /* run slots taken (--concurrency bounds them) */
   int ahead;                      /* claim passes taken (--claim-ahead bounds them) */
+  int prefetch;                   /* deliveries in flight at most: --prefetch, or the
+                                     automatic window (cfg->depth_auto, server_flow.c) */
+  int claim_ahead;                /* claim passes at most: --claim-ahead, or the window's */
+  int starved;                    /* a slot starved with the window full since the tick */
   uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */
   size_t n_acks, cap_acks;
   uint64_t slot_timer;         /* wakes the oldest delivery waiting for a slot */
@@ -113,6 +117,9 @@ mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *j
  * --prefetch bounds the jobs running at once, early-acked ones included (the broker's
  * prefetch only counts unacked deliveries). extra: early acks about to be sent. */
 void mqproc__server_update_consuming(mqproc__server_t *srv, int extra);
+/* The automatic window at a busy tick: shrunk unless a slot starved since the last one;
+ * back at its start when idle (cfg->depth_auto only). */
+void mqproc__server_depth_tick(mqproc__server_t *srv);
 /* Stop taking jobs, let the running ones finish however long they take, then exit 0
  * (an operator's `mqproc drain`). */
 void mqproc__server_drain(mqproc__server_t *srv);

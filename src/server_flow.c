@@ -12,6 +12,7 @@
 #include "delivery.h"
 #include "fleet.h"
 #include "log.h"
+#include "policy.h"
 #include "server.h"
 #include "util.h"
 
@@ -24,10 +25,9 @@ static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
   int held = extra;
   for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
     held += mqproc__delivery_holds_slot(d, epoch, consumer);
-  if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv) ||
-      held >= srv->cfg->prefetch)
+  if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv) || held >= srv->prefetch)
     return 0;
-  return srv->cfg->prefetch - held;
+  return srv->prefetch - held;
 }
 
 void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
@@ -43,7 +43,7 @@ void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
   }
   /* once cancelled, what the old consumer pushed counts like any running job */
   want = free_slots(srv, 0, extra);
-  held = srv->cfg->prefetch - want;
+  held = srv->prefetch - want;
   if (want > 0 && !srv->consuming) {
     if (mqproc__broker_consume(srv->broker, want, &srv->consumer, NULL) != MQPROC_OK)
       return;
@@ -127,23 +127,73 @@ static mqproc__delivery_t *oldest_waiting(mqproc__server_t *srv, int what) {
   return oldest;
 }
 
+/* ---- the automatic window (cfg->depth_auto; policy.h says the rule) ------------------ */
+
+static void set_depth(mqproc__server_t *srv, int depth) {
+  int want;
+  if (depth == srv->prefetch)
+    return;
+  MQPROC__DEBUG("window: %d deliveries (was %d)", depth, srv->prefetch);
+  srv->prefetch = depth;
+  srv->claim_ahead = depth - srv->cfg->concurrency > srv->cfg->claim_ahead
+                         ? depth - srv->cfg->concurrency
+                         : srv->cfg->claim_ahead;
+  /* the consumer's own share, changed in place: no new consumer for every step */
+  if (srv->consuming && (want = free_slots(srv, srv->consumer, 0)) > 0 &&
+      mqproc__broker_resize(srv->broker, want, NULL) == MQPROC_OK)
+    srv->consume_prefetch = want;
+  mqproc__server_update_consuming(srv, 0);
+}
+
+/* A run slot is left without a claimed job to run: grow the window if it is full (with
+ * room in it, the queue is what is short). */
+static void slot_starved(mqproc__server_t *srv) {
+  int unsettled = 0;
+  uint64_t epoch, tag;
+  if (!srv->cfg->depth_auto || srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv))
+    return;
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    unsettled += !mqproc__delivery_tag(d, &epoch, &tag);
+  if (unsettled < srv->prefetch)
+    return;
+  srv->starved = 1;
+  set_depth(srv,
+            mqproc__policy_depth_grow(srv->prefetch, srv->cfg->prefetch, srv->cfg->concurrency));
+}
+
+void mqproc__server_depth_tick(mqproc__server_t *srv) {
+  if (!srv->cfg->depth_auto)
+    return;
+  if (srv->deliveries == NULL)
+    set_depth(srv, srv->cfg->prefetch); /* idle: the next burst grows it again */
+  else if (!srv->starved)
+    set_depth(srv, mqproc__policy_depth_shrink(srv->prefetch, srv->cfg->prefetch));
+  srv->starved = 0;
+}
+
 /* From a timer: the try that gave the slot back is still in its own step. A free slot
- * goes to a claimed job first (the oldest), then to one waiting to claim; a free pass to
- * one waiting to claim. */
+ * goes to a claimed job first (the oldest), then to one waiting to claim (the slot starves
+ * meanwhile); a free pass to one waiting to claim. */
 static void on_slot_free(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
+  int starved = 0;
   (void)loop;
   srv->slot_timer = 0;
   for (;;) {
     mqproc__delivery_t *next = NULL;
-    if (srv->running < srv->cfg->concurrency) /* a slot */
-      next = (next = oldest_waiting(srv, 2)) != NULL ? next : oldest_waiting(srv, 1);
-    else if (srv->ahead < srv->cfg->claim_ahead) /* a pass */
+    if (srv->running < srv->cfg->concurrency) { /* a slot */
+      if ((next = oldest_waiting(srv, 2)) == NULL)
+        starved = 1;
+      if (next == NULL)
+        next = oldest_waiting(srv, 1);
+    } else if (srv->ahead < srv->claim_ahead) /* a pass */
       next = oldest_waiting(srv, 1);
     if (next == NULL)
-      return;
+      break;
     mqproc__delivery_slot_free(next); /* it leaves SLOT_WAIT with a slot or a pass, or ends */
   }
+  if (starved)
+    slot_starved(srv);
 }
 
 void mqproc__server_give_slot(mqproc__server_t *srv) {
@@ -154,7 +204,7 @@ void mqproc__server_give_slot(mqproc__server_t *srv) {
 }
 
 int mqproc__server_take_pass(mqproc__server_t *srv) {
-  if (srv->ahead >= srv->cfg->claim_ahead)
+  if (srv->ahead >= srv->claim_ahead)
     return 0;
   srv->ahead++;
   return 1;

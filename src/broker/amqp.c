@@ -539,6 +539,7 @@ static const struct mqproc__broker_class amqp_class = {
     amqp_declare_queue_,  /* declare_queue */
     amqp_cancel_,         /* cancel */
     amqp_consume_,        /* consume */
+    NULL,                 /* resize: basic.qos changes only later consumers' prefetch */
     amqp_epoch_,          /* epoch */
     amqp_disconnect_,     /* disconnect */
     amqp_destroy_,        /* destroy */

@@ -420,6 +420,12 @@ static int d_consume(mqproc__broker_t *base, int prefetch, uint64_t *consumer, c
   return MQPROC_OK;
 }
 
+static int d_resize(mqproc__broker_t *base, int prefetch, char *err) {
+  (void)err;
+  ((dirb_t *)base)->prefetch = prefetch > 0 ? prefetch : 1; /* the next pump claims more */
+  return MQPROC_OK;
+}
+
 static uint64_t d_epoch(mqproc__broker_t *base) {
   return ((dirb_t *)base)->epoch;
 }
@@ -462,6 +468,7 @@ static const struct mqproc__broker_class DIR_CLASS = {
     .declare_queue = d_declare_queue,
     .cancel = d_cancel,
     .consume = d_consume,
+    .resize = d_resize,
     .epoch = d_epoch,
     .disconnect = d_disconnect,
     .destroy = d_destroy,

@@ -238,6 +238,51 @@ Test(dirqueue, a_killed_servers_job_is_taken_back_and_finished_once) {
   it_server_stop(b);
 }
 
+/* Puts n jobs of proc into its queue as a shell producer would (tmp/, then new/). */
+static void fill(const char *proc, const char *prefix, int n) {
+  char *q = it_fmt("%s/%s", spool(), proc);
+  mkdir(q, 0775);
+  mkdir(it_fmt("%s/tmp", q), 0775);
+  mkdir(it_fmt("%s/new", q), 0775);
+  for (int i = 0; i < n; i++) {
+    char *tmpf = it_fmt("%s/tmp/%s-%d", q, prefix, i);
+    FILE *f = fopen(tmpf, "w");
+    cr_assert_not_null(f);
+    fputs(it_job_json(proc, it_fmt("%s-%d", prefix, i), NULL), f);
+    fclose(f);
+    cr_assert_eq(rename(tmpf, it_fmt("%s/new/50-%s-%06d", q, prefix, i)), 0);
+  }
+}
+
+/* The automatic window (no --prefetch, no --claim-ahead): no-op jobs end long before the
+ * next ones' claims commit, so the window deepens past its start (2 x --concurrency) and
+ * goes back to it once the queue is empty; jobs of half a second never starve a slot and
+ * keep it (a fleet shares a queue of long jobs as before). */
+Test(dirqueue, short_jobs_deepen_the_window_and_long_ones_keep_it) {
+  char *fast = it_name("dqwf"), *slow = it_name("dqws");
+  const char *more[] = {"--queue", url(), "--concurrency", "2", "--log-level", "debug", NULL};
+  it_server_t *srv;
+  fill(fast, "w", 300);
+  srv = it_server_start(fast, NULL, more, NULL);
+  cr_assert(it_sql_becomes(it_fmt("SELECT count(*) FROM mqproc_jobs WHERE processor_name = '%s' "
+                                  "AND state = 'SUCCESS'",
+                                  fast),
+                           "300"));
+  cr_expect(it_server_wait_log(srv, "window: 6 deliveries (was 4)", WAIT_MS), "it deepened");
+  cr_expect(it_server_wait_log(srv, "window: 4 deliveries", WAIT_MS), "and came back when idle");
+  it_server_stop(srv);
+
+  fill(slow, "l", 8);
+  srv = it_server_start(slow, it_proc("proc.sh"), more,
+                        (const char *const[]){"PROC_SLEEP=0.5", NULL});
+  cr_assert(it_sql_becomes(it_fmt("SELECT count(*) FROM mqproc_jobs WHERE processor_name = '%s' "
+                                  "AND state = 'SUCCESS'",
+                                  slow),
+                           "8"));
+  cr_expect_eq(it_server_count_log(srv, "window:"), 0, "long jobs keep the window of 4");
+  it_server_stop(srv);
+}
+
 /* A holder's death is seen when the kernel closes its files: the other server on the host
  * takes the job back then, with no look at cur/ (theirs are an hour apart here). */
 Test(dirqueue, a_dead_holders_job_is_taken_back_at_its_close_by_a_server_already_running) {

@@ -95,6 +95,32 @@ Test(policy, defer_waits_for_the_other_lease_within_bounds) {
   cr_expect_leq(mqproc__policy_defer_ms(1000000, 30000, 999), 30000 + 30000 / 4);
 }
 
+Test(policy, the_automatic_depth_grows_by_a_slots_worth_and_stays_within_bounds) {
+  int d = 4, steps = 0;
+  cr_expect_eq(mqproc__policy_depth_grow(4, 4, 2), 6);
+  while (d < MQPROC__DEPTH_MAX && steps++ < 100)
+    d = mqproc__policy_depth_grow(d, 4, 2);
+  cr_expect_eq(d, MQPROC__DEPTH_MAX, "grows to the cap in steps of --concurrency");
+  cr_expect_eq(steps, (MQPROC__DEPTH_MAX - 4) / 2);
+  cr_expect_eq(mqproc__policy_depth_grow(MQPROC__DEPTH_MAX, 4, 2), MQPROC__DEPTH_MAX);
+  cr_expect_eq(mqproc__policy_depth_grow(63, 4, 5), MQPROC__DEPTH_MAX, "never past the cap");
+  /* a base above the cap (--concurrency 100: 200) is its own cap: never shrunk below */
+  cr_expect_eq(mqproc__policy_depth_grow(200, 200, 100), 200);
+  cr_expect_eq(mqproc__policy_depth_shrink(200, 200), 200);
+}
+
+Test(policy, the_automatic_depth_shrinks_by_a_quarter_of_its_surplus_down_to_base) {
+  int d = MQPROC__DEPTH_MAX, ticks = 0;
+  cr_expect_eq(mqproc__policy_depth_shrink(64, 4), 49);
+  cr_expect_eq(mqproc__policy_depth_shrink(5, 4), 4, "at least one step");
+  cr_expect_eq(mqproc__policy_depth_shrink(4, 4), 4);
+  cr_expect_eq(mqproc__policy_depth_shrink(2, 4), 4, "never below base");
+  while (d > 4 && ticks++ < 100)
+    d = mqproc__policy_depth_shrink(d, 4);
+  cr_expect_eq(d, 4);
+  cr_expect_lt(ticks, 20, "back at base within %d busy ticks", ticks);
+}
+
 Test(job_state, names_round_trip) {
   for (int s = 0; s < MQPROC__JOB_NSTATES; s++)
     cr_expect_eq(mqproc__job_state_parse(mqproc__job_state_name(s)), s);
