@@ -66,6 +66,10 @@ int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_
   return MQPROC_OK;
 }
 
+void mqproc__job_set_log(mqproc_job_t *job, int log_fd) {
+  job->log_fd = log_fd;
+}
+
 void mqproc__job_free(mqproc_job_t *job) {
   if (job == NULL)
     return;

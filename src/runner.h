@@ -108,6 +108,13 @@ static inline void mqproc__runner_destroy(mqproc__runner_t *r) {
  * job log for appending and writes a header line for this try; returns an fd or -1 with
  * err set. Shared by the backends. */
 int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err);
+/* The same in two halves: the header line of this try (into head, n bytes; its length),
+ * then the open and the write of head, callable from any thread (the C runner's pool
+ * threads open their jobs' logs themselves: a new file's inode is the loop's costliest
+ * system call on some filesystems). */
+int mqproc__runner_log_head(const mqproc__run_spec_t *spec, char *head, size_t n);
+int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *name, const char *head,
+                               int head_len, char *err);
 
 /* Describes a wait status ("exit status 3", "killed by signal 9 (Killed)") into r. */
 void mqproc__runner_describe(int wstatus, mqproc__run_result_t *r);

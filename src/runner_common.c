@@ -28,17 +28,27 @@ static const char *const STAGE_NAMES[] = {"execve",    "setpgid", "prctl", "dup2
 
 /* ---- the job log -------------------------------------------------------------------- */
 
-int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
-  char head[512];
-  int fd, n;
-  if ((fd = mqproc__joblog_open(spec->log_dir, spec->log_sub, spec->log_name, err)) < 0)
+int mqproc__runner_log_head(const mqproc__run_spec_t *spec, char *head, size_t n) {
+  int len = snprintf(head, n, "=== mqproc: job %s attempt %d try %d on %s ===\n", spec->msg->job_id,
+                     spec->attempt, spec->try_no, spec->worker_id);
+  return len < 0 ? 0 : (size_t)len < n ? len : (int)n - 1;
+}
+
+int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *name, const char *head,
+                               int head_len, char *err) {
+  int fd;
+  if ((fd = mqproc__joblog_open(dir, sub, name, err)) < 0)
     return -1;
-  n = snprintf(head, sizeof(head), "=== mqproc: job %s attempt %d try %d on %s ===\n",
-               spec->msg->job_id, spec->attempt, spec->try_no, spec->worker_id);
-  if (n > 0 && write(fd, head, (size_t)n < sizeof(head) ? (size_t)n : sizeof(head) - 1) < 0) {
+  if (head_len > 0 && write(fd, head, (size_t)head_len) < 0) {
     /* a log header that cannot be written is not a reason to fail the try */
   }
   return fd;
+}
+
+int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
+  char head[512];
+  int n = mqproc__runner_log_head(spec, head, sizeof(head));
+  return mqproc__runner_open_log_at(spec->log_dir, spec->log_sub, spec->log_name, head, n, err);
 }
 
 /* ---- the environment of a child ---------------------------------------------------- */

@@ -240,6 +240,31 @@ static int count_of(const char *text, const char *needle) {
   return n;
 }
 
+/* The C runner's pool thread opens the log itself: a planted link fails the try there, as
+ * a start failure, and the job is dead-lettered with the reason; the link's target is
+ * untouched and the next job runs. */
+Test(hostile, a_c_processors_job_log_that_is_a_link_fails_the_job_not_the_server) {
+  char *proc = it_name("clog"), *results = it_name("clog-result");
+  char *logdir = it_fmt("%s/joblogs", it_tmpdir()), *sub = it_fmt("%s/%s", logdir, proc);
+  char *victim = it_fmt("%s/c-victim", it_tmpdir());
+  const char *extra[] = {"--retries=0", "--max-requeues=0", NULL};
+  FILE *f;
+  it_server_t *srv;
+  it_declare(results);
+  mkdir(logdir, 0750);
+  cr_assert_eq(mkdir(sub, 0750), 0);
+  f = fopen(victim, "w");
+  fputs("precious\n", f);
+  fclose(f);
+  cr_assert_eq(symlink(victim, it_fmt("%s/c-planted-1.log", sub)), 0);
+  srv = it_server_start(proc, NULL, extra, NULL);
+  it_publish(proc, it_job_json(proc, "c-planted-1", NULL));
+  it_expect_dead(proc, "it is a symbolic link");
+  cr_expect_str_eq(it_read_file(victim), "precious\n");
+  expect_good_job(proc, results, "c-good-1");
+  it_server_stop(srv);
+}
+
 Test(hostile, job_logs_are_private_unique_and_follow_no_link) {
   char *proc = it_name("logs"), *results = it_name("logs-result");
   char *logdir = it_fmt("%s/joblogs", it_tmpdir()), *sub = it_fmt("%s/%s", logdir, proc);
