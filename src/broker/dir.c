@@ -369,10 +369,15 @@ static int d_ack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multi
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the delivery is of a closed connection");
   for (held_t **p = &b->held; *p != NULL;) {
     if ((*p)->tag == tag || (multiple && (*p)->tag < tag)) {
-      snprintf(path, sizeof(path), "%s/cur/%s", b->qdir, (*p)->name);
-      if (unlink(path) != 0 && errno != ENOENT)
-        MQPROC__WARN("dir queue: cannot remove %s: %s", path, strerror(errno));
-      drop_held(b, p);
+      held_t *h = *p;
+      snprintf(path, sizeof(path), "%s/cur/%s", b->qdir, h->name);
+      *p = h->next;
+      b->n_held--;
+      if (b->flusher != NULL) /* the unlink and the inode's release off the loop */
+        mqproc__dirq_flusher_remove(b->flusher, path, h->fd, h->wfd);
+      else
+        mqproc__dirq_remove(path, h->fd, h->wfd);
+      free(h);
     } else {
       p = &(*p)->next;
     }

@@ -28,10 +28,19 @@ typedef struct item {
   struct item *next;
 } item_t;
 
+/* A settled job's file: removed, then its descriptors closed (the lock last but one, the
+ * writer's close last: the event the other servers watch). */
+typedef struct removal {
+  int fd, wfd;
+  struct removal *next;
+  char path[]; /* flexible */
+} removal_t;
+
 struct mqproc__dirq_flusher {
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t cond, idle;
+  removal_t *removals;       /* handed over by the loop, newest first */
   item_t *todo, **todo_tail; /* handed over by the loop */
   item_t *done, **done_tail; /* finished, for the loop */
   int signalled;             /* the eventfd was written and not read yet */
@@ -88,17 +97,28 @@ static void flush_batch(mqproc__dirq_flusher_t *f, item_t *batch) {
   }
 }
 
+static void remove_all(removal_t *r) {
+  while (r != NULL) {
+    removal_t *next = r->next;
+    mqproc__dirq_remove(r->path, r->fd, r->wfd);
+    free(r);
+    r = next;
+  }
+}
+
 static void *flusher_main(void *arg) {
   mqproc__dirq_flusher_t *f = arg;
   uint64_t one = 1;
   pthread_mutex_lock(&f->lock);
   for (;;) {
-    item_t *batch;
-    while (f->todo == NULL && !f->stop)
+    item_t *batch = NULL;
+    removal_t *removals;
+    while (f->todo == NULL && f->removals == NULL && !f->stop)
       pthread_cond_wait(&f->cond, &f->lock);
-    if (f->todo == NULL)
+    if (f->todo == NULL && f->removals == NULL)
       break;
-    if (f->n_todo < GROUP_FILES && !f->stop) { /* group commit: a moment for more files */
+    if (f->todo != NULL && f->n_todo < GROUP_FILES &&
+        !f->stop) { /* group commit: a moment for more files */
       struct timespec until;
       clock_gettime(CLOCK_MONOTONIC, &until);
       until.tv_nsec += GROUP_WAIT_US * 1000L;
@@ -114,10 +134,19 @@ static void *flusher_main(void *arg) {
     f->todo = NULL;
     f->todo_tail = &f->todo;
     f->n_todo = 0;
+    removals = f->removals;
+    f->removals = NULL;
     f->busy = 1;
     pthread_mutex_unlock(&f->lock);
-    flush_batch(f, batch);
+    remove_all(removals);
+    if (batch != NULL)
+      flush_batch(f, batch);
     pthread_mutex_lock(&f->lock);
+    if (batch == NULL) {
+      f->busy = 0;
+      pthread_cond_broadcast(&f->idle);
+      continue;
+    }
     *f->done_tail = batch;
     while (*f->done_tail != NULL)
       f->done_tail = &(*f->done_tail)->next;
@@ -192,6 +221,26 @@ int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, co
   return MQPROC_OK;
 }
 
+void mqproc__dirq_flusher_remove(mqproc__dirq_flusher_t *f, const char *path, int fd, int wfd) {
+  size_t n = strlen(path) + 1;
+  removal_t *r = malloc(sizeof(*r) + n);
+  int wake;
+  if (r == NULL) { /* no room to hand it over: here and now */
+    mqproc__dirq_remove(path, fd, wfd);
+    return;
+  }
+  r->fd = fd;
+  r->wfd = wfd;
+  memcpy(r->path, path, n);
+  pthread_mutex_lock(&f->lock);
+  wake = f->removals == NULL && f->todo == NULL;
+  r->next = f->removals;
+  f->removals = r;
+  pthread_mutex_unlock(&f->lock);
+  if (wake)
+    pthread_cond_signal(&f->cond);
+}
+
 size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,
                                  void (*done)(void *ud, uint64_t seq, int rc), void *ud) {
   uint64_t v;
@@ -221,7 +270,7 @@ size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,
 
 void mqproc__dirq_flusher_drain(mqproc__dirq_flusher_t *f) {
   pthread_mutex_lock(&f->lock);
-  while (f->todo != NULL || f->busy)
+  while (f->todo != NULL || f->removals != NULL || f->busy)
     pthread_cond_wait(&f->idle, &f->lock);
   pthread_mutex_unlock(&f->lock);
 }

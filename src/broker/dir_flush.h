@@ -4,7 +4,8 @@
  * writeback together, fdatasyncs each (the filesystem's journal commits them as a group),
  * renames each into place and fsyncs each directory once, then reports them through an
  * eventfd. A publish is confirmed only then, so what a producer is told is durable is, and
- * no consumer sees a file before its data is on disk. */
+ * no consumer sees a file before its data is on disk. It also removes settled jobs' files
+ * (the unlink and the last close free an inode: work the loop need not wait for). */
 #ifndef MQPROC_BROKER_DIR_FLUSH_H
 #define MQPROC_BROKER_DIR_FLUSH_H
 
@@ -22,6 +23,9 @@ int mqproc__dirq_flusher_fd(const mqproc__dirq_flusher_t *f);
  * as seq. Takes fd in every case (closed and tmp removed when this fails: MQPROC_ENOMEM). */
 int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, const char *tmp,
                              const char *dst, char *err);
+/* Removes the settled file at path and then closes fd and wfd (-1: none), off the loop
+ * (mqproc__dirq_remove; unreported). Never fails: without memory it is done at once. */
+void mqproc__dirq_flusher_remove(mqproc__dirq_flusher_t *f, const char *path, int fd, int wfd);
 /* Calls done(ud, seq, rc) for each finished file in the order they were added (rc
  * MQPROC_OK: durable in place; else the file is not in place); returns how many. */
 size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,

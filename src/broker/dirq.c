@@ -13,6 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "mqproc/mqproc.h"
 #include "util.h"
 
@@ -210,6 +211,15 @@ int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg
   }
   *fd_out = fd;
   return MQPROC_OK;
+}
+
+void mqproc__dirq_remove(const char *path, int fd, int wfd) {
+  if (unlink(path) != 0 && errno != ENOENT)
+    MQPROC__WARN("dir queue: cannot remove %s: %s", path, strerror(errno));
+  if (fd >= 0)
+    close(fd); /* the lock first, then the writer's close (the event) */
+  if (wfd >= 0)
+    close(wfd);
 }
 
 int mqproc__dirq_place(int fd, int flush, const char *tmp, const char *dst, char *err) {

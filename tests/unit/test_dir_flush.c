@@ -4,6 +4,8 @@
  * ?synchronous=normal turns the flushing off. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +151,27 @@ Test(dir_flush, a_file_that_cannot_be_placed_is_reported_failed_and_removed, .ti
   cr_expect_eq(g.rc[0], MQPROC_OK);
   cr_expect_neq(g.rc[1], MQPROC_OK, "not in place: not confirmed");
   cr_expect_eq(files_in(qdir, "tmp"), 0, "its tmp/ file is removed");
+  mqproc__dirq_flusher_free(f);
+  drop(qdir);
+}
+
+/* A settled job's file handed over for removal: gone, and its two descriptors closed, by
+ * the time the flusher is drained; nothing is reported for it (no confirm). */
+Test(dir_flush, a_settled_file_is_removed_and_its_descriptors_closed_unreported, .timeout = 30) {
+  mqproc__dirq_flusher_t *f;
+  char err[MQPROC_ERR_LEN], path[PATH_MAX], *qdir = queue_dir();
+  got_t g = {0};
+  int fd, wfd;
+  cr_assert_eq(mqproc__dirq_flusher_new(&f, 1, err), MQPROC_OK, "%s", err);
+  snprintf(path, sizeof(path), "%s/cur/50-settled", qdir);
+  cr_assert_geq(fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600), 0);
+  cr_assert_geq(wfd = open(path, O_WRONLY | O_CLOEXEC), 0);
+  mqproc__dirq_flusher_remove(f, path, fd, wfd);
+  mqproc__dirq_flusher_drain(f);
+  cr_expect_eq(files_in(qdir, "cur"), 0, "the file is gone");
+  cr_expect(fcntl(fd, F_GETFD) < 0 && errno == EBADF, "its reading descriptor is closed");
+  cr_expect(fcntl(wfd, F_GETFD) < 0 && errno == EBADF, "its writing descriptor is closed");
+  cr_expect_eq(mqproc__dirq_flusher_take(f, done, &g), 0, "nothing to confirm");
   mqproc__dirq_flusher_free(f);
   drop(qdir);
 }
