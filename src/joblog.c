@@ -86,11 +86,17 @@ static struct {
   ino_t ino;
 } cached = {PTHREAD_MUTEX_INITIALIZER, "", -1, 0, 0};
 
+static uid_t euid_value;
+static pthread_once_t euid_once = PTHREAD_ONCE_INIT;
+
+static void euid_init(void) {
+  euid_value = geteuid();
+}
+
+/* Runner threads open logs too: read once, safely. */
 static uid_t euid(void) {
-  static uid_t id = (uid_t)-1;
-  if (id == (uid_t)-1)
-    id = geteuid();
-  return id;
+  pthread_once(&euid_once, euid_init);
+  return euid_value;
 }
 
 /* An fd opened relative to parent must be ours, and a file have no other links. */

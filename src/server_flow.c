@@ -146,15 +146,11 @@ static void set_depth(mqproc__server_t *srv, int depth) {
 }
 
 /* A run slot is left without a claimed job to run: grow the window if it is full (with
- * room in it, the queue is what is short). */
+ * room in it, the queue is what is short), counted as the consumer's prefetch is. */
 static void slot_starved(mqproc__server_t *srv) {
-  int unsettled = 0;
-  uint64_t epoch, tag;
   if (!srv->cfg->depth_auto || srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv))
     return;
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-    unsettled += !mqproc__delivery_tag(d, &epoch, &tag);
-  if (unsettled < srv->prefetch)
+  if (free_slots(srv, 0, 0) > 0)
     return;
   srv->starved = 1;
   set_depth(srv,
