@@ -193,6 +193,7 @@ static int take_slot(mqproc__delivery_t *d, dstate_t then) {
     return 1;
   d->resume = then;
   d->state = S_SLOT_WAIT; /* the server wakes the oldest waiter when a slot frees */
+  d->slot_wait_ms = mqproc__now_ms();
   return 0;
 }
 

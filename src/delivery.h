@@ -43,6 +43,12 @@ void mqproc__delivery_settled(mqproc__delivery_t *d);
  * slot (claimed: to start a try); and: what it waits for is free. */
 int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d);
 void mqproc__delivery_slot_free(mqproc__delivery_t *d);
+/* How long (ms) d has waited for a run slot holding a claim it made ahead and never ran
+ * (a --claim-ahead pass), -1 when it is no such delivery. */
+int64_t mqproc__delivery_ahead_waited_ms(const mqproc__delivery_t *d, int64_t now);
+/* Such a delivery's job is released for another server without costing an attempt (the
+ * automatic window's hand-back, server_flow.c); 0 when d is no such delivery. */
+int mqproc__delivery_hand_back(mqproc__delivery_t *d);
 /* The broker connected, went away, or (un)blocked publishing: a delivery waiting to
  * publish tries again. */
 void mqproc__delivery_broker_changed(mqproc__delivery_t *d);

@@ -324,6 +324,25 @@ int mqproc__delivery_waits_for_slot(const mqproc__delivery_t *d) {
   return d->state != S_SLOT_WAIT ? 0 : d->resume == S_CLAIM ? 1 : 2;
 }
 
+/* Claimed on a pass, its first try opened by the claim and never run, waiting for a slot. */
+static int claimed_ahead(const mqproc__delivery_t *d) {
+  return d->state == S_SLOT_WAIT && d->resume == S_START_TRY && d->first_try_open &&
+         !d->stop_requested && !d->cancel_requested && !d->acked;
+}
+
+int64_t mqproc__delivery_ahead_waited_ms(const mqproc__delivery_t *d, int64_t now) {
+  return claimed_ahead(d) ? now - d->slot_wait_ms : -1;
+}
+
+int mqproc__delivery_hand_back(mqproc__delivery_t *d) {
+  if (!claimed_ahead(d))
+    return 0;
+  d->handed_back = 1;
+  d->state = S_RELEASE; /* then NACK: the message goes back to the queue */
+  mqproc__delivery_advance(d);
+  return 1;
+}
+
 void mqproc__delivery_slot_free(mqproc__delivery_t *d) {
   if (d->state != S_SLOT_WAIT)
     return;

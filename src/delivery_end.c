@@ -157,8 +157,11 @@ static int released(mqproc__delivery_t *d) {
 int mqproc__dl_step_release(mqproc__delivery_t *d) {
   return store_call(d,
                     mqproc__store_release(d->srv->store, d->job_id, d->attempt,
-                                          "released: the server stopped before the job ended",
-                                          d->acked, mqproc__dl_on_store, d),
+                                          d->handed_back
+                                              ? "handed back: claimed ahead, it waited for a "
+                                                "slot behind long jobs"
+                                              : "released: the server stopped before the job ended",
+                                          d->handed_back, d->acked, mqproc__dl_on_store, d),
                     released);
 }
 

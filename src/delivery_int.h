@@ -71,11 +71,13 @@ struct mqproc__delivery {
   int first_try_open; /* the claim started the first try already */
   int renewing;       /* a lease renewal is in flight */
   int64_t renew_sent_ms;
-  int acking;          /* the early ack's write is in flight: the machine's writes wait */
-  int has_slot;        /* one of the server's --concurrency run slots */
-  int has_pass;        /* one of its --claim-ahead passes: claimed before a slot was free */
-  int settled;         /* its tag is acked or nacked (or waits for the server's ack flush) */
-  dstate_t after_dead; /* DEAD_LETTER continues here (ACK or PUBLISH) */
+  int acking;           /* the early ack's write is in flight: the machine's writes wait */
+  int has_slot;         /* one of the server's --concurrency run slots */
+  int has_pass;         /* one of its --claim-ahead passes: claimed before a slot was free */
+  int64_t slot_wait_ms; /* when it last began to wait in SLOT_WAIT */
+  int handed_back;      /* claimed ahead, never run, released for another server (refunded) */
+  int settled;          /* its tag is acked or nacked (or waits for the server's ack flush) */
+  dstate_t after_dead;  /* DEAD_LETTER continues here (ACK or PUBLISH) */
   /* the delivery */
   uint64_t epoch;
   uint64_t tag;

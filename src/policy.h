@@ -76,7 +76,9 @@ int64_t mqproc__policy_defer_ms(int64_t lease_left_ms, int lease_ms, uint32_t rn
  * than the runs) grows the window by one slot's worth (concurrency); a busy tick without
  * such a starvation shrinks it by a quarter of what it has above base; an idle server
  * goes back to base. Long jobs never starve a slot (the claimed-ahead job is ready long
- * before), so they keep the base window and a fleet shares its queue as before. */
+ * before), so they keep the base window and a fleet shares its queue as before; long jobs
+ * right behind short ones, claimed ahead by a deep window, are handed back once one has
+ * waited a second for a slot (server_flow.c). */
 #define MQPROC__DEPTH_MAX 64
 int mqproc__policy_depth_grow(int depth, int base, int concurrency);
 int mqproc__policy_depth_shrink(int depth, int base);

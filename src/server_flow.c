@@ -157,12 +157,44 @@ static void slot_starved(mqproc__server_t *srv) {
             mqproc__policy_depth_grow(srv->prefetch, srv->cfg->prefetch, srv->cfg->concurrency));
 }
 
+/* Long jobs behind short ones: a job claimed ahead has waited for a slot longer than
+ * HAND_BACK_MS. The window goes back to its start at once, and the jobs claimed ahead
+ * beyond its passes (the newest) are handed back for other servers, without costing them
+ * an attempt. Short jobs never wait so long (the deep window turns over in tens of ms). */
+#define HAND_BACK_MS 1000
+
+static int hand_back(mqproc__server_t *srv) {
+  int64_t now = mqproc__now_ms();
+  int waiting = 0, stuck = 0, n = 0;
+  mqproc__delivery_t *d, *next;
+  for (d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d)) {
+    int64_t waited = mqproc__delivery_ahead_waited_ms(d, now);
+    waiting += waited >= 0;
+    stuck |= waited > HAND_BACK_MS;
+  }
+  if (!stuck)
+    return 0;
+  set_depth(srv, srv->cfg->prefetch);
+  for (d = srv->deliveries; d != NULL && waiting > srv->claim_ahead; d = next) {
+    next = *mqproc__delivery_next(d); /* the list is newest first; d may end here */
+    if (mqproc__delivery_ahead_waited_ms(d, now) >= 0 && mqproc__delivery_hand_back(d)) {
+      waiting--;
+      n++;
+    }
+  }
+  if (n > 0)
+    MQPROC__INFO("handed back %d job(s) claimed ahead that waited over %d ms for a slot (long "
+                 "jobs behind short ones): the window is back at %d",
+                 n, HAND_BACK_MS, srv->prefetch);
+  return 1;
+}
+
 void mqproc__server_depth_tick(mqproc__server_t *srv) {
   if (!srv->cfg->depth_auto)
     return;
   if (srv->deliveries == NULL)
     set_depth(srv, srv->cfg->prefetch); /* idle: the next burst grows it again */
-  else if (!srv->starved)
+  else if (!srv->stopping && !hand_back(srv) && !srv->starved)
     set_depth(srv, mqproc__policy_depth_shrink(srv->prefetch, srv->cfg->prefetch));
   srv->starved = 0;
 }

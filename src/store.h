@@ -153,8 +153,10 @@ struct mqproc__store_class {
      new message (the sweeper sends it). */
   int (*fail)(mqproc__store_t *s, const char *job_id, int attempt, const char *error,
               int max_requeues, int republish, int *requeued, mqproc__store_done_cb done, void *ud);
-  /* release: RUNNING -> QUEUED without counting a requeue (shutdown); republish as above. */
-  int (*release)(mqproc__store_t *s, const char *job_id, int attempt, const char *why,
+  /* release: RUNNING -> QUEUED without counting a requeue (shutdown); republish as above;
+     refund 1: the attempt never ran a try (a claimed-ahead job handed back), so it does not
+     count against --max-attempts (attempt_base grows with it). */
+  int (*release)(mqproc__store_t *s, const char *job_id, int attempt, const char *why, int refund,
                  int republish, mqproc__store_done_cb done, void *ud);
   /* give_up: a job out of attempts (QUEUED, or RUNNING under an expired lease, still at
      attempt) -> FAILED. */

@@ -359,17 +359,18 @@ static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const
 static const pg_stmt_t RELEASE = {"mqproc_release",
                                   "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL,"
                                   " republish = $4::boolean, delivery_acked = false,"
-                                  " last_error = coalesce($3, last_error), updated_at = now()"
+                                  " last_error = coalesce($3, last_error), updated_at = now(),"
+                                  " attempt_base = attempt_base + $5::int"
                                   " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'",
-                                  4,
+                                  5,
                                   0,
                                   0,
                                   mqproc__pg_parse_fenced};
 
 static int pg_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
-                      int republish, mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(base, &RELEASE, NULL, NULL, done, ud, "sisb", job_id, attempt, why,
-                            republish);
+                      int refund, int republish, mqproc__store_done_cb done, void *ud) {
+  return mqproc__pg_request(base, &RELEASE, NULL, NULL, done, ud, "sisbi", job_id, attempt, why,
+                            republish, refund ? 1 : 0);
 }
 
 static const pg_stmt_t GIVE_UP = {

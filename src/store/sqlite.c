@@ -395,19 +395,20 @@ static int sq_fail(mqproc__store_t *base, const char *job_id, int attempt, const
                                   int_out));
 }
 
-/* s: job, why; i: attempt, republish */
+/* s: job, why; i: attempt, republish, refund */
 static int run_release(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL, republish = ?4,"
-      " delivery_acked = 0, last_error = coalesce(?2, last_error), updated_at = mq_now()"
+      " delivery_acked = 0, last_error = coalesce(?2, last_error), updated_at = mq_now(),"
+      " attempt_base = attempt_base + ?5"
       " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING'";
-  return mqproc__sq_run(db, r, SQL, 2, 2, 1);
+  return mqproc__sq_run(db, r, SQL, 2, 3, 1);
 }
 
 static int sq_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
-                      int republish, mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(
-      base, mqproc__sq_req(run_release, NULL, done, ud, "ssii", job_id, why, attempt, republish));
+                      int refund, int republish, mqproc__store_done_cb done, void *ud) {
+  return mqproc__sq_send(base, mqproc__sq_req(run_release, NULL, done, ud, "ssiii", job_id, why,
+                                              attempt, republish, refund ? 1 : 0));
 }
 
 static int run_give_up(sqlite3 *db, sq_req_t *r) {

@@ -238,8 +238,9 @@ Test(dirqueue, a_killed_servers_job_is_taken_back_and_finished_once) {
   it_server_stop(b);
 }
 
-/* Puts n jobs of proc into its queue as a shell producer would (tmp/, then new/). */
-static void fill(const char *proc, const char *prefix, int n) {
+/* Puts n jobs of proc into its queue as a shell producer would (tmp/, then new/); extra:
+ * more JSON members of each message (NULL: none). */
+static void fill_with(const char *proc, const char *prefix, int n, const char *extra) {
   char *q = it_fmt("%s/%s", spool(), proc);
   mkdir(q, 0775);
   mkdir(it_fmt("%s/tmp", q), 0775);
@@ -248,10 +249,14 @@ static void fill(const char *proc, const char *prefix, int n) {
     char *tmpf = it_fmt("%s/tmp/%s-%d", q, prefix, i);
     FILE *f = fopen(tmpf, "w");
     cr_assert_not_null(f);
-    fputs(it_job_json(proc, it_fmt("%s-%d", prefix, i), NULL), f);
+    fputs(it_job_json(proc, it_fmt("%s-%d", prefix, i), extra), f);
     fclose(f);
     cr_assert_eq(rename(tmpf, it_fmt("%s/new/50-%s-%06d", q, prefix, i)), 0);
   }
+}
+
+static void fill(const char *proc, const char *prefix, int n) {
+  fill_with(proc, prefix, n, NULL);
 }
 
 /* The automatic window (no --prefetch, no --claim-ahead): no-op jobs end long before the
@@ -281,6 +286,36 @@ Test(dirqueue, short_jobs_deepen_the_window_and_long_ones_keep_it) {
                            "8"));
   cr_expect_eq(it_server_count_log(srv, "window:"), 0, "long jobs keep the window of 4");
   it_server_stop(srv);
+}
+
+/* Long jobs queued right behind a burst of short ones meet a deep window: server A claims
+ * many of them ahead. Once one has waited a second for a slot, A's window goes back to its
+ * start and the jobs claimed ahead beyond its passes are handed back: server B, started
+ * then, runs some of them, and no job paid an attempt for the hand-back. */
+Test(dirqueue, long_jobs_behind_short_ones_are_handed_back_for_another_server) {
+  char *proc = it_name("dqh");
+  const char *more_a[] = {"--queue", url(), "--concurrency", "2", "--worker-id", "dqh-A", NULL};
+  const char *more_b[] = {"--queue", url(), "--concurrency", "2", "--worker-id", "dqh-B", NULL};
+  it_server_t *a, *b;
+  fill(proc, "a", 300);
+  fill_with(proc, "b", 16, "{\"parameters\": {\"sleep_ms\": 1500}}");
+  a = it_server_start(proc, NULL, more_a, NULL);
+  cr_assert(it_server_wait_log(a, "handed back", WAIT_MS), "no hand-back");
+  b = it_server_start(proc, NULL, more_b, NULL);
+  cr_assert(it_sql_becomes(it_fmt("SELECT count(*) FROM mqproc_jobs WHERE processor_name = '%s' "
+                                  "AND state = 'SUCCESS'",
+                                  proc),
+                           "316"));
+  cr_expect_geq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE job_id LIKE 'b-%'"
+                            " AND worker_id = 'dqh-B'",
+                            0),
+                1, "B ran some of the long jobs A handed back");
+  cr_expect_eq(it_sql_long("SELECT max(attempt - attempt_base) FROM mqproc_jobs", 0), 1,
+               "a hand-back costs no attempt");
+  cr_expect_gt(it_sql_long("SELECT max(attempt) FROM mqproc_jobs WHERE job_id LIKE 'b-%'", 0), 1,
+               "some were claimed again after their hand-back");
+  it_server_stop(b);
+  it_server_stop(a);
 }
 
 /* A holder's death is seen when the kernel closes its files: the other server on the host
