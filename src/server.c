@@ -453,7 +453,6 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
   srv->cfg = cfg;
   srv->processor = cfg->processor;
   srv->prefetch = cfg->prefetch;
-  srv->claim_ahead = cfg->claim_ahead;
   if (gethostname(srv->host, sizeof(srv->host) - 1) != 0)
     snprintf(srv->host, sizeof(srv->host), "localhost");
   if (cfg->worker_id != NULL && getenv(MQPROC__INSTANCE_ENV) != NULL) /* one per instance */

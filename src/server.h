@@ -66,7 +66,6 @@ typedef struct mqproc__server {
   int ahead;                      /* claim passes taken (--claim-ahead bounds them) */
   int prefetch;                   /* deliveries in flight at most: --prefetch, or the
                                      automatic window (cfg->depth_auto, server_flow.c) */
-  int claim_ahead;                /* claim passes at most: --claim-ahead, or the window's */
   int starved;                    /* a slot starved with the window full since the tick */
   uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */
   size_t n_acks, cap_acks;
@@ -101,8 +100,9 @@ void mqproc__server_flush_acks(mqproc__server_t *srv);
  * mqproc__delivery_slot_free); give_slot returns one (the oldest waiter gets it). */
 int mqproc__server_take_slot(mqproc__server_t *srv);
 void mqproc__server_give_slot(mqproc__server_t *srv);
-/* A claim pass (--claim-ahead): a job may be claimed without a run slot (1), or none is
- * free (0); give_pass returns one (the oldest delivery waiting to claim gets it). */
+/* A claim pass (--claim-ahead, or the automatic window's): a job may be claimed without a run slot
+ * (1), or none is free (0); give_pass returns one (the oldest delivery waiting to claim gets it).
+ */
 int mqproc__server_take_pass(mqproc__server_t *srv);
 void mqproc__server_give_pass(mqproc__server_t *srv);
 /* Takes d into the list of deliveries in flight and starts it. */

@@ -129,15 +129,18 @@ static mqproc__delivery_t *oldest_waiting(mqproc__server_t *srv, int what) {
 
 /* ---- the automatic window (cfg->depth_auto; policy.h says the rule) ------------------ */
 
+/* Claim passes at most: --claim-ahead, or all of the automatic window beyond the slots. */
+static int claim_ahead(const mqproc__server_t *srv) {
+  int beyond = srv->prefetch - srv->cfg->concurrency;
+  return srv->cfg->depth_auto && beyond > srv->cfg->claim_ahead ? beyond : srv->cfg->claim_ahead;
+}
+
 static void set_depth(mqproc__server_t *srv, int depth) {
   int want;
   if (depth == srv->prefetch)
     return;
   MQPROC__DEBUG("window: %d deliveries (was %d)", depth, srv->prefetch);
   srv->prefetch = depth;
-  srv->claim_ahead = depth - srv->cfg->concurrency > srv->cfg->claim_ahead
-                         ? depth - srv->cfg->concurrency
-                         : srv->cfg->claim_ahead;
   /* the consumer's own share, changed in place: no new consumer for every step */
   if (srv->consuming && (want = free_slots(srv, srv->consumer, 0)) > 0 &&
       mqproc__broker_resize(srv->broker, want, NULL) == MQPROC_OK)
@@ -175,7 +178,7 @@ static int hand_back(mqproc__server_t *srv) {
   if (!stuck)
     return 0;
   set_depth(srv, srv->cfg->prefetch);
-  for (d = srv->deliveries; d != NULL && waiting > srv->claim_ahead; d = next) {
+  for (d = srv->deliveries; d != NULL && waiting > claim_ahead(srv); d = next) {
     next = *mqproc__delivery_next(d); /* the list is newest first; d may end here */
     if (mqproc__delivery_ahead_waited_ms(d, now) >= 0 && mqproc__delivery_hand_back(d)) {
       waiting--;
@@ -210,11 +213,11 @@ static void on_slot_free(mqproc__loop_t *loop, void *ud) {
   for (;;) {
     mqproc__delivery_t *next = NULL;
     if (srv->running < srv->cfg->concurrency) { /* a slot */
-      if ((next = oldest_waiting(srv, 2)) == NULL)
+      if ((next = oldest_waiting(srv, 2)) == NULL) {
         starved = 1;
-      if (next == NULL)
         next = oldest_waiting(srv, 1);
-    } else if (srv->ahead < srv->claim_ahead) /* a pass */
+      }
+    } else if (srv->ahead < claim_ahead(srv)) /* a pass */
       next = oldest_waiting(srv, 1);
     if (next == NULL)
       break;
@@ -232,7 +235,7 @@ void mqproc__server_give_slot(mqproc__server_t *srv) {
 }
 
 int mqproc__server_take_pass(mqproc__server_t *srv) {
-  if (srv->ahead >= srv->claim_ahead)
+  if (srv->ahead >= claim_ahead(srv))
     return 0;
   srv->ahead++;
   return 1;

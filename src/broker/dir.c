@@ -228,14 +228,19 @@ static held_t **find_held(dirb_t *b, uint64_t tag) {
   return NULL;
 }
 
-static void drop_held(dirb_t *b, held_t **p) {
+/* Takes *p off the list; its descriptors and h are the caller's. */
+static held_t *take_held(dirb_t *b, held_t **p) {
   held_t *h = *p;
   *p = h->next;
-  close(h->fd); /* the lock first, then the writer's close (the event) */
-  if (h->wfd >= 0)
-    close(h->wfd);
-  free(h);
   b->n_held--;
+  return h;
+}
+
+/* Lets a held file go where it is (its descriptors closed, the lock first). */
+static void drop_held(dirb_t *b, held_t **p) {
+  held_t *h = take_held(b, p);
+  mqproc__dirq_remove(NULL, h->fd, h->wfd);
+  free(h);
 }
 
 /* ---- the class ---------------------------------------------------------------------- */
@@ -369,10 +374,8 @@ static int d_ack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multi
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the delivery is of a closed connection");
   for (held_t **p = &b->held; *p != NULL;) {
     if ((*p)->tag == tag || (multiple && (*p)->tag < tag)) {
-      held_t *h = *p;
+      held_t *h = take_held(b, p);
       snprintf(path, sizeof(path), "%s/cur/%s", b->qdir, h->name);
-      *p = h->next;
-      b->n_held--;
       if (b->flusher != NULL) /* the unlink and the inode's release off the loop */
         mqproc__dirq_flusher_remove(b->flusher, path, h->fd, h->wfd);
       else

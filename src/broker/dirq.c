@@ -214,7 +214,7 @@ int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg
 }
 
 void mqproc__dirq_remove(const char *path, int fd, int wfd) {
-  if (unlink(path) != 0 && errno != ENOENT)
+  if (path != NULL && unlink(path) != 0 && errno != ENOENT)
     MQPROC__WARN("dir queue: cannot remove %s: %s", path, strerror(errno));
   if (fd >= 0)
     close(fd); /* the lock first, then the writer's close (the event) */

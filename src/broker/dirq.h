@@ -56,8 +56,8 @@ int mqproc__dirq_name_priority(const char *name);
  * mqproc__dirq_put. */
 int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg_t *m,
                        char *name_out, char *tmp, char *dst, int *fd, char *err);
-/* A settled job's file: unlink(path), then close(fd) and close(wfd) (-1: none); a file
- * already gone is no error, another failure a warning. */
+/* A settled job's file: unlink(path) (NULL: kept), then close(fd) and close(wfd) (-1:
+ * none); a file already gone is no error, another failure a warning. */
 void mqproc__dirq_remove(const char *path, int fd, int wfd);
 /* The second half: fdatasync(fd) when flush, close(fd), rename tmp to dst (tmp removed on
  * failure); the directory's fsync is the caller's. MQPROC_ESYS with err. */
