@@ -131,7 +131,8 @@ static const opt_t OPTS[] = {
      "deliveries claimed while every run slot is busy, so each starts the moment a slot "
      "frees (short jobs: the claim's commit overlaps a run); a server that dies holding "
      "them gives them up at once to a server on its host, on its lease elsewhere (default "
-     "-1: --concurrency on a dir:// queue, 0 on amqp://)"},
+     "-1: --concurrency on a dir:// queue, more while its automatic window is deep (see "
+     "--prefetch), 0 on amqp://)"},
     {"prefetch", "MQPROC_PREFETCH", OPT_INT, F(prefetch), NULL, 1, 65535, 0,
      "deliveries in flight per server (basic.qos); the ones beyond --concurrency and "
      "--claim-ahead wait, unclaimed, for a free slot (default: 2 x --concurrency when that is "
