@@ -1,7 +1,7 @@
 /* PostgreSQL job store: the synchronous connection of start-up (open, migrate; `mqproc
  * migrate`), the schema, and what both connections share: connection parameters with
  * bounded timeouts, the SQLSTATE classes, UTF-8 clean text. The loop's connection is the
- * asynchronous engine (store/pg_engine.c); this one is closed once the server runs.
+ * asynchronous engine (store/pg_engine.c), which takes this one over once it is open.
  */
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -183,8 +183,8 @@ int mqproc__pg_open(mqproc__store_t *base, char *err) {
                        "database schema is at version %d, this build needs %d: run `mqproc "
                        "migrate` or pass --migrate",
                        version, SCHEMA_VERSION);
-  if (s->engine != NULL) { /* the engine's connection does the rest */
-    PQfinish(s->conn);
+  if (s->engine != NULL) { /* the engine's connection from now on: no second connect */
+    mqproc__pg_engine_adopt(s->engine, s->conn);
     s->conn = NULL;
   }
   return MQPROC_OK;

@@ -518,6 +518,16 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
 
+void mqproc__pg_engine_adopt(pg_engine_t *e, PGconn *conn) {
+  if (e->conn != NULL || PQsetnonblocking(conn, 1) != 0 || PQenterPipelineMode(conn) != 1) {
+    PQfinish(conn);
+    return;
+  }
+  e->conn = conn;
+  watch(e, 0);
+  start_round(e);
+}
+
 int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop, char *err) {
   pg_engine_t *e = mqproc__calloc(1, sizeof(*e));
   if (e == NULL)

@@ -148,6 +148,9 @@ int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop
 void mqproc__pg_engine_free(pg_engine_t *e);
 /* Requests of ud complete without calling back. */
 void mqproc__pg_engine_forget(pg_engine_t *e, void *ud);
+/* Takes conn (open, idle, blocking: start-up's) as the engine's connection, so a server
+ * connects once; closes it instead when the engine has one or it cannot be switched. */
+void mqproc__pg_engine_adopt(pg_engine_t *e, PGconn *conn);
 
 /* ---- synchronous connection, errors, schema (store/pg_conn.c) ----------------------- */
 
