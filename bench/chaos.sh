@@ -245,15 +245,16 @@ mapfile -t PLAN <"$LOGS/fault-plan.txt"
 say "fault plan (final jobs -> fault): $(tr '\n' ' ' <"$LOGS/fault-plan.txt")"
 
 kills=0 broker_restarts=0 db_restarts=0 unexpected_exits=0 orphans=0
+# One grep over every process's environment: a grep per process took half a minute with
+# the hundreds of processes of --concurrency=64 servers, and held up the fault plan.
 survivors() { # survivors WORKER: "pid:command" of live processes started by that server
-  local e p
-  for e in /proc/[0-9]*/environ; do
+  local e p comm
+  while IFS= read -r e; do
     p=${e#/proc/}
     p=${p%/environ}
-    if grep -qxzs "CHAOS_WORKER=$1" "$e"; then
-      echo -n "$p:$(cat "/proc/$p/comm" 2>/dev/null) "
-    fi
-  done
+    comm=$(<"/proc/$p/comm") 2>/dev/null || continue
+    echo -n "$p:$comm "
+  done < <(grep -lxzs "CHAOS_WORKER=$1" /proc/[0-9]*/environ)
 }
 inject() {
   local what=$1 victim pid down

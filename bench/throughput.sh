@@ -568,6 +568,14 @@ declare -A RAW_RATE=([mqproc_c_p1]=$(lower "${R_RATE[raw_db_1]:-}" "${R_RATE[raw
   [mqproc_exec_p1]=${R_RATE[raw_fork]:-} [mqproc_exec_c2]=${R_RATE[raw_fork]:-}
   [mqproc_dir_sqlite]=$(lower "${R_RATE[raw_sqlite_64]:-}" "${R_RATE[raw_dir_claim]:-}")
   [mqproc_dir_sqlite_relaxed]=$(lower "${R_RATE[raw_sqlite_normal_1]:-}" "${R_RATE[raw_dir_claim]:-}"))
+# At prefetch 1 the chain is serial: the next delivery comes after the ack, the ack after
+# the success commits, the claim after the delivery. The raw database loop and the raw
+# consume+ack loop in series are what no server at prefetch 1 can beat on this machine.
+if num "${R_RATE[raw_db_1]:-}" && num "${R_RATE[raw_consume_p1]:-}" && num "${R_RATE[mqproc_c_p1]:-}"; then
+  P1_CEIL=$(calc "1 / (1 / ${R_RATE[raw_db_1]} + 1 / ${R_RATE[raw_consume_p1]})" 0)
+  kv p1_serial_ceiling "$P1_CEIL"
+  R_NOTE[mqproc_c_p1]+="; raw db 1/commit and raw consume p1 in series: $P1_CEIL/s ($(ratio "${R_RATE[mqproc_c_p1]}" "$P1_CEIL") of it)"
+fi
 for row in "${ORDER[@]}"; do
   case $row in
   mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${RAW_RATE[$row]:-}") ;;
