@@ -167,11 +167,7 @@ void mqproc__child_report_text(const mqproc__child_report_t *rep, char *out, siz
 }
 
 int mqproc__runner_lift_fd(int fd, int min, char *err) {
-  int hi;
-  if (fd >= min)
-    return fd;
-  hi = fcntl(fd, F_DUPFD_CLOEXEC, min);
-  close(fd);
+  int hi = mqproc__fd_lift(fd, min);
   if (hi < 0)
     return mqproc__err(err, -1, "fcntl(F_DUPFD): %s", strerror(errno));
   return hi;
@@ -197,105 +193,10 @@ int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *e
   return fd;
 }
 
-/* ---- messages with fds (the worker runner's and the spawn helper's sockets) ----------- */
-
-#define MAX_PASSED_FDS 4
-
-typedef union fd_control {
-  struct cmsghdr align;
-  char buf[CMSG_SPACE(MAX_PASSED_FDS * sizeof(int))];
-} fd_control_t;
-
-int mqproc__send_with_fds(int sock, const void *buf, size_t len, const int *fds, int nfds) {
-  struct iovec iov = {(void *)buf, len};
-  struct msghdr mh;
-  fd_control_t ctl;
-  ssize_t n;
-  memset(&mh, 0, sizeof(mh));
-  memset(&ctl, 0, sizeof(ctl));
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (nfds > 0) {
-    struct cmsghdr *c;
-    mh.msg_control = ctl.buf;
-    mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-    c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-  }
-  do
-    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  if (n >= 0 && n != (ssize_t)len) {
-    errno = EMSGSIZE;
-    n = -1;
-  }
-  return n < 0 ? -1 : 0;
-}
-
-int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds, int *nfds) {
-  struct iovec iov = {buf, len};
-  struct msghdr mh;
-  fd_control_t ctl;
-  ssize_t n;
-  int got = 0;
-  memset(&mh, 0, sizeof(mh));
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = ctl.buf;
-  mh.msg_controllen = sizeof(ctl.buf);
-  *nfds = 0;
-  do
-    n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0)
-    return n == 0 ? 0 : -1;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-      continue;
-    for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (got < max_fds)
-        fds[got++] = fd;
-      else
-        close(fd);
-    }
-  }
-  if (n == (ssize_t)len && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-    *nfds = got;
-    return 1;
-  }
-  while (got > 0)
-    close(fds[--got]);
-  errno = EPROTO;
-  return -1;
-}
-
 int mqproc__runner_read_fd(int fd, char **out, size_t *len, char *err) {
-  struct stat st;
-  size_t off = 0;
-  char *buf;
-  if (fstat(fd, &st) < 0 || st.st_size < 0 || st.st_size > (1L << 31))
-    return mqproc__err(err, MQPROC_ESYS, "cannot size the job: %s", strerror(errno));
-  if ((buf = mqproc__malloc((size_t)st.st_size + 1)) == NULL)
-    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  while (off < (size_t)st.st_size) {
-    ssize_t n = pread(fd, buf + off, (size_t)st.st_size - off, (off_t)off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      free(buf);
-      return mqproc__err(err, MQPROC_ESYS, "cannot read the job: %s",
-                         n < 0 ? strerror(errno) : "short read");
-    }
-    off += (size_t)n;
-  }
-  buf[off] = '\0';
-  *out = buf;
-  *len = off;
+  if (mqproc__fd_slurp(fd, out, len) < 0)
+    return mqproc__err(err, errno == ENOMEM ? MQPROC_ENOMEM : MQPROC_ESYS,
+                       "cannot read the job: %s", strerror(errno));
   return MQPROC_OK;
 }
 
@@ -347,14 +248,6 @@ int mqproc__runner_fork_exec(mqproc__child_main_fn child_main, void *plan, int *
 }
 
 /* ---- starting a child: in the child, async-signal-safe calls only ------------------- */
-
-__attribute__((noreturn)) void mqproc__child_fail(int report_fd, int stage) {
-  mqproc__child_report_t rep = {stage, errno};
-  /* one write below PIPE_BUF is atomic; if it fails the parent sees an exit status */
-  ssize_t n = write(report_fd, &rep, sizeof(rep));
-  (void)n;
-  _exit(127);
-}
 
 void mqproc__child_reset_signals(void (*on_term)(int)) {
   struct sigaction sa;

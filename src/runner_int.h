@@ -65,6 +65,11 @@ void mqproc__child_report_text(const mqproc__child_report_t *rep, char *out, siz
 /* Moves fd to at least min (CLOEXEC), closing the original; returns the new fd, or -1 with
  * err set (the original is closed then too). */
 int mqproc__runner_lift_fd(int fd, int min, char *err);
+/* The same with errno (runner_sys.c: libc only, as are the next three). */
+int mqproc__fd_lift(int fd, int min);
+/* The whole content of the file fd, NUL-terminated (*len without the NUL), malloc'ed: 0,
+ * or -1 with errno. */
+int mqproc__fd_slurp(int fd, char **out, size_t *len);
 /* A CLOEXEC memfd holding len bytes of data, positioned at 0 (a reader can never block
  * the writer); -1 with err set. */
 int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err);

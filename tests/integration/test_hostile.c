@@ -356,7 +356,20 @@ Test(hostile, a_processor_signalling_its_own_group_is_not_a_dead_server) {
   helper = it_child_of(it_server_pid(srv));
   sup = it_supervisor_of(it_server_pid(srv));
   cr_assert_gt(sup, 0, "no supervisor process");
-  /* the spawn helper and the supervisor hold a copy of the server's memory: no core file;
+  /* the spawn helper is the small static program the server execs from a memfd, not a
+   * fork of the server's image (forking that per try was most of a try's cost) */
+  {
+    char exe[256];
+    ssize_t n = readlink(it_fmt("/proc/%d/exe", (int)helper), exe, sizeof(exe) - 1);
+    char *maps = it_read_file(it_fmt("/proc/%d/maps", (int)helper));
+    size_t lines = 0;
+    exe[n > 0 ? n : 0] = '\0';
+    cr_expect(strstr(exe, "memfd:mqproc-spawn-helper") != NULL, "the helper runs %s", exe);
+    for (const char *p = maps; p != NULL && (p = strchr(p, '\n')) != NULL; p++)
+      lines++;
+    cr_expect_lt(lines, 40, "the helper has %zu mappings: a copy of the server's?", lines);
+  }
+  /* the spawn helper and the supervisor hold the processors' environments: no core file;
    * and none of the server's fds (its broker socket, database connection, epoll set): the
    * helper has its two links to the server, the supervisor none */
   limits = it_read_file(it_fmt("/proc/%d/limits", (int)sup));
