@@ -467,6 +467,10 @@ rate=$(awk -v n="$FIN" -v ms="$wall_ms" 'BEGIN { printf "%.1f", (ms > 0 ? n * 10
     "wall time (publish -> all final)" "$(awk -v ms="$wall_ms" 'BEGIN { printf "%.1f s", ms / 1000 }')" \
     "throughput" "$rate jobs/s"
   [ "$timed_out" = 0 ] || echo "TIMED OUT after $TIMEOUT s"
+  if [ "$kills" -lt "$KILLS" ] || [ "$broker_restarts" -lt "$BROKER_RESTARTS" ] ||
+    [ "$db_restarts" -lt "$DB_RESTARTS" ]; then
+    echo "NOTE: the jobs were all final before every planned fault fired: give more --jobs"
+  fi
   echo
   printf '%-10s %8s %6s %6s %8s %7s %8s %6s %6s %6s  %s\n' server SUCCESS fenced leaselost brkdown reconn dbunavail held ackfail ERROR fate
   for f in $(printf '%s\n' "$LOGS"/servers/*.log | sort -V); do
