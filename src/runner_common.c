@@ -174,7 +174,7 @@ int mqproc__runner_lift_fd(int fd, int min, char *err) {
 }
 
 int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err) {
-  int fd = memfd_create(name, MFD_CLOEXEC);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   size_t off = 0;
   if (fd < 0)
     return mqproc__err(err, -1, "memfd_create: %s", strerror(errno));
@@ -188,6 +188,11 @@ int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *e
       return -1;
     }
     off += (size_t)n;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+    mqproc__err(err, -1, "sealing a memfd: %s", strerror(errno));
+    close(fd);
+    return -1;
   }
   lseek(fd, 0, SEEK_SET);
   return fd;

@@ -71,7 +71,8 @@ int mqproc__fd_lift(int fd, int min);
  * or -1 with errno. */
 int mqproc__fd_slurp(int fd, char **out, size_t *len);
 /* A CLOEXEC memfd holding len bytes of data, positioned at 0 (a reader can never block
- * the writer); -1 with err set. */
+ * the writer), sealed (no one, not the processor it is given to, can change or resize
+ * the bytes); -1 with err set. */
 int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err);
 /* Sends len bytes of buf as one message with nfds (<= 4) fds as SCM_RIGHTS: 0, or -1 with
  * errno (EMSGSIZE: sent short). */

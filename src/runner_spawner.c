@@ -97,27 +97,6 @@ static void helper_gone(mqproc__spawner_t *s, const char *why) {
     s->orphan_timer = mqproc__loop_timer(s->loop, 0, end_orphans, s);
 }
 
-/* A sealed memfd holding the helper's static program, or -1 (the helper then runs in a
- * plain fork of the server). */
-static int helper_image_fd(void) {
-  const unsigned char *p = mqproc__helper_image;
-  int fd = memfd_create("mqproc-spawn-helper", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0)
-    return -1;
-  while (p < mqproc__helper_image_end) {
-    ssize_t n = write(fd, p, (size_t)(mqproc__helper_image_end - p));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      close(fd);
-      return -1;
-    }
-    p += n;
-  }
-  fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-  return fd;
-}
-
 static int helper_start(mqproc__spawner_t *s, char *err) {
   int req[2], ev[2], image;
   pid_t server = getpid(), pid;
@@ -130,7 +109,9 @@ static int helper_start(mqproc__spawner_t *s, char *err) {
     return mqproc__err(err, MQPROC_ESYS, "spawn helper: socketpair: %s", strerror(errno));
   }
   /* everything the child needs is made before fork: the server has threads */
-  image = helper_image_fd();
+  /* the helper's static program (-1: the helper runs in the plain fork of the server) */
+  image = mqproc__runner_memfd("mqproc-spawn-helper", mqproc__helper_image,
+                               (size_t)(mqproc__helper_image_end - mqproc__helper_image), NULL);
   snprintf(args[0], sizeof(args[0]), "%d", (int)server);
   snprintf(args[1], sizeof(args[1]), "%d", req[1]);
   snprintf(args[2], sizeof(args[2]), "%d", ev[1]);

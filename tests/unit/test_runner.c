@@ -92,6 +92,11 @@ Test(runner, a_memfd_holds_the_bytes_from_the_start) {
   cr_assert_geq(fd, 0, "%s", err);
   cr_expect_eq(read(fd, buf, sizeof(buf)), 7);
   cr_expect_eq(memcmp(buf, "abc\0def", 7), 0);
+  /* sealed: whoever gets it (a processor's stdin) cannot change or grow the bytes */
+  errno = 0;
+  cr_expect_eq(pwrite(fd, "x", 1, 0), -1, "a memfd was written after it was filled");
+  cr_expect_eq(errno, EPERM);
+  cr_expect_neq(ftruncate(fd, 0), 0, "a memfd was truncated");
   close(fd);
 }
 
