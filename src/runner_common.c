@@ -173,9 +173,20 @@ int mqproc__runner_lift_fd(int fd, int min, char *err) {
   return hi;
 }
 
-int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err) {
-  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+#ifndef MFD_NOEXEC_SEAL /* Linux 6.3's: Debian 12's headers predate them */
+#define MFD_NOEXEC_SEAL 0x0008U
+#define MFD_EXEC 0x0010U
+#endif
+
+/* A sealed memfd of data. exec_flag says whether it may be exec'd (MFD_EXEC or
+ * MFD_NOEXEC_SEAL): since Linux 6.3 a memfd that says neither draws a warning, and
+ * vm.memfd_noexec=2 refuses MFD_EXEC (6.3-6.5 also refused a memfd that said neither);
+ * older kernels refuse the flags (EINVAL) and get none. */
+static int memfd_of(const char *name, const void *data, size_t len, unsigned exec_flag, char *err) {
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | exec_flag);
   size_t off = 0;
+  if (fd < 0 && errno == EINVAL)
+    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0)
     return mqproc__err(err, -1, "memfd_create: %s", strerror(errno));
   while (off < len) {
@@ -196,6 +207,14 @@ int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *e
   }
   lseek(fd, 0, SEEK_SET);
   return fd;
+}
+
+int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err) {
+  return memfd_of(name, data, len, MFD_NOEXEC_SEAL, err);
+}
+
+int mqproc__runner_exec_memfd(const char *name, const void *data, size_t len, char *err) {
+  return memfd_of(name, data, len, MFD_EXEC, err);
 }
 
 int mqproc__runner_read_fd(int fd, char **out, size_t *len, char *err) {

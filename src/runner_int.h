@@ -74,6 +74,8 @@ int mqproc__fd_slurp(int fd, char **out, size_t *len);
  * the writer), sealed (no one, not the processor it is given to, can change or resize
  * the bytes); -1 with err set. */
 int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err);
+/* The same for a program to execveat: -1 where policy (vm.memfd_noexec=2) refuses that. */
+int mqproc__runner_exec_memfd(const char *name, const void *data, size_t len, char *err);
 /* Sends len bytes of buf as one message with nfds (<= 4) fds as SCM_RIGHTS: 0, or -1 with
  * errno (EMSGSIZE: sent short). */
 int mqproc__send_with_fds(int sock, const void *buf, size_t len, const int *fds, int nfds);

@@ -108,10 +108,12 @@ static int helper_start(mqproc__spawner_t *s, char *err) {
     close(req[1]);
     return mqproc__err(err, MQPROC_ESYS, "spawn helper: socketpair: %s", strerror(errno));
   }
-  /* everything the child needs is made before fork: the server has threads */
-  /* the helper's static program (-1: the helper runs in the plain fork of the server) */
-  image = mqproc__runner_memfd("mqproc-spawn-helper", mqproc__helper_image,
-                               (size_t)(mqproc__helper_image_end - mqproc__helper_image), NULL);
+  /* everything the child needs is made before fork (the server has threads), first the
+   * helper's static program (a helper starts once per server, again only if one dies) */
+  image = mqproc__runner_exec_memfd("mqproc-spawn-helper", mqproc__helper_image,
+                                    (size_t)(mqproc__helper_image_end - mqproc__helper_image), err);
+  if (image < 0)
+    MQPROC__INFO("spawn helper: %s: it runs in a fork of the server instead", err);
   snprintf(args[0], sizeof(args[0]), "%d", (int)server);
   snprintf(args[1], sizeof(args[1]), "%d", req[1]);
   snprintf(args[2], sizeof(args[2]), "%d", ev[1]);

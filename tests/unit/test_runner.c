@@ -1,10 +1,13 @@
 /* Unit tests for what the runners share (src/runner_common.c: the texts a try ends with,
- * the fd helpers) and for the worker runner's wire format (src/runner_worker_proto.c:
- * pack/unpack, and one request with its two fds over a real socketpair). */
+ * the fd helpers; the spawn helper where policy refuses executable memfds) and for the worker
+ * runner's wire format (src/runner_worker_proto.c: pack/unpack, and one request with its two fds
+ * over a real socketpair). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,6 +15,7 @@
 
 #include "codec.h"
 #include "runner_int.h"
+#include "runner_spawner.h"
 #include "runner_worker_int.h"
 #include "util.h"
 
@@ -98,6 +102,104 @@ Test(runner, a_memfd_holds_the_bytes_from_the_start) {
   cr_expect_eq(errno, EPERM);
   cr_expect_neq(ftruncate(fd, 0), 0, "a memfd was truncated");
   close(fd);
+}
+
+/* ---- where policy refuses executable memfds (vm.memfd_noexec=2, Linux 6.3) ------------- */
+
+typedef struct try_end {
+  mqproc__loop_t *loop;
+  int wstatus, ended;
+} try_end_t;
+
+static void on_try_end(void *ud, pid_t pid, int wstatus) {
+  try_end_t *e = ud;
+  (void)pid;
+  e->wstatus = wstatus;
+  e->ended = 1;
+  mqproc__loop_stop(e->loop);
+}
+
+static void on_guard(mqproc__loop_t *loop, void *ud) {
+  (void)ud;
+  mqproc__loop_stop(loop);
+}
+
+/* The spawn helper's program is not a memfd of this process's: the helper runs in a fork. */
+static int helper_is_a_fork(void) {
+  char self[256], exe[256], path[64];
+  pid_t kid;
+  FILE *f = fopen("/proc/thread-self/children", "r");
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  int found = 0;
+  if (f == NULL || n <= 0)
+    return 0;
+  self[n] = '\0';
+  while (fscanf(f, "%d", &kid) == 1) {
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)kid);
+    if ((n = readlink(path, exe, sizeof(exe) - 1)) > 0) {
+      exe[n] = '\0';
+      found |= strcmp(exe, self) == 0;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* In a pid namespace with vm.memfd_noexec=2: exit 0 when the job memfds work, the helper's
+ * image is refused, and a try runs all the same; 10+ says which step failed. */
+static int noexec_policy_main(void) {
+  char err[MQPROC_ERR_LEN];
+  char *argv[] = {"true", NULL}, *envp[] = {NULL};
+  int sysctl = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC), rep[2];
+  try_end_t end = {NULL, 0, 0};
+  mqproc__spawner_t *sp;
+  mqproc__child_report_t cr;
+  mqproc__child_plan_t plan = {.path = "/bin/true", .argv = argv, .envp = envp};
+  pid_t pid;
+  if (sysctl < 0 || write(sysctl, "2", 1) != 1)
+    return 77; /* a kernel before 6.3 */
+  if ((plan.in_fd = mqproc__runner_memfd("t", "{}", 2, err)) < 0)
+    return 10;
+  if (mqproc__runner_exec_memfd("t", "x", 1, err) >= 0)
+    return 11; /* the policy did not take */
+  if ((plan.log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0 || pipe2(rep, O_CLOEXEC) < 0)
+    return 12;
+  plan.report_fd = rep[1];
+  if (mqproc__loop_new(&end.loop, err) != MQPROC_OK ||
+      mqproc__spawner_new(&sp, end.loop, err) != 0 ||
+      mqproc__spawner_spawn(sp, &plan, on_try_end, &end, &pid, &cr) != 0)
+    return 13;
+  close(rep[1]);
+  if (!helper_is_a_fork())
+    return 14;
+  mqproc__loop_timer(end.loop, 60000, on_guard, NULL); /* a hang fails the test */
+  mqproc__loop_run(end.loop);
+  if (!end.ended || !WIFEXITED(end.wstatus) || WEXITSTATUS(end.wstatus) != 0)
+    return 15;
+  if (read(rep[0], &cr, sizeof(cr)) != 0)
+    return 16; /* the supervisor reported a failed exec */
+  mqproc__spawner_free(sp);
+  mqproc__loop_free(end.loop);
+  return 0;
+}
+
+Test(runner, a_try_runs_where_policy_refuses_executable_memfds) {
+  int st;
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) { /* the policy is per pid namespace: set it in a new one, not here */
+    pid_t inner;
+    if (unshare(CLONE_NEWPID) < 0)
+      _exit(77);
+    if ((inner = fork()) == 0)
+      _exit(noexec_policy_main());
+    _exit(inner > 0 && waitpid(inner, &st, 0) == inner && WIFEXITED(st) ? WEXITSTATUS(st) : 99);
+  }
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st), "status %d", st);
+  if (WEXITSTATUS(st) == 77)
+    cr_skip_test("no pid namespace or no vm.memfd_noexec here");
+  cr_expect_eq(WEXITSTATUS(st), 0, "step %d failed (see noexec_policy_main)", WEXITSTATUS(st));
 }
 
 Test(runner, a_lifted_fd_is_moved_above_the_minimum) {
