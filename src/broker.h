@@ -80,6 +80,9 @@ typedef struct mqproc__publish {
   int priority;             /* 1-255: the AMQP priority; 0: none (the same to the broker) */
   const mqproc__broker_header_t *headers;
   size_t n_headers;
+  int dead_letter; /* the server's dead letter (routing_key its dead queue): a backend that
+                      keeps dead letters apart (dir://: the job queue's failed/) goes by this
+                      flag, never by the name, which a message's result queue could take */
 } mqproc__publish_t;
 
 /* TLS to an amqps:// broker (broker/amqp_conn.h). */
@@ -112,11 +115,13 @@ typedef struct mqproc__topology {
                                     actively (x-queue-type, x-delivery-limit) */
   int delivery_limit;            /* quorum: x-delivery-limit, the broker's backstop */
   int heartbeat_s;
-  int timeout_s;         /* deadline of one write or RPC; the connection is dropped after it */
-  int confirm_timeout_s; /* a publish unconfirmed this long drops the connection (a quorum
-                            queue without a majority never confirms); 0 = never */
-  const char *client_id; /* shown in the broker's connection list (connection_name) */
-  mqproc__tls_t tls;     /* for amqps:// URLs */
+  int timeout_s;            /* deadline of one write or RPC; the connection is dropped after it */
+  int confirm_timeout_s;    /* a publish unconfirmed this long drops the connection (a quorum
+                               queue without a majority never confirms); 0 = never */
+  const char *client_id;    /* shown in the broker's connection list (connection_name) */
+  size_t max_message_bytes; /* dir://: a job file larger than this goes to failed/ unread
+                               (--max-message-size; 0: the backend's own bound) */
+  mqproc__tls_t tls;        /* for amqps:// URLs */
 } mqproc__topology_t;
 
 struct mqproc__broker_class {

@@ -193,7 +193,8 @@ static const opt_t OPTS[] = {
      0, 0, 0,
      "extended regular expression a message's result_queue_name must match as a whole "
      "(default: any); other messages are dead-lettered, so a sender cannot make the server "
-     "declare queues at will"},
+     "declare queues at will; on dir:// a message makes a queue directory only when this is "
+     "given (else its result queue must exist)"},
     {"declare-result-queues", "MQPROC_DECLARE_RESULT_QUEUES", OPT_BOOL, F(declare_result_queues),
      "true", 0, 0, 0, "declare and bind result_queue_name before publishing (as OCR-D does)"},
     {"result-format", "MQPROC_RESULT_FORMAT", OPT_STR, F(result_format), "auto", 0, 0, 0,
@@ -477,6 +478,11 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
       cfg->prefetch = given && cfg->concurrency > 1 ? 2 * cfg->concurrency : cfg->concurrency;
     if (cfg->claim_ahead < 0)
       cfg->claim_ahead = dir ? cfg->concurrency : 0;
+    /* a directory per queue name: on dir://, a message makes one only where the operator
+     * said which names may be made (--result-queue-pattern); else results go to queues
+     * that exist (made by their servers, by mqproc submit, or by hand) */
+    if (dir && cfg->result_queue_pattern == NULL)
+      cfg->declare_result_queues = 0;
   }
   return rc;
 }

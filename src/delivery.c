@@ -115,6 +115,14 @@ static int step_decode(mqproc__delivery_t *d) {
                    d->msg->result_queue_name, cfg(d)->result_queue_pattern);
     return 1;
   }
+  if (d->msg->result_queue_name != NULL &&
+      strcmp(d->msg->result_queue_name, d->srv->dead_queue) == 0) {
+    to_dead_letter(d, S_ACK,
+                   "invalid message: result_queue_name '%.200s' is this server's dead-letter "
+                   "queue: a result may not pass for a dead letter",
+                   d->msg->result_queue_name);
+    return 1;
+  }
   if (d->mets_path == NULL && d->srv->needs_mets) {
     to_dead_letter(d, S_ACK,
                    "invalid message: workspace_id '%.200s' given, but this server has no "
@@ -154,9 +162,13 @@ static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
 static int claimed(mqproc__delivery_t *d, int attempt) {
   d->attempt = attempt;
   mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_STARTED);
-  if (attempt == 1 && d->msg->created_time > 0) /* created -> first claimed */
+  if (attempt == 1 && d->msg->created_time > 0) { /* created -> first claimed */
+    time_t waited = time(NULL) - d->msg->created_time;
+    /* a created_time in the future (a sender's clock, or a lie) waited no time: a negative
+     * wait would pull the histogram's sum down */
     mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.queue_wait,
-                            (double)(time(NULL) - d->msg->created_time));
+                            waited > 0 ? (double)waited : 0.0);
+  }
   if (d->delivery_count > 0)
     MQPROC__INFO("job %s: claimed, attempt %d (redelivered; x-delivery-count %ld)", jid(d), attempt,
                  d->delivery_count);

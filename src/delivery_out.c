@@ -31,7 +31,8 @@ static int publish_dead_letter(mqproc__delivery_t *d) {
                          .persistent = 1,
                          .mandatory = 1,
                          .headers = h,
-                         .n_headers = d->job_id != NULL ? 4 : 3};
+                         .n_headers = d->job_id != NULL ? 4 : 3,
+                         .dead_letter = 1};
   int rc;
   MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
   rc = mqproc__server_publish(d->srv, d, &p, err);

@@ -113,15 +113,32 @@ static int owned(int fd, int want_dir, const char *what, char *err) {
   return 0;
 }
 
+/* Why an open of a job log failed: a link, or something that is no regular file (a FIFO
+ * without a reader: ENXIO; a directory: EISDIR), or the system's reason. */
+static const char *open_failure(int e) {
+  return e == ELOOP                                 ? "it is a symbolic link"
+         : e == ENXIO || e == EISDIR || e == ENODEV ? "it is not a regular file"
+                                                    : strerror(e);
+}
+
+/* Opened without blocking (a FIFO a processor planted there would wait for a reader: the
+ * server's loop with it) and following no link; then it must be a regular file of ours
+ * with one link, and O_NONBLOCK is cleared again. */
 static int open_in(int sfd, const char *dir, const char *sub, const char *name, char *err) {
   int fd =
-      openat(sfd, name, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0640);
+      openat(sfd, name,
+             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0640);
   if (fd < 0)
-    mqproc__err(err, -1, "cannot open job log %s/%s/%s: %s", dir, sub, name,
-                errno == ELOOP ? "it is a symbolic link" : strerror(errno));
-  else if (owned(fd, 0, name, err) < 0) {
+    return mqproc__err(err, -1, "cannot open job log %s/%s/%s: %s", dir, sub, name,
+                       open_failure(errno));
+  if (owned(fd, 0, name, err) < 0) {
     close(fd);
-    fd = -1;
+    return -1;
+  }
+  if (fcntl(fd, F_SETFL, O_APPEND) != 0) {
+    mqproc__err(err, -1, "job log %s/%s/%s: %s", dir, sub, name, strerror(errno));
+    close(fd);
+    return -1;
   }
   return fd;
 }
@@ -171,6 +188,68 @@ int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char
     cached.ino = st.st_ino;
     pthread_mutex_unlock(&cached.lock);
     sfd = -1;
+  }
+out:
+  if (sfd >= 0)
+    close(sfd);
+  if (dfd >= 0)
+    close(dfd);
+  return fd;
+}
+
+/* Splits DIR/SUB/NAME (a job's log_path) into its three parts (copies in buf): 0, or -1
+ * when it has not that shape. */
+static int split_path(const char *path, char *buf, size_t n, char **dir, char **sub, char **name) {
+  char *s1, *s2;
+  if (path == NULL || strlen(path) >= n)
+    return -1;
+  snprintf(buf, n, "%s", path);
+  if ((s2 = strrchr(buf, '/')) == NULL || s2 == buf || s2[1] == '\0')
+    return -1;
+  *s2 = '\0';
+  if ((s1 = strrchr(buf, '/')) == NULL || s1[1] == '\0')
+    return -1;
+  *s1 = '\0';
+  *dir = s1 == buf ? "/" : buf;
+  *sub = s1 + 1;
+  *name = s2 + 1;
+  return 0;
+}
+
+int mqproc__joblog_open_path(const char *path, char *err) {
+  char buf[PATH_MAX], *dir, *sub, *name;
+  if (split_path(path, buf, sizeof(buf), &dir, &sub, &name) != 0)
+    return mqproc__err(err, -1, "'%s' is not a job log's path", path != NULL ? path : "");
+  return mqproc__joblog_open(dir, sub, name, err);
+}
+
+int mqproc__joblog_open_read(const char *path, char *err) {
+  char buf[PATH_MAX], *dir, *sub, *name;
+  struct stat sst, st;
+  int dfd = -1, sfd = -1, fd = -1;
+  if (split_path(path, buf, sizeof(buf), &dir, &sub, &name) != 0)
+    return mqproc__err(err, -1, "'%s' is not a job log's path", path != NULL ? path : "");
+  if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    mqproc__err(err, -1, "cannot open %s: %s", dir, strerror(errno));
+    goto out;
+  }
+  if ((sfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+      fstat(sfd, &sst) != 0) {
+    mqproc__err(err, -1, "cannot open %s/%s: %s", dir, sub,
+                errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)" : strerror(errno));
+    goto out;
+  }
+  if ((fd = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0) {
+    mqproc__err(err, -1, "cannot read job log %s: %s", path, open_failure(errno));
+    goto out;
+  }
+  /* what the server wrote: a regular file of one link, of the directory's owner (the
+   * server's user), never what a processor swapped in (a link, a FIFO, another's file) */
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != sst.st_uid ||
+      fcntl(fd, F_SETFL, 0) != 0) {
+    mqproc__err(err, -1, "job log %s is not a plain file of the server's user: refused", path);
+    close(fd);
+    fd = -1;
   }
 out:
   if (sfd >= 0)

@@ -15,6 +15,7 @@
  *   mqproc__joblog_prepare()  create / check the log dir at startup
  *   mqproc__joblog_name()     the file name of a job's log
  *   mqproc__joblog_open()     open (create) a job's log for appending
+ *   mqproc__joblog_open_read() open a job's log for reading (the page, the CLI)
  */
 #ifndef MQPROC_JOBLOG_H
 #define MQPROC_JOBLOG_H
@@ -29,7 +30,15 @@ int mqproc__joblog_prepare(const char *dir, char *err);
 void mqproc__joblog_name(const char *job_id, char *out, size_t n);
 
 /* Opens dir/sub/name for appending (creating sub and name), following no link in sub or
- * name; an fd (O_CLOEXEC), or -1 with err set. */
+ * name, never blocking (a FIFO is refused), and only a regular file of ours with one link;
+ * an fd (O_CLOEXEC), or -1 with err set. */
 int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char *err);
+/* The same for a job's log_path (DIR/SUB/NAME). */
+int mqproc__joblog_open_path(const char *path, char *err);
+/* Opens a job's log_path for reading (the page, `mqproc jobs log`, maybe another user than
+ * the server's) as the writer opens it: following no link in SUB or NAME, never blocking,
+ * and only a regular file of one link owned by SUB's owner (the server's user); an fd, or
+ * -1 with err. */
+int mqproc__joblog_open_read(const char *path, char *err);
 
 #endif

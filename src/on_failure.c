@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "argv.h"
+#include "joblog.h"
 #include "log.h"
 #include "runner_int.h"
 #include "util.h"
@@ -140,9 +141,14 @@ void mqproc__on_failure_run(mqproc__server_t *srv, const char *job_id, int attem
     MQPROC__ERROR("job %s: --on-failure handler not started: %s", job_id, err);
     goto out;
   }
-  if ((out_fd = open(log_path != NULL && log_path[0] != '\0' ? log_path : "/dev/null",
-                     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640)) < 0)
+  /* the job's log as the runner opens it: a processor may have swapped it for a FIFO or a
+   * link (never blocking, never followed); then the handler's output is dropped */
+  if (log_path == NULL || log_path[0] == '\0' ||
+      (out_fd = mqproc__joblog_open_path(log_path, err)) < 0) {
+    if (log_path != NULL && log_path[0] != '\0')
+      MQPROC__WARN("job %s: --on-failure handler's output not logged: %s", job_id, err);
     out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  }
   h->srv = srv;
   snprintf(h->job_id, sizeof(h->job_id), "%s", job_id);
   if (out_fd < 0 || (rc = spawn(srv, in_fd, out_fd, env, &h->pid)) != 0) {

@@ -212,7 +212,7 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
     mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
     if ((rc == MQPROC_ECONFIG || rc == MQPROC_EBROKER_DECLARE) && srv->deliveries == NULL) {
       MQPROC__ERROR("this will not fix itself; stopping");
-      srv->fatal = 1;
+      srv->fatal = rc == MQPROC_ECONFIG ? 2 : 1;
       mqproc__loop_stop(srv->loop);
       return;
     }
@@ -491,6 +491,7 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .timeout_s = cfg->broker_timeout_s,
                                    .confirm_timeout_s = cfg->confirm_timeout_s,
                                    .client_id = srv->worker_id,
+                                   .max_message_bytes = (size_t)cfg->max_message_bytes,
                                    .tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key,
                                            (mqproc__tls_verify_t)cfg->tls_verify_mode}};
   if (mqproc__dirq_is_url(cfg->queue_url) && cfg->quorum)
@@ -580,10 +581,10 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
                  "jobs were released and requeued)",
                  srv.abandoned);
     mqproc__store_destroy(srv.store);
-    _exit(rc != MQPROC_OK || srv.fatal ? 1 : 0);
+    _exit(rc != MQPROC_OK ? 1 : srv.fatal);
   }
   MQPROC__INFO("stopped");
-  rc = rc != MQPROC_OK || srv.fatal ? 1 : (srv.recycle ? MQPROC__EXIT_RECYCLE : 0);
+  rc = rc != MQPROC_OK ? 1 : srv.fatal ? srv.fatal : (srv.recycle ? MQPROC__EXIT_RECYCLE : 0);
   teardown(&srv);
   return rc;
 }

@@ -59,15 +59,16 @@ typedef struct mqproc__server {
   uint64_t grace_timer;           /* shutdown grace */
   int64_t last_sweep_ms;          /* sweeper.c */
   int sweeping;                   /* a sweep's requests are in flight (sweeper.c) */
-  int fatal;                      /* a configuration error the broker reported: exit 1 */
-  int stopped_at_start;           /* SIGTERM/SIGINT while the start waited for the database */
-  int abandoned;                  /* deliveries released while their thread still runs */
-  int running;                    /* run slots taken (--concurrency bounds them) */
-  int ahead;                      /* claim passes taken (--claim-ahead bounds them) */
-  int prefetch;                   /* deliveries in flight at most: --prefetch, or the
-                                     automatic window (cfg->depth_auto, server_flow.c) */
-  int starved;                    /* a slot starved with the window full since the tick */
-  uint64_t *acks;                 /* tags to ack at the next flush (mqproc__server_ack) */
+  int fatal;            /* the broker's connect will not succeed: the exit status (2: the queue's
+                           configuration, e.g. a queue directory that is a link; 1: a declare error) */
+  int stopped_at_start; /* SIGTERM/SIGINT while the start waited for the database */
+  int abandoned;        /* deliveries released while their thread still runs */
+  int running;          /* run slots taken (--concurrency bounds them) */
+  int ahead;            /* claim passes taken (--claim-ahead bounds them) */
+  int prefetch;         /* deliveries in flight at most: --prefetch, or the
+                           automatic window (cfg->depth_auto, server_flow.c) */
+  int starved;          /* a slot starved with the window full since the tick */
+  uint64_t *acks;       /* tags to ack at the next flush (mqproc__server_ack) */
   size_t n_acks, cap_acks;
   uint64_t slot_timer;         /* wakes the oldest delivery waiting for a slot */
   struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */

@@ -241,3 +241,36 @@ char *mqproc__read_url_file(const char *path, int *others_can_read, char *err) {
   }
   return out;
 }
+
+char *mqproc__term_escape(const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  char *out = malloc(4 * n + 1), *o = out;
+  if (out == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+        (unsigned char)s[i + 1] <= 0x9f)
+      c = (unsigned char)s[++i]; /* a C1 control in UTF-8 (CSI is C2 9B): its code point */
+    else if (!((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)) {
+      *o++ = (char)c;
+      continue;
+    }
+    *o++ = '\\';
+    *o++ = 'x';
+    *o++ = hex[c >> 4];
+    *o++ = hex[c & 15];
+  }
+  *o = '\0';
+  return out;
+}
+
+void mqproc__print_term(FILE *out, const char *s, size_t n) {
+  char *e;
+  if (!isatty(fileno(out)) || (e = mqproc__term_escape(s, n)) == NULL) {
+    fwrite(s, 1, n, out);
+    return;
+  }
+  fputs(e, out);
+  free(e);
+}

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "mqproc/mqproc.h"
@@ -46,6 +47,13 @@ size_t mqproc__utf8_seq_len(const unsigned char *s, size_t n);
  * refuses malformed UTF-8) that may hold bytes from elsewhere: a processor's error text,
  * an excerpt cut in the middle of a character. */
 const char *mqproc__utf8_clean(const char *s, char **copy);
+/* s[0..n) with what a terminal would act on made visible: C0 control bytes but newline and
+ * tab, DEL and the C1 controls (UTF-8 C2 80..C2 9F, or such a byte alone) as \xHH; a new
+ * NUL-terminated string (the caller frees it), NULL without memory. */
+char *mqproc__term_escape(const char *s, size_t n);
+/* Writes s[0..n) to out, escaped as above when out is a terminal (processor output and
+ * error texts shown to an operator can carry escape sequences), else as it is. */
+void mqproc__print_term(FILE *out, const char *s, size_t n);
 /* Cuts s (NUL-terminated, valid UTF-8) to at most max bytes at a character boundary. */
 void mqproc__utf8_truncate(char *s, size_t max);
 

@@ -52,6 +52,14 @@
 
 static void heap_push(dirb_t *b, const char *name) {
   size_t i;
+  if (b->n >= b->heap_max) { /* bounded: a flood of names (many gone by now) costs no more */
+    if (!b->truncated)
+      MQPROC__INFO("dir queue %s: more than %zu ready names: the others are read from new/ "
+                   "once these are claimed",
+                   b->qdir, b->heap_max);
+    b->truncated = 1;
+    return;
+  }
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 256;
     char **h = realloc(b->heap, cap * sizeof(*h));
@@ -97,15 +105,19 @@ static void heap_clear(dirb_t *b) {
     free(b->heap[--b->n]);
 }
 
-/* Every ready name of new/ (after an overflow, at connect, and as the poll of NFS). */
+/* Every ready name of new/ (after an overflow, at connect, and as the poll of NFS); beyond
+ * DIRB_HEAP_MAX names, those read first (and read again once these are claimed). */
 static void read_new(dirb_t *b) {
-  char dir[PATH_MAX];
+  int fd = openat(b->q.sub[MQPROC__DIRQ_NEW], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d;
   struct dirent *e;
-  snprintf(dir, sizeof(dir), "%s/new", b->qdir);
-  if ((d = opendir(dir)) == NULL)
+  if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+    if (fd >= 0)
+      close(fd);
     return;
+  }
   heap_clear(b);
+  b->truncated = 0;
   while ((e = readdir(d)) != NULL)
     if (e->d_name[0] != '.')
       heap_push(b, e->d_name);
@@ -114,16 +126,16 @@ static void read_new(dirb_t *b) {
 
 /* ---- deliveries --------------------------------------------------------------------- */
 
-static int read_file(int fd, char **out, size_t *len) {
-  struct stat st;
+/* The file's size bytes (as fstat said after the open: what it held then). */
+static int read_file(int fd, off_t size, char **out, size_t *len) {
   char *buf;
   size_t got = 0;
-  if (fstat(fd, &st) != 0 || st.st_size > MAX_FILE)
+  if (size < 0 || size > MAX_FILE)
     return -1;
-  if ((buf = malloc((size_t)st.st_size + 1)) == NULL)
+  if ((buf = malloc((size_t)size + 1)) == NULL)
     return -1;
-  while (got < (size_t)st.st_size) {
-    ssize_t r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+  while (got < (size_t)size) {
+    ssize_t r = pread(fd, buf + got, (size_t)size - got, (off_t)got);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
@@ -136,31 +148,43 @@ static int read_file(int fd, char **out, size_t *len) {
   return 0;
 }
 
-static void to_failed(dirb_t *b, const char *name, const char *why) {
-  char from[PATH_MAX], to[PATH_MAX];
-  snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
-  snprintf(to, sizeof(to), "%s/failed/%s", b->qdir, name);
-  mqproc__dir_write_reason(b->qdir, name, why);
-  if (rename(from, to) != 0)
-    MQPROC__WARN("dir queue: cannot move %s to failed/: %s", from, strerror(errno));
+/* An entry of new/ that is no job file (a FIFO, a directory, a link, ...): to failed/
+ * with the reason, never opened for reading; once (a peer that lost the race finds it
+ * gone). */
+static void not_a_file(dirb_t *b, const char *name, const char *what) {
+  char why[160];
+  snprintf(why, sizeof(why),
+           "%s, not a regular file: never opened (write job files into tmp/, "
+           "then rename them into new/)",
+           what);
+  if (mqproc__dirq_to_failed(&b->q, MQPROC__DIRQ_NEW, name, why) == 1)
+    MQPROC__WARN("dir queue %s: new/%s is %s: moved to failed/ unread", b->qdir, name, what);
 }
 
 /* Claims the next ready job and hands it over; 0 when there was none. */
 static int deliver_one(dirb_t *b) {
-  char *name, from[PATH_MAX], to[PATH_MAX], *data = NULL, *headers = NULL;
+  char *name, *data = NULL, *headers = NULL, why[200];
+  const char *what;
   mqproc__dirq_msg_t m;
   mqproc__broker_msg_t msg;
+  struct stat st;
   json_t *meta = NULL;
   held_t *h;
   size_t len = 0;
-  int fd, wfd;
+  int fd, wfd, newd = b->q.sub[MQPROC__DIRQ_NEW], curd = b->q.sub[MQPROC__DIRQ_CUR];
+  if (b->n == 0 && b->truncated)
+    read_new(b); /* names were left out: the next of them */
   while ((name = heap_pop(b)) != NULL) {
-    snprintf(from, sizeof(from), "%s/new/%s", b->qdir, name);
-    snprintf(to, sizeof(to), "%s/cur/%s", b->qdir, name);
     /* for reading (a loser's close is no IN_CLOSE_WRITE for the others), but for writing
-     * where the filesystem's exclusive locks need it */
-    fd = open(from, DIRB_LOCK_OPEN(b) | O_CLOEXEC);
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && rename(from, to) == 0)
+     * where the filesystem's exclusive locks need it; a FIFO never blocks, a link is never
+     * followed, anything but a regular file goes to failed/ unread */
+    fd = mqproc__dirq_open_entry(newd, name, DIRB_LOCK_OPEN(b), &st, &what);
+    if (fd == -2) {
+      not_a_file(b, name, what);
+      free(name);
+      continue;
+    }
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && renameat(newd, name, curd, name) == 0)
       break; /* ours */
     if (errno != ENOENT)
       b->reread = 1; /* locked (a peer claims it, or one that put it back still holds it), or
@@ -171,17 +195,30 @@ static int deliver_one(dirb_t *b) {
   }
   if (name == NULL)
     return 0;
+  if (b->topo->max_message_bytes > 0 && st.st_size > (off_t)b->topo->max_message_bytes) {
+    /* never read: the whole file moves to failed/ by a rename */
+    snprintf(why, sizeof(why),
+             "job file of %lld bytes exceeds the limit of %zu bytes (--max-message-size): "
+             "moved here unread",
+             (long long)st.st_size, b->topo->max_message_bytes);
+    MQPROC__WARN("dir queue %s: %s: %s", b->qdir, name, why);
+    mqproc__dirq_to_failed(&b->q, MQPROC__DIRQ_CUR, name, why);
+    close(fd);
+    free(name);
+    return 1;
+  }
   /* a writer on it: its last close (our death) is what the others watch for; a file we may
    * not write is held all the same, its holder's death found by the look */
-  if ((wfd = b->wcur >= 0 ? open(to, O_WRONLY | O_CLOEXEC) : -1) < 0 && b->wcur >= 0 &&
-      !b->warned) {
+  wfd = b->wcur >= 0 ? openat(curd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+  if (wfd < 0 && b->wcur >= 0 && !b->warned) {
     b->warned = 1;
     MQPROC__WARN("dir queue %s: cannot open a claimed job for writing (%s): if this server "
                  "dies, its jobs come back with the next look (every %d s), not at once",
                  b->qdir, strerror(errno), b->look_every_ms / 1000);
   }
-  if (read_file(fd, &data, &len) != 0 || (h = calloc(1, sizeof(*h))) == NULL) {
-    to_failed(b, name, "cannot read the job file (or it is larger than 256 MiB)");
+  if (read_file(fd, st.st_size, &data, &len) != 0 || (h = calloc(1, sizeof(*h))) == NULL) {
+    mqproc__dirq_to_failed(&b->q, MQPROC__DIRQ_CUR, name,
+                           "cannot read the job file (or it is larger than 256 MiB)");
     close(fd);
     if (wfd >= 0)
       close(wfd);
@@ -239,7 +276,7 @@ static held_t *take_held(dirb_t *b, held_t **p) {
 /* Lets a held file go where it is (its descriptors closed, the lock first). */
 static void drop_held(dirb_t *b, held_t **p) {
   held_t *h = take_held(b, p);
-  mqproc__dirq_remove(NULL, h->fd, h->wfd);
+  mqproc__dirq_remove(-1, NULL, h->fd, h->wfd);
   free(h);
 }
 
@@ -300,12 +337,13 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   }
   if (now >= mqproc__dir_look_due(b) || overflow) {
     b->looked_ms = now;
+    mqproc__dir_check_tree(b);
     mqproc__dir_take_back(b);
     overflow |= b->n == 0 || b->reread; /* what inotify cannot see: other hosts' files on
                                            NFS; names passed over while locked */
     b->reread = 0;
   }
-  if (overflow)
+  if (overflow || (b->truncated && b->n == 0))
     read_new(b);
   while (b->consuming && b->ino >= 0 && held_now(b) < b->prefetch && deliver_one(b))
     ;
@@ -314,24 +352,37 @@ static int d_pump(mqproc__broker_t *base, char *err) {
   return MQPROC_OK;
 }
 
+/* An inotify watch of an open directory: through its descriptor (/proc/self/fd), so the
+ * watch is on the directory the server uses, not on whatever its path names by now. */
+static int watch_dir(int ino, int dirfd, uint32_t mask) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", dirfd);
+  return inotify_add_watch(ino, path, mask | IN_ONLYDIR);
+}
+
 static int d_connect(mqproc__broker_t *base, char *err) {
   dirb_t *b = (dirb_t *)base;
-  char dir[PATH_MAX], cur[PATH_MAX];
-  const char *net, *every = getenv("MQPROC_DIR_LOOK_MS");
+  const char *net, *every = getenv("MQPROC_DIR_LOOK_MS"),
+                   *abandoned = getenv("MQPROC_DIR_TMP_ABANDONED_MS"),
+                   *heap_max = getenv("MQPROC_DIR_HEAP_MAX");
   int rc, looked;
-  if ((rc = mqproc__dirq_make(b->spool, b->topo->queue, b->qdir, err)) != MQPROC_OK)
+  mqproc__dirq_close(&b->q); /* (open only while connected) */
+  if ((rc = mqproc__dirq_open(b->spool, b->topo->queue, 1, &b->q, err)) != MQPROC_OK)
     return rc == MQPROC_EINVAL ? MQPROC_ECONFIG : rc;
-  if ((b->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
-    return mqproc__err(err, MQPROC_ESYS, "inotify: %s", strerror(errno));
-  snprintf(dir, sizeof(dir), "%s/new", b->qdir);
-  snprintf(cur, sizeof(cur), "%s/cur", b->qdir);
+  b->qdir = b->q.path;
+  if ((b->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
+    rc = errno;
+    mqproc__dirq_close(&b->q);
+    return mqproc__err(err, MQPROC_ESYS, "inotify: %s", strerror(rc));
+  }
   /* inotify sees this host's files only: on a network filesystem, look often; there the
    * look finds dead holders (an exclusive lock needs a writer, whose probe's close would
    * be an IN_CLOSE_WRITE for the others: no watch of cur/) */
   net = mqproc__network_fs(b->qdir, &looked);
   b->wcur = -1;
-  if (inotify_add_watch(b->ino, dir, IN_MOVED_TO | IN_CREATE) < 0 ||
-      (net == NULL && (b->wcur = inotify_add_watch(b->ino, cur, IN_CLOSE_WRITE)) < 0) ||
+  if (watch_dir(b->ino, b->q.sub[MQPROC__DIRQ_NEW], IN_MOVED_TO | IN_CREATE) < 0 ||
+      (net == NULL &&
+       (b->wcur = watch_dir(b->ino, b->q.sub[MQPROC__DIRQ_CUR], IN_CLOSE_WRITE)) < 0) ||
       (b->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
       (b->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
       epoll_ctl(b->epfd, EPOLL_CTL_ADD, b->ino, &(struct epoll_event){.events = EPOLLIN}) != 0 ||
@@ -345,17 +396,22 @@ static int d_connect(mqproc__broker_t *base, char *err) {
     if (b->epfd >= 0)
       close(b->epfd);
     b->ino = b->epfd = b->tfd = -1;
-    return mqproc__err(err, MQPROC_ESYS, "inotify on %s: %s", dir, strerror(rc));
+    mqproc__err(err, MQPROC_ESYS, "inotify on %s: %s", b->qdir, strerror(rc));
+    mqproc__dirq_close(&b->q);
+    return MQPROC_ESYS;
   }
   b->look_every_ms = net != NULL ? LOOK_NET_MS : LOOK_LOCAL_MS;
   if (every != NULL && atoi(every) > 0)
     b->look_every_ms = atoi(every);
+  b->abandoned_ms = abandoned != NULL && atoll(abandoned) > 0 ? atoll(abandoned) : TMP_ABANDONED_MS;
+  b->heap_max = heap_max != NULL && atol(heap_max) > 0 ? (size_t)atol(heap_max) : DIRB_HEAP_MAX;
   if (net != NULL)
     MQPROC__INFO("dir queue %s is on %s: looking for other hosts' jobs and dead holders every "
                  "%d ms",
                  b->qdir, net, b->look_every_ms);
   b->armed_ms = 0;
   b->n_rechecks = 0;
+  b->replaced = 0;
   b->epoch++;
   b->looked_ms = 0;
   b->purged_ms = mqproc__now_ms();
@@ -369,17 +425,16 @@ static int d_connect(mqproc__broker_t *base, char *err) {
 
 static int d_ack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multiple, char *err) {
   dirb_t *b = (dirb_t *)base;
-  char path[PATH_MAX];
+  int curd = b->q.sub[MQPROC__DIRQ_CUR];
   if (b->ino < 0 || epoch != b->epoch)
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the delivery is of a closed connection");
   for (held_t **p = &b->held; *p != NULL;) {
     if ((*p)->tag == tag || (multiple && (*p)->tag < tag)) {
       held_t *h = take_held(b, p);
-      snprintf(path, sizeof(path), "%s/cur/%s", b->qdir, h->name);
       if (b->flusher != NULL) /* the unlink and the inode's release off the loop */
-        mqproc__dirq_flusher_remove(b->flusher, path, h->fd, h->wfd);
+        mqproc__dirq_flusher_remove(b->flusher, curd, h->name, h->fd, h->wfd);
       else
-        mqproc__dirq_remove(path, h->fd, h->wfd);
+        mqproc__dirq_remove(curd, h->name, h->fd, h->wfd);
       free(h);
     } else {
       p = &(*p)->next;
@@ -391,26 +446,24 @@ static int d_ack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int multi
 static int d_nack(mqproc__broker_t *base, uint64_t epoch, uint64_t tag, int requeue, char *err) {
   dirb_t *b = (dirb_t *)base;
   held_t **p = find_held(b, tag);
-  char from[PATH_MAX], to[PATH_MAX], name[MQPROC__DIRQ_NAME_MAX];
+  char name[MQPROC__DIRQ_NAME_MAX];
   if (b->ino < 0 || epoch != b->epoch || p == NULL)
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "the delivery is of a closed connection");
   if (!requeue) {
-    to_failed(b, (*p)->name, "rejected by the server (nack without requeue)");
+    mqproc__dirq_to_failed(&b->q, MQPROC__DIRQ_CUR, (*p)->name,
+                           "rejected by the server (nack without requeue)");
   } else { /* to the end of the queue, under a new name of the same priority */
     mqproc__dirq_name(mqproc__dirq_name_priority((*p)->name), 1, name, sizeof(name));
-    snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, (*p)->name);
-    snprintf(to, sizeof(to), "%s/new/%s", b->qdir, name);
-    if (rename(from, to) != 0)
-      MQPROC__WARN("dir queue: cannot requeue %s: %s", from, strerror(errno));
+    if (renameat(b->q.sub[MQPROC__DIRQ_CUR], (*p)->name, b->q.sub[MQPROC__DIRQ_NEW], name) != 0)
+      MQPROC__WARN("dir queue %s: cannot requeue cur/%s: %s", b->qdir, (*p)->name, strerror(errno));
   }
   drop_held(b, p);
   return MQPROC_OK;
 }
 
 static int d_declare_queue(mqproc__broker_t *base, const char *queue, char *err) {
-  dirb_t *b = (dirb_t *)base;
-  char qdir[MQPROC__DIRQ_QDIR_MAX];
-  return mqproc__dirq_make(b->spool, queue, qdir, err);
+  int rc;
+  return mqproc__dir_queue((dirb_t *)base, queue, 1, &rc, err) != NULL ? MQPROC_OK : rc;
 }
 
 static int d_cancel(mqproc__broker_t *base, char *err) {
@@ -450,8 +503,12 @@ static void d_disconnect(mqproc__broker_t *base) {
   b->ino = b->epfd = b->tfd = -1;
   while (b->held != NULL) /* their files stay in cur/: whoever looks next takes them back */
     drop_held(b, &b->held);
-  mqproc__dir_confirms(b, 1);
+  mqproc__dir_confirms(b, 1); /* the flusher is drained: nothing uses the directories now */
+  mqproc__dir_close_queues(b);
+  mqproc__dirq_close(&b->q);
+  b->qdir = b->spool;
   heap_clear(b);
+  b->truncated = 0;
   b->consuming = 0;
 }
 
@@ -459,6 +516,7 @@ static void d_destroy(mqproc__broker_t *base) {
   dirb_t *b = (dirb_t *)base;
   d_disconnect(base);
   free(b->heap);
+  free(b->rqueues);
   mqproc__dirq_flusher_free(b->flusher);
   free(b->confirms);
   free(b);
@@ -498,6 +556,8 @@ int mqproc__broker_dir_new(mqproc__broker_t **out, const char *url, const mqproc
   b->topo = topo;
   b->ev = *ev;
   b->ino = b->epfd = b->tfd = -1;
+  mqproc__dirq_init(&b->q);
+  b->qdir = b->spool;
   *out = &b->base;
   return MQPROC_OK;
 }

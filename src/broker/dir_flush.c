@@ -24,16 +24,17 @@
 typedef struct item {
   uint64_t seq;
   int fd, rc, placed;
-  char *tmp, *dst;
+  int tmp_dir, dst_dir; /* the queue's (the broker keeps them open until drained) */
   struct item *next;
+  char name[]; /* flexible */
 } item_t;
 
 /* A settled job's file: removed, then its descriptors closed (the lock last but one, the
  * writer's close last: the event the other servers watch). */
 typedef struct removal {
-  int fd, wfd;
+  int dir, fd, wfd;
   struct removal *next;
-  char path[]; /* flexible */
+  char name[]; /* flexible */
 } removal_t;
 
 struct mqproc__dirq_flusher {
@@ -50,15 +51,7 @@ struct mqproc__dirq_flusher {
 };
 
 static void free_item(item_t *it) {
-  free(it->tmp);
-  free(it->dst);
   free(it);
-}
-
-/* Whether paths a and b are in the same directory. */
-static int same_dir(const char *a, const char *b) {
-  const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
-  return sa - a == sb - b && memcmp(a, b, (size_t)(sa - a)) == 0;
 }
 
 /* One batch, off the lock: the files' data made durable (a few: fdatasync each; more: one
@@ -77,22 +70,21 @@ static void flush_batch(mqproc__dirq_flusher_t *f, item_t *batch) {
       each = 0; /* else each one fails or succeeds on its own fdatasync */
   }
   for (it = batch; it != NULL; it = it->next)
-    if (!(it->placed =
-              (it->rc = mqproc__dirq_place(it->fd, each, it->tmp, it->dst, err)) == MQPROC_OK))
+    if (!(it->placed = (it->rc = mqproc__dirq_place(it->fd, each, it->tmp_dir, it->dst_dir,
+                                                    it->name, err)) == MQPROC_OK))
       MQPROC__WARN("dir queue: %s", err);
   for (it = batch; f->flush && it != NULL; it = it->next) {
     item_t *e = batch;
-    char dir[PATH_MAX];
     if (!it->placed)
       continue;
-    while (e != it && !(e->placed && same_dir(e->dst, it->dst)))
+    while (e != it && !(e->placed && e->dst_dir == it->dst_dir))
       e = e->next;
     if (e != it) { /* its directory was synced with an earlier file: the same outcome */
       it->rc = e->rc;
       continue;
     }
-    snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(it->dst, '/') - it->dst), it->dst);
-    if ((it->rc = mqproc__dirq_sync(dir, err)) != MQPROC_OK) /* in place, but its entry may */
+    if ((it->rc = mqproc__dirq_sync(it->dst_dir, it->name, err)) !=
+        MQPROC_OK)                        /* in place, but its entry may */
       MQPROC__WARN("dir queue: %s", err); /* not survive a crash: not confirmed */
   }
 }
@@ -100,7 +92,7 @@ static void flush_batch(mqproc__dirq_flusher_t *f, item_t *batch) {
 static void remove_all(removal_t *r) {
   while (r != NULL) {
     removal_t *next = r->next;
-    mqproc__dirq_remove(r->path, r->fd, r->wfd);
+    mqproc__dirq_remove(r->dir, r->name, r->fd, r->wfd);
     free(r);
     r = next;
   }
@@ -198,19 +190,21 @@ int mqproc__dirq_flusher_fd(const mqproc__dirq_flusher_t *f) {
   return f->efd;
 }
 
-int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, const char *tmp,
-                             const char *dst, char *err) {
-  item_t *it = calloc(1, sizeof(*it));
+int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, int tmp_dir,
+                             int dst_dir, const char *name, char *err) {
+  size_t n = strlen(name) + 1;
+  item_t *it = calloc(1, sizeof(*it) + n);
   int wake;
-  if (it == NULL || (it->tmp = strdup(tmp)) == NULL || (it->dst = strdup(dst)) == NULL) {
-    if (it != NULL)
-      free_item(it);
+  if (it == NULL) {
     close(fd);
-    unlink(tmp);
+    unlinkat(tmp_dir, name, 0);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
+  memcpy(it->name, name, n);
   it->seq = seq;
   it->fd = fd;
+  it->tmp_dir = tmp_dir;
+  it->dst_dir = dst_dir;
   pthread_mutex_lock(&f->lock);
   *f->todo_tail = it;
   f->todo_tail = &it->next;
@@ -221,17 +215,19 @@ int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, co
   return MQPROC_OK;
 }
 
-void mqproc__dirq_flusher_remove(mqproc__dirq_flusher_t *f, const char *path, int fd, int wfd) {
-  size_t n = strlen(path) + 1;
+void mqproc__dirq_flusher_remove(mqproc__dirq_flusher_t *f, int dir, const char *name, int fd,
+                                 int wfd) {
+  size_t n = strlen(name) + 1;
   removal_t *r = malloc(sizeof(*r) + n);
   int wake;
   if (r == NULL) { /* no room to hand it over: here and now */
-    mqproc__dirq_remove(path, fd, wfd);
+    mqproc__dirq_remove(dir, name, fd, wfd);
     return;
   }
+  r->dir = dir;
   r->fd = fd;
   r->wfd = wfd;
-  memcpy(r->path, path, n);
+  memcpy(r->name, name, n);
   pthread_mutex_lock(&f->lock);
   wake = f->removals == NULL && f->todo == NULL;
   r->next = f->removals;

@@ -19,13 +19,17 @@ typedef struct mqproc__dirq_flusher mqproc__dirq_flusher_t;
 int mqproc__dirq_flusher_new(mqproc__dirq_flusher_t **out, int flush, char *err);
 /* The eventfd that is readable when finished files wait for mqproc__dirq_flusher_take. */
 int mqproc__dirq_flusher_fd(const mqproc__dirq_flusher_t *f);
-/* Hands over fd (written, in tmp at path tmp) to be flushed and renamed to dst, reported
- * as seq. Takes fd in every case (closed and tmp removed when this fails: MQPROC_ENOMEM). */
-int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, const char *tmp,
-                             const char *dst, char *err);
-/* Removes the settled file at path and then closes fd and wfd (-1: none), off the loop
- * (mqproc__dirq_remove; unreported). Never fails: without memory it is done at once. */
-void mqproc__dirq_flusher_remove(mqproc__dirq_flusher_t *f, const char *path, int fd, int wfd);
+/* Hands over fd (written, tmp_dir/name) to be flushed and renamed to dst_dir/name (then
+ * dst_dir fsynced), reported as seq. The directory descriptors must stay open until it is
+ * reported (or the flusher drained). Takes fd in every case (closed and the tmp file
+ * removed when this fails: MQPROC_ENOMEM). */
+int mqproc__dirq_flusher_add(mqproc__dirq_flusher_t *f, uint64_t seq, int fd, int tmp_dir,
+                             int dst_dir, const char *name, char *err);
+/* Removes the settled file dir/name and then closes fd and wfd (-1: none), off the loop
+ * (mqproc__dirq_remove; unreported; dir open until drained). Never fails: without memory
+ * it is done at once. */
+void mqproc__dirq_flusher_remove(mqproc__dirq_flusher_t *f, int dir, const char *name, int fd,
+                                 int wfd);
 /* Calls done(ud, seq, rc) for each finished file in the order they were added (rc
  * MQPROC_OK: durable in place; else the file is not in place); returns how many. */
 size_t mqproc__dirq_flusher_take(mqproc__dirq_flusher_t *f,

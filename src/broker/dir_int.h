@@ -42,9 +42,25 @@ typedef struct confirm {
   int status;
 } confirm_t;
 
+/* A result queue's directories, kept open: publishes go through the descriptors (never a
+ * path a sender's queue name could turn into a link elsewhere). */
+typedef struct rqueue {
+  char name[MQPROC__DIRQ_NAME_MAX + 1];
+  mqproc__dirq_q_t q;
+} rqueue_t;
+
+#define DIRB_RQUEUES 64 /* result queues kept open; past this, all are closed and reopened */
+#define DIRB_HEAP_MAX                                                                              \
+  65536 /* ready names known at once; past this, new/ is read again                                \
+           (MQPROC_DIR_HEAP_MAX sets it: tests, tuning) */
+
 typedef struct dirb {
   mqproc__broker_t base;
-  char spool[MQPROC__DIRQ_SPOOL_MAX], qdir[MQPROC__DIRQ_QDIR_MAX];
+  char spool[MQPROC__DIRQ_SPOOL_MAX];
+  mqproc__dirq_q_t q; /* the job queue: its directories, open while connected */
+  const char *qdir;   /* its path (q.path), for messages */
+  rqueue_t *rqueues;  /* result queues open now (DIRB_RQUEUES) */
+  int n_rqueues;
   const mqproc__topology_t *topo;
   mqproc__broker_events_t ev;
   int ino;           /* inotify fd; -1: not connected */
@@ -64,28 +80,42 @@ typedef struct dirb {
   held_t *held;
   char **heap; /* ready names, smallest first */
   size_t n, cap;
+  size_t heap_max;     /* DIRB_HEAP_MAX */
+  int truncated;       /* names were left out (heap_max): read new/ again once it runs dry */
+  int replaced;        /* a directory of the queue was removed or replaced: said once */
   confirm_t *confirms; /* to report at the next pump: unroutable, or relaxed publishes */
   size_t n_confirms, cap_confirms;
-  int64_t looked_ms; /* the last full look at cur/ (dead holders) and new/ */
-  int64_t purged_ms; /* the last look at tmp/ (abandoned files) */
+  int64_t looked_ms;    /* the last full look at cur/ (dead holders) and new/ */
+  int64_t purged_ms;    /* the last look at tmp/ (abandoned files) */
+  int64_t abandoned_ms; /* a file in tmp/ untouched this long was abandoned */
 } dirb_t;
 
-/* NAME.reason in qdir's failed/ (whole: written in tmp/, renamed in). */
 #define LOOK_NET_MS 900      /* dead holders, and new/ when the heap is empty: network fs */
 #define LOOK_LOCAL_MS 30000  /* the same where inotify sees every host's (one host's) files */
 #define LOOK_REREAD_MS 900   /* a name passed over while locked is looked for again */
 #define PURGE_EVERY_MS 60000 /* tmp/ is looked at for abandoned files */
-#define TMP_ABANDONED_S 3600 /* a file in tmp/ untouched this long was abandoned */
+#define TMP_ABANDONED_MS                                                                           \
+  3600000 /* a file in tmp/ untouched this long was abandoned                                      \
+              (MQPROC_DIR_TMP_ABANDONED_MS sets it: tests, tuning) */
 
 /* dir_look.c: dead holders, abandoned files, the timerfd */
 void mqproc__dir_take_back(dirb_t *b);
+/* Whether the queue's directories are still the ones the server opened (said once when
+ * one was removed, or replaced, by a link say: the server goes on with those it has). */
+void mqproc__dir_check_tree(dirb_t *b);
 void mqproc__dir_closed_in_cur(dirb_t *b, const char *name, int tries, int64_t now);
 void mqproc__dir_run_rechecks(dirb_t *b, int64_t now);
 int64_t mqproc__dir_look_due(const dirb_t *b);
 void mqproc__dir_arm(dirb_t *b, int64_t now);
 void mqproc__dir_purge_tmp(dirb_t *b);
 
-void mqproc__dir_write_reason(const char *qdir, const char *name, const char *why);
+/* The open directories of queue name (the job queue's own, or a result queue's, opened
+ * when create or when it exists); NULL with err (MQPROC_EBROKER_UNROUTABLE: it does not
+ * exist) in *rc. dir_publish.c. */
+const mqproc__dirq_q_t *mqproc__dir_queue(dirb_t *b, const char *name, int create, int *rc,
+                                          char *err);
+/* Closes the result queues' directories (after the flusher was drained). */
+void mqproc__dir_close_queues(dirb_t *b);
 /* The class's publish (broker.h). */
 int mqproc__dir_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq,
                         char *err);

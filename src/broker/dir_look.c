@@ -22,44 +22,73 @@
 
 /* cur/NAME back to new/, marked, when nobody holds its lock (ours are held by our own
  * fds): 1 when it went back, -1 when it is held, 0 when it is gone (settled, or taken back
- * by another server). Opened for reading: no IN_CLOSE_WRITE for the other servers. */
+ * by another server). Opened for reading: no IN_CLOSE_WRITE for the other servers; without
+ * blocking and following no link: an entry that is no regular file goes to failed/. */
 static int take_back_one(dirb_t *b, const char *name) {
-  char from[PATH_MAX], to[PATH_MAX];
+  char to[NAME_MAX + 1];
+  const char *what;
+  struct stat st;
   size_t len = strlen(name);
   int fd, moved = 0, again = len > 2 && strcmp(name + len - 2, ".r") == 0;
-  snprintf(from, sizeof(from), "%s/cur/%s", b->qdir, name);
-  if ((fd = open(from, DIRB_LOCK_OPEN(b) | O_CLOEXEC)) < 0)
+  int curd = b->q.sub[MQPROC__DIRQ_CUR], newd = b->q.sub[MQPROC__DIRQ_NEW];
+  if ((fd = mqproc__dirq_open_entry(curd, name, DIRB_LOCK_OPEN(b), &st, &what)) == -2) {
+    char why[160];
+    snprintf(why, sizeof(why), "%s in cur/, not a regular file: never opened", what);
+    if (mqproc__dirq_to_failed(&b->q, MQPROC__DIRQ_CUR, name, why) == 1)
+      MQPROC__WARN("dir queue %s: cur/%s is %s: moved to failed/ unread", b->qdir, name, what);
+    return 0;
+  }
+  if (fd < 0)
     return 0;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && !b->warned) { /* not tried: left where it is, said once */
       b->warned = 1;
-      MQPROC__WARN("dir queue %s: cannot try the lock of %s: %s", b->qdir, from, strerror(errno));
+      MQPROC__WARN("dir queue %s: cannot try the lock of cur/%s: %s", b->qdir, name,
+                   strerror(errno));
     }
     close(fd);
     return -1;
   }
-  snprintf(to, sizeof(to), "%s/new/%.*s%s", b->qdir, NAME_MAX - 2, name, again ? "" : ".r");
-  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) {
+  snprintf(to, sizeof(to), "%.*s%s", NAME_MAX - 2, name, again ? "" : ".r");
+  if (renameat2(curd, name, newd, to, RENAME_NOREPLACE) == 0) {
     moved = 1;
   } else if (errno == EEXIST) {
     char fresh[MQPROC__DIRQ_NAME_MAX]; /* never over another job: a fresh name */
     mqproc__dirq_name(mqproc__dirq_name_priority(name), 1, fresh, sizeof(fresh));
-    snprintf(to, sizeof(to), "%s/new/%s", b->qdir, fresh);
-    moved = rename(from, to) == 0;
+    moved = renameat(curd, name, newd, fresh) == 0;
   }
   close(fd);
   return moved;
 }
 
+void mqproc__dir_check_tree(dirb_t *b) {
+  static const char *const names[MQPROC__DIRQ_NSUB] = {"tmp", "new", "cur", "failed"};
+  struct stat held, now;
+  for (int i = 0; i < MQPROC__DIRQ_NSUB && !b->replaced; i++) {
+    if (fstat(b->q.sub[i], &held) != 0)
+      continue;
+    if (held.st_nlink == 0 || fstatat(b->q.fd, names[i], &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+        now.st_dev != held.st_dev || now.st_ino != held.st_ino) {
+      b->replaced = 1;
+      MQPROC__ERROR("dir queue %s: %s/ was removed or replaced (by a link?) since this server "
+                    "opened it: the server goes on with the directory it opened and never "
+                    "follows the new entry; restore the queue's directories and restart the "
+                    "server",
+                    b->qdir, names[i]);
+    }
+  }
+}
+
 /* Files in cur/ nobody holds a lock on: their server died. Back to new/, marked. */
 void mqproc__dir_take_back(dirb_t *b) {
-  char dir[PATH_MAX];
+  int fd = openat(b->q.sub[MQPROC__DIRQ_CUR], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
   DIR *d;
   struct dirent *e;
-  int n = 0;
-  snprintf(dir, sizeof(dir), "%s/cur", b->qdir);
-  if ((d = opendir(dir)) == NULL)
+  if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+    if (fd >= 0)
+      close(fd);
     return;
+  }
   while ((e = readdir(d)) != NULL)
     if (e->d_name[0] != '.' && take_back_one(b, e->d_name) == 1)
       n++;
@@ -135,29 +164,37 @@ void mqproc__dir_arm(dirb_t *b, int64_t now) {
 }
 
 /* Files in tmp/ nobody finished (a producer or a server that died between its write and
- * its rename): removed once untouched for TMP_ABANDONED_S, as Directory::Queue's purge
- * does; a slow writer's file is touched by its writes. */
+ * its rename): removed once untouched for b->abandoned_ms (an hour), as Directory::Queue's purge
+ * does; a slow writer's file is touched by its writes. Untouched by the later of its mtime
+ * and ctime: a file copied in with its old mtime kept (cp -p, rsync -t, tar) was changed
+ * (ctime) when it arrived. Only regular files, never through a link. */
 void mqproc__dir_purge_tmp(dirb_t *b) {
-  char dir[PATH_MAX], path[PATH_MAX + NAME_MAX + 2];
+  int tmpd = b->q.sub[MQPROC__DIRQ_TMP], fd = openat(tmpd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d;
   struct dirent *e;
   struct stat st;
-  time_t now = time(NULL);
+  int64_t now = mqproc__wall_ms();
   int n = 0;
-  snprintf(dir, sizeof(dir), "%s/tmp", b->qdir);
-  if ((d = opendir(dir)) == NULL)
+  if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+    if (fd >= 0)
+      close(fd);
     return;
+  }
   while ((e = readdir(d)) != NULL) {
+    int64_t mtime, ctime;
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
       continue;
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > TMP_ABANDONED_S &&
-        unlink(path) == 0)
+    if (fstatat(tmpd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    mtime = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    ctime = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+    if (now - (mtime > ctime ? mtime : ctime) > b->abandoned_ms &&
+        unlinkat(tmpd, e->d_name, 0) == 0)
       n++;
   }
   closedir(d);
   if (n > 0)
-    MQPROC__WARN("dir queue %s: removed %d abandoned file(s) from tmp/ (untouched for an hour: "
+    MQPROC__WARN("dir queue %s: removed %d abandoned file(s) from tmp/ (untouched for %lld s: "
                  "their writer died before its rename)",
-                 b->qdir, n);
+                 b->qdir, n, (long long)(b->abandoned_ms / 1000));
 }

@@ -7,6 +7,7 @@
  * directory fsync (a crash of the server loses nothing, a power cut may), confirmed at the
  * next pump. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,22 +18,6 @@
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "util.h"
-
-void mqproc__dir_write_reason(const char *qdir, const char *name, const char *why) {
-  char tmp[PATH_MAX], path[PATH_MAX];
-  FILE *f;
-  snprintf(tmp, sizeof(tmp), "%s/tmp/%s.reason", qdir, name);
-  snprintf(path, sizeof(path), "%s/failed/%s.reason", qdir, name);
-  if ((f = fopen(tmp, "w")) == NULL) {
-    MQPROC__WARN("dir queue: cannot write %s: %s", tmp, strerror(errno));
-    return;
-  }
-  fprintf(f, "%s\n", why);
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    MQPROC__WARN("dir queue: cannot write %s: %s", path, strerror(errno));
-    unlink(tmp);
-  }
-}
 
 static const char *header(const mqproc__publish_t *p, const char *key) {
   for (size_t i = 0; i < p->n_headers; i++)
@@ -54,12 +39,59 @@ static int confirm_room(dirb_t *b, char *err) {
   return MQPROC_OK;
 }
 
+const mqproc__dirq_q_t *mqproc__dir_queue(dirb_t *b, const char *name, int create, int *rc,
+                                          char *err) {
+  rqueue_t *r;
+  if (strcmp(name, b->topo->queue) == 0 && b->q.fd >= 0)
+    return &b->q;
+  for (int i = 0; i < b->n_rqueues; i++)
+    if (strcmp(b->rqueues[i].name, name) == 0)
+      return &b->rqueues[i].q;
+  if (b->rqueues == NULL && (b->rqueues = calloc(DIRB_RQUEUES, sizeof(*b->rqueues))) == NULL) {
+    *rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    return NULL;
+  }
+  if (b->n_rqueues == DIRB_RQUEUES) /* many queues named: start over (none is in use then) */
+    mqproc__dir_close_queues(b);
+  r = &b->rqueues[b->n_rqueues];
+  if ((*rc = mqproc__dirq_open(b->spool, name, create, &r->q, err)) != MQPROC_OK)
+    return NULL;
+  snprintf(r->name, sizeof(r->name), "%s", name);
+  b->n_rqueues++;
+  return &r->q;
+}
+
+void mqproc__dir_close_queues(dirb_t *b) {
+  if (b->n_rqueues == 0)
+    return;
+  if (b->flusher != NULL) /* files handed over may still be renamed into them */
+    mqproc__dirq_flusher_drain(b->flusher);
+  for (int i = 0; i < b->n_rqueues; i++)
+    mqproc__dirq_close(&b->rqueues[i].q);
+  b->n_rqueues = 0;
+}
+
+/* Forgets a result queue whose directory went away (removed by an operator): the next
+ * publish opens it again, or finds it gone. */
+static void forget_queue(dirb_t *b, const mqproc__dirq_q_t *q) {
+  for (int i = 0; i < b->n_rqueues; i++)
+    if (&b->rqueues[i].q == q) {
+      if (b->flusher != NULL)
+        mqproc__dirq_flusher_drain(b->flusher);
+      mqproc__dirq_close(&b->rqueues[i].q);
+      b->rqueues[i] = b->rqueues[--b->n_rqueues];
+      return;
+    }
+}
+
 int mqproc__dir_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint64_t *seq,
                         char *err) {
   dirb_t *b = (dirb_t *)base;
-  char qdir[MQPROC__DIRQ_QDIR_MAX], name[MQPROC__DIRQ_NAME_MAX], tmp[PATH_MAX], dst[PATH_MAX];
+  char name[MQPROC__DIRQ_NAME_MAX];
   char *headers = NULL;
-  int dead = b->topo->dead_queue != NULL && !strcmp(p->routing_key, b->topo->dead_queue), rc, fd;
+  const mqproc__dirq_q_t *q;
+  /* a dead letter is one the server says it is, never one a message's queue name makes */
+  int dead = p->dead_letter, rc, fd = -1;
   mqproc__dirq_msg_t m = {.body = p->body,
                           .len = p->len,
                           .content_type = p->content_type,
@@ -79,19 +111,28 @@ int mqproc__dir_publish(mqproc__broker_t *base, const mqproc__publish_t *p, uint
     json_decref(o);
     m.headers_json = headers;
   }
-  snprintf(qdir, sizeof(qdir), "%s/%s", b->spool, dead ? b->topo->queue : p->routing_key);
-  rc = mqproc__dirq_write(qdir, dead ? "failed" : "new", &m, name, tmp, dst, &fd, err);
+  q = dead ? &b->q : mqproc__dir_queue(b, p->routing_key, 0, &rc, err);
+  if (q != NULL && (rc = mqproc__dirq_write(q, &m, name, &fd, err)) == MQPROC_EBROKER_UNROUTABLE &&
+      q != &b->q) { /* removed since it was opened: once more, as it is now */
+    forget_queue(b, q);
+    if ((q = mqproc__dir_queue(b, p->routing_key, 0, &rc, err)) != NULL)
+      rc = mqproc__dirq_write(q, &m, name, &fd, err);
+  }
   free(headers);
   if (rc != MQPROC_OK && rc != MQPROC_EBROKER_UNROUTABLE)
     return rc;
   *seq = ++b->next_seq;
   if (rc == MQPROC_OK && dead) { /* the reason first, whole, as for a rejected job */
     const char *why = header(p, "x-mqproc-reason");
-    mqproc__dir_write_reason(qdir, name, why != NULL ? why : "dead-lettered");
+    mqproc__dirq_write_reason(q, name, why != NULL ? why : "dead-lettered");
   }
   if (rc == MQPROC_OK && b->durable) /* confirmed when the flusher reports it */
-    return mqproc__dirq_flusher_add(b->flusher, *seq, fd, tmp, dst, err);
-  if (rc == MQPROC_OK && mqproc__dirq_place(fd, 0, tmp, dst, err) != MQPROC_OK)
+    return mqproc__dirq_flusher_add(b->flusher, *seq, fd, q->sub[MQPROC__DIRQ_TMP],
+                                    q->sub[dead ? MQPROC__DIRQ_FAILED : MQPROC__DIRQ_NEW], name,
+                                    err);
+  if (rc == MQPROC_OK && mqproc__dirq_place(fd, 0, q->sub[MQPROC__DIRQ_TMP],
+                                            q->sub[dead ? MQPROC__DIRQ_FAILED : MQPROC__DIRQ_NEW],
+                                            name, err) != MQPROC_OK)
     rc = MQPROC_EBROKER_NACKED;
   b->confirms[b->n_confirms++] =
       (confirm_t){*seq, rc == MQPROC_EBROKER_UNROUTABLE && !p->mandatory ? MQPROC_OK : rc};

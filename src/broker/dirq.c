@@ -17,8 +17,6 @@
 #include "mqproc/mqproc.h"
 #include "util.h"
 
-static const char *const SUBDIRS[] = {"tmp", "new", "cur", "failed"};
-
 int mqproc__dirq_is_url(const char *url) {
   return url != NULL && strncmp(url, MQPROC__DIRQ_SCHEME, strlen(MQPROC__DIRQ_SCHEME)) == 0;
 }
@@ -47,79 +45,137 @@ int mqproc__dirq_spool(const char *url, char *out, int *durable, char *err) {
   return MQPROC_OK;
 }
 
-int mqproc__dirq_sync(const char *dir, char *err) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
-  if (fd < 0)
-    return mqproc__err(err, MQPROC_ESYS, "%s: %s", dir, strerror(errno));
-  rc = fsync(fd);
-  close(fd);
-  if (rc != 0)
-    return mqproc__err(err, MQPROC_ESYS, "fsync %s: %s", dir, strerror(errno));
+/* The modes of what the queue makes (the umask applies too). */
+static mode_t dir_mode(void) {
+  return 0775;
+}
+static mode_t file_mode(void) {
+  return 0664;
+}
+
+int mqproc__dirq_sync(int dirfd, const char *what, char *err) {
+  if (fsync(dirfd) != 0)
+    return mqproc__err(err, MQPROC_ESYS, "fsync %s: %s", what, strerror(errno));
   return MQPROC_OK;
 }
 
-/* mkdir when missing; a new directory is fsynced into its parent. */
-static int make_dir(const char *path, const char *parent, char *err) {
-  if (mkdir(path, 0775) == 0)
-    return mqproc__dirq_sync(parent, err);
-  if (errno == EEXIST) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-      return MQPROC_OK;
-    return mqproc__err(err, MQPROC_ESYS, "%s exists and is no directory", path);
-  }
-  return mqproc__err(err, MQPROC_ESYS, "cannot create %s: %s", path, strerror(errno));
+/* fsync() of the directory at path. */
+static int sync_path(const char *path, char *err) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+  if (fd < 0)
+    return mqproc__err(err, MQPROC_ESYS, "%s: %s", path, strerror(errno));
+  rc = mqproc__dirq_sync(fd, path, err);
+  close(fd);
+  return rc;
 }
 
-/* mkdir -p of the spool itself (each missing parent made and fsynced into its own). */
+/* mkdir -p of the spool itself (each missing parent made and fsynced into its own): the
+ * operator's path, links allowed. */
 static int make_spool(const char *spool, char *err) {
   char path[MQPROC__DIRQ_SPOOL_MAX], parent[MQPROC__DIRQ_SPOOL_MAX];
   struct stat st;
-  int rc;
   if (stat(spool, &st) == 0)
     return S_ISDIR(st.st_mode) ? MQPROC_OK
                                : mqproc__err(err, MQPROC_ESYS, "%s is no directory", spool);
   snprintf(path, sizeof(path), "%s", spool);
   for (char *p = path + 1;; p++) {
-    if (*p != '/' && *p != '\0')
+    char c = *p, *slash;
+    if (c != '/' && c != '\0')
       continue;
-    {
-      char c = *p;
-      *p = '\0';
-      snprintf(parent, sizeof(parent), "%s", path);
-      {
-        char *slash = strrchr(parent, '/');
-        if (slash == parent)
-          slash[1] = '\0';
-        else if (slash != NULL)
-          *slash = '\0';
-      }
-      if ((rc = make_dir(path, parent, err)) != MQPROC_OK)
+    *p = '\0';
+    snprintf(parent, sizeof(parent), "%s", path);
+    slash = strrchr(parent, '/');
+    if (slash == parent)
+      slash[1] = '\0';
+    else if (slash != NULL)
+      *slash = '\0';
+    if (mkdir(path, dir_mode()) == 0) {
+      int rc = sync_path(parent, err);
+      if (rc != MQPROC_OK)
         return rc;
-      *p = c;
-      if (c == '\0')
-        return MQPROC_OK;
+    } else if (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return mqproc__err(err, MQPROC_ESYS, "cannot create %s: %s", path,
+                         errno == EEXIST ? "it exists and is no directory" : strerror(errno));
     }
+    *p = c;
+    if (c == '\0')
+      return MQPROC_OK;
   }
 }
 
-int mqproc__dirq_make(const char *spool, const char *queue, char *qdir, char *err) {
-  char sub[PATH_MAX];
-  int rc;
-  if ((rc = make_spool(spool, err)) != MQPROC_OK)
-    return rc;
+/* Opens parent/name as a directory into *fd, following no link; made first when create
+ * (a new one fsynced into parent). path names it in err. */
+static int open_dir_at(int parent, const char *name, int create, const char *path, int *fd,
+                       char *err) {
+  struct stat st;
+  if (create && mkdirat(parent, name, dir_mode()) == 0 && fsync(parent) != 0)
+    return mqproc__err(err, MQPROC_ESYS, "fsync of the directory holding %s: %s", path,
+                       strerror(errno));
+  if ((*fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
+    return MQPROC_OK;
+  if (errno == ELOOP || errno == ENOTDIR)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "%s is %s: refused (a queue's directories are used as they are, never "
+                       "through a link)",
+                       path,
+                       fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)
+                           ? "a symbolic link"
+                           : "no directory");
+  if (errno == ENOENT)
+    return mqproc__err(err, MQPROC_EBROKER_UNROUTABLE, "no queue directory %s", path);
+  return mqproc__err(err, MQPROC_ESYS, "cannot open %s: %s", path, strerror(errno));
+}
+
+static const char *const SUB_NAMES[MQPROC__DIRQ_NSUB] = {"tmp", "new", "cur", "failed"};
+
+void mqproc__dirq_init(mqproc__dirq_q_t *q) {
+  q->fd = -1;
+  for (int i = 0; i < MQPROC__DIRQ_NSUB; i++)
+    q->sub[i] = -1;
+  q->path[0] = '\0';
+}
+
+void mqproc__dirq_close(mqproc__dirq_q_t *q) {
+  if (q->fd >= 0)
+    close(q->fd);
+  for (int i = 0; i < MQPROC__DIRQ_NSUB; i++)
+    if (q->sub[i] >= 0)
+      close(q->sub[i]);
+  mqproc__dirq_init(q);
+}
+
+int mqproc__dirq_open(const char *spool, const char *queue, int create, mqproc__dirq_q_t *q,
+                      char *err) {
+  char sub[MQPROC__DIRQ_QDIR_MAX + 16];
+  int sfd, rc;
+  mqproc__dirq_init(q);
   if (queue[0] == '\0' || queue[0] == '.' || strchr(queue, '/') != NULL ||
       strlen(queue) > MQPROC__DIRQ_NAME_MAX)
     return mqproc__err(err, MQPROC_EINVAL, "'%s' cannot name a queue directory", queue);
-  snprintf(qdir, MQPROC__DIRQ_QDIR_MAX, "%s/%s", spool, queue);
-  if ((rc = make_dir(qdir, spool, err)) != MQPROC_OK)
+  if (create && (rc = make_spool(spool, err)) != MQPROC_OK)
     return rc;
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(SUBDIRS); i++) {
-    snprintf(sub, sizeof(sub), "%s/%s", qdir, SUBDIRS[i]);
-    if ((rc = make_dir(sub, qdir, err)) != MQPROC_OK)
-      return rc;
+  if ((sfd = open(spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    return mqproc__err(err, errno == ENOENT ? MQPROC_EBROKER_UNROUTABLE : MQPROC_ESYS,
+                       "the spool %s: %s", spool, strerror(errno));
+  snprintf(q->path, sizeof(q->path), "%s/%s", spool, queue);
+  rc = open_dir_at(sfd, queue, create, q->path, &q->fd, err);
+  close(sfd);
+  for (int i = 0; rc == MQPROC_OK && i < MQPROC__DIRQ_NSUB; i++) {
+    snprintf(sub, sizeof(sub), "%s/%s", q->path, SUB_NAMES[i]);
+    rc = open_dir_at(q->fd, SUB_NAMES[i], create, sub, &q->sub[i], err);
   }
-  return MQPROC_OK;
+  if (rc != MQPROC_OK)
+    mqproc__dirq_close(q);
+  return rc;
+}
+
+int mqproc__dirq_make(const char *spool, const char *queue, char *qdir, char *err) {
+  mqproc__dirq_q_t q;
+  int rc = mqproc__dirq_open(spool, queue, 1, &q, err);
+  if (rc == MQPROC_OK)
+    snprintf(qdir, MQPROC__DIRQ_QDIR_MAX, "%s", q.path);
+  mqproc__dirq_close(&q);
+  return rc;
 }
 
 void mqproc__dirq_name(int priority, int again, char *out, size_t n) {
@@ -162,19 +218,11 @@ static int write_all(int fd, const void *buf, size_t len) {
   return 0;
 }
 
-int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg_t *m,
-                       char *name_out, char *tmp, char *dst, int *fd_out, char *err) {
-  char q[MQPROC__DIRQ_QDIR_MAX], dir[MQPROC__DIRQ_QDIR_MAX + 16];
+int mqproc__dirq_write(const mqproc__dirq_q_t *q, const mqproc__dirq_msg_t *m, char *name_out,
+                       int *fd_out, char *err) {
   char *env = NULL;
-  struct stat st;
   int fd, ok;
   *fd_out = -1;
-  if (strlen(qdir) >= sizeof(q) || strlen(sub) > 8)
-    return mqproc__err(err, MQPROC_EINVAL, "the queue's path is too long: %s", qdir);
-  snprintf(q, sizeof(q), "%s", qdir);
-  snprintf(dir, sizeof(dir), "%s/%s", q, sub);
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return mqproc__err(err, MQPROC_EBROKER_UNROUTABLE, "no queue directory %s", dir);
   if (m->content_type != NULL || m->message_id != NULL || m->headers_json != NULL) {
     json_t *meta = json_object(),
            *h = m->headers_json != NULL ? json_loads(m->headers_json, 0, NULL) : NULL;
@@ -194,63 +242,151 @@ int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg
       return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   mqproc__dirq_name(m->priority, 0, name_out, MQPROC__DIRQ_NAME_MAX);
-  snprintf(tmp, PATH_MAX, "%s/tmp/%s", q, name_out);
-  snprintf(dst, PATH_MAX, "%s/%s", dir, name_out);
-  if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0664)) < 0) {
+  if ((fd = openat(q->sub[MQPROC__DIRQ_TMP], name_out,
+                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode())) < 0) {
+    int e = errno;
     free(env);
-    return mqproc__err(err, errno == ENOENT ? MQPROC_EBROKER_UNROUTABLE : MQPROC_ESYS,
-                       "cannot create %s: %s", tmp, strerror(errno));
+    return mqproc__err(err, e == ENOENT ? MQPROC_EBROKER_UNROUTABLE : MQPROC_ESYS,
+                       "cannot create %s/tmp/%s: %s", q->path, name_out, strerror(e));
   }
   ok = (env == NULL || write_all(fd, env, strlen(env)) == 0) && write_all(fd, m->body, m->len) == 0;
   free(env);
   if (!ok) {
     int e = errno;
     close(fd);
-    unlink(tmp);
-    return mqproc__err(err, MQPROC_ESYS, "cannot write %s: %s", tmp, strerror(e));
+    unlinkat(q->sub[MQPROC__DIRQ_TMP], name_out, 0);
+    return mqproc__err(err, MQPROC_ESYS, "cannot write %s/tmp/%s: %s", q->path, name_out,
+                       strerror(e));
   }
   *fd_out = fd;
   return MQPROC_OK;
 }
 
-void mqproc__dirq_remove(const char *path, int fd, int wfd) {
-  if (path != NULL && unlink(path) != 0 && errno != ENOENT)
-    MQPROC__WARN("dir queue: cannot remove %s: %s", path, strerror(errno));
+void mqproc__dirq_remove(int dirfd, const char *name, int fd, int wfd) {
+  if (name != NULL && unlinkat(dirfd, name, 0) != 0 && errno != ENOENT)
+    MQPROC__WARN("dir queue: cannot remove %s: %s", name, strerror(errno));
   if (fd >= 0)
     close(fd); /* the lock first, then the writer's close (the event) */
   if (wfd >= 0)
     close(wfd);
 }
 
-int mqproc__dirq_place(int fd, int flush, const char *tmp, const char *dst, char *err) {
+int mqproc__dirq_place(int fd, int flush, int tmp_dir, int dst_dir, const char *name, char *err) {
   int ok = !flush || fdatasync(fd) == 0, e = errno;
   if (close(fd) != 0 && ok) {
     ok = 0;
     e = errno;
   }
   if (!ok) {
-    unlink(tmp);
-    return mqproc__err(err, MQPROC_ESYS, "cannot write %s: %s", tmp, strerror(e));
+    unlinkat(tmp_dir, name, 0);
+    return mqproc__err(err, MQPROC_ESYS, "cannot write tmp/%s: %s", name, strerror(e));
   }
-  if (rename(tmp, dst) != 0) {
+  if (renameat(tmp_dir, name, dst_dir, name) != 0) {
     e = errno;
-    unlink(tmp);
-    return mqproc__err(err, MQPROC_ESYS, "cannot move %s to %s: %s", tmp, dst, strerror(e));
+    unlinkat(tmp_dir, name, 0);
+    return mqproc__err(err, MQPROC_ESYS, "cannot move tmp/%s into place: %s", name, strerror(e));
   }
   return MQPROC_OK;
 }
 
-int mqproc__dirq_put(const char *qdir, const char *sub, const mqproc__dirq_msg_t *m, int sync_dir,
+int mqproc__dirq_put(const mqproc__dirq_q_t *q, int sub, const mqproc__dirq_msg_t *m, int sync_dir,
                      char *name_out, char *err) {
-  char tmp[PATH_MAX], dst[PATH_MAX];
-  int fd, rc = mqproc__dirq_write(qdir, sub, m, name_out, tmp, dst, &fd, err);
+  int fd, rc = mqproc__dirq_write(q, m, name_out, &fd, err);
   if (rc == MQPROC_OK)
-    rc = mqproc__dirq_place(fd, 1, tmp, dst, err);
-  if (rc == MQPROC_OK && sync_dir) {
-    *strrchr(dst, '/') = '\0';
-    rc = mqproc__dirq_sync(dst, err);
-  }
+    rc = mqproc__dirq_place(fd, 1, q->sub[MQPROC__DIRQ_TMP], q->sub[sub], name_out, err);
+  if (rc == MQPROC_OK && sync_dir)
+    rc = mqproc__dirq_sync(q->sub[sub], q->path, err);
   return rc;
+}
+
+/* What a directory entry is, for a reason given to a person. */
+static const char *kind_of(mode_t mode) {
+  return S_ISDIR(mode)                    ? "a directory"
+         : S_ISFIFO(mode)                 ? "a FIFO"
+         : S_ISLNK(mode)                  ? "a symbolic link"
+         : S_ISSOCK(mode)                 ? "a socket"
+         : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
+                                          : "not a regular file";
+}
+
+int mqproc__dirq_open_entry(int dirfd, const char *name, int flags, struct stat *st,
+                            const char **why) {
+  int fd = openat(dirfd, name, flags | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC), e;
+  *why = NULL;
+  if (fd < 0) {
+    e = errno;
+    if (e == ELOOP || e == EISDIR || e == ENXIO || e == ENODEV || e == ETXTBSY) {
+      /* a link, a directory opened for writing, a socket, ...: what is it? */
+      *why = fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) == 0 ? kind_of(st->st_mode)
+                                                                : "not a regular file";
+      return -2;
+    }
+    errno = e;
+    return -1;
+  }
+  if (fstat(fd, st) != 0) {
+    e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    *why = kind_of(st->st_mode);
+    close(fd);
+    return -2;
+  }
+  if (fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) { /* reads block as a file's do */
+    e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+void mqproc__dirq_write_reason(const mqproc__dirq_q_t *q, const char *name, const char *why) {
+  char rname[NAME_MAX + 8];
+  size_t len = strlen(why);
+  int fd, ok;
+  snprintf(rname, sizeof(rname), "%.*s.reason", NAME_MAX - 7, name);
+  if ((fd = openat(q->sub[MQPROC__DIRQ_TMP], rname,
+                   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                   file_mode())) < 0) {
+    MQPROC__WARN("dir queue: cannot write %s/tmp/%s: %s", q->path, rname, strerror(errno));
+    return;
+  }
+  ok = write_all(fd, why, len) == 0 && write_all(fd, "\n", 1) == 0;
+  if (close(fd) != 0 || !ok ||
+      renameat(q->sub[MQPROC__DIRQ_TMP], rname, q->sub[MQPROC__DIRQ_FAILED], rname) != 0) {
+    MQPROC__WARN("dir queue: cannot write %s/failed/%s: %s", q->path, rname, strerror(errno));
+    unlinkat(q->sub[MQPROC__DIRQ_TMP], rname, 0);
+  }
+}
+
+int mqproc__dirq_to_failed(const mqproc__dirq_q_t *q, int from, const char *name, const char *why) {
+  char fresh[MQPROC__DIRQ_NAME_MAX];
+  const char *to = name;
+  if (renameat2(q->sub[from], name, q->sub[MQPROC__DIRQ_FAILED], name, RENAME_NOREPLACE) != 0) {
+    if (errno == ENOENT)
+      return 0;
+    if (errno != EEXIST) {
+      MQPROC__WARN("dir queue: cannot move %s/%s/%s to failed/: %s", q->path, SUB_NAMES[from], name,
+                   strerror(errno));
+      return -1;
+    }
+    /* a name there already (the same job failed before): a fresh one, never over it */
+    mqproc__dirq_name(mqproc__dirq_name_priority(name), 0, fresh, sizeof(fresh));
+    if (renameat(q->sub[from], name, q->sub[MQPROC__DIRQ_FAILED], fresh) != 0) {
+      if (errno == ENOENT)
+        return 0;
+      MQPROC__WARN("dir queue: cannot move %s/%s/%s to failed/: %s", q->path, SUB_NAMES[from], name,
+                   strerror(errno));
+      return -1;
+    }
+    to = fresh;
+  }
+  mqproc__dirq_write_reason(q, to, why);
+  return 1;
 }
 
 int mqproc__dirq_parse(const char *data, size_t len, mqproc__dirq_msg_t *m, json_t **meta) {
@@ -276,14 +412,16 @@ int mqproc__dirq_parse(const char *data, size_t len, mqproc__dirq_msg_t *m, json
   return 0;
 }
 
-long mqproc__dirq_count(const char *qdir) {
-  char dir[PATH_MAX];
+long mqproc__dirq_count(const mqproc__dirq_q_t *q) {
+  int fd = openat(q->sub[MQPROC__DIRQ_NEW], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d;
   struct dirent *e;
   long n = 0;
-  snprintf(dir, sizeof(dir), "%s/new", qdir);
-  if ((d = opendir(dir)) == NULL)
+  if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+    if (fd >= 0)
+      close(fd);
     return -1;
+  }
   while ((e = readdir(d)) != NULL)
     n += e->d_name[0] != '.';
   closedir(d);

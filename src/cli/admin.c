@@ -2,6 +2,7 @@
 #include "admin.h"
 
 #include <pwd.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,18 +149,25 @@ void mqproc__args_usage(const char *usage, const aopt_t *opts) {
 
 long long mqproc__parse_duration(const char *s) {
   char *end;
-  long long n = s != NULL ? strtoll(s, &end, 10) : -1;
-  if (s == NULL || end == s || n < 0)
+  long long n, unit;
+  errno = 0;
+  n = s != NULL ? strtoll(s, &end, 10) : -1;
+  if (s == NULL || end == s || n < 0 || errno == ERANGE)
     return -1;
   if (*end == '\0' || !strcmp(end, "s"))
-    return n;
-  if (!strcmp(end, "m"))
-    return n * 60;
-  if (!strcmp(end, "h"))
-    return n * 3600;
-  if (!strcmp(end, "d"))
-    return n * 86400;
-  return -1;
+    unit = 1;
+  else if (!strcmp(end, "m"))
+    unit = 60;
+  else if (!strcmp(end, "h"))
+    unit = 3600;
+  else if (!strcmp(end, "d"))
+    unit = 86400;
+  else
+    return -1;
+  /* beyond a century is no duration a job table holds, and its seconds must not wrap */
+  if (n > MQPROC__DURATION_MAX_S / unit)
+    return -1;
+  return n * unit;
 }
 
 /* ---- broker ------------------------------------------------------------------------- */
@@ -275,8 +283,11 @@ void mqproc__print_rows(json_t *rows, const char *const *cols, int width) {
     printf("%-*s%s", w[k], cols[k], k + 1 < nf ? "  " : "\n");
   json_array_foreach(rows, i, row) {
     for (int k = 0; k < nf; k++) {
-      char *s = cell(json_object_get(row, cols[k]));
-      printf("%-*.*s%s", w[k], w[k], s != NULL ? s : "", k + 1 < nf ? "  " : "\n");
+      char *s = cell(json_object_get(row, cols[k])), *e = NULL;
+      if (s != NULL && isatty(STDOUT_FILENO)) /* error texts may carry escape sequences */
+        e = mqproc__term_escape(s, strlen(s));
+      printf("%-*.*s%s", w[k], w[k], e != NULL ? e : s != NULL ? s : "", k + 1 < nf ? "  " : "\n");
+      free(e);
       free(s);
     }
   }

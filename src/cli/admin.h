@@ -56,6 +56,7 @@ const char *mqproc__arg_nth(const args_t *a, const char *name, int i);
 /* Prints usage and the option list. */
 void mqproc__args_usage(const char *usage, const aopt_t *opts);
 /* A duration like 30s, 15m, 2h, 30d (or plain seconds) in seconds; -1 when invalid. */
+#define MQPROC__DURATION_MAX_S (100LL * 365 * 86400) /* a century */
 long long mqproc__parse_duration(const char *s);
 
 /* ---- database ----------------------------------------------------------------------- */

@@ -2,11 +2,15 @@
  * the indexes of sql/005_fleet.sql (newest first by queued_at, keyset pages); bulk
  * actions print how many rows they would touch and act only with --yes, in batches of
  * at most 1000 rows per transaction; every action lands in mqproc_audit. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "admin.h"
+#include "joblog.h"
+#include "util.h"
 
 #define BATCH 1000
 
@@ -23,6 +27,7 @@ static const aopt_t OPTS[] = {
     {"limit", 0, 1, NULL, "list: at most this many rows (default 50)"},
     {"after", 0, 1, NULL, "list: the page after this cursor (printed with the previous page)"},
     {"older-than", 0, 1, NULL, "purge: finished longer ago than this duration (required)"},
+    {"force", 0, 0, NULL, "purge: allow --older-than under an hour"},
     {"yes", 'y', 0, NULL, "bulk forms: act (without it they only count)"},
     {"json", 0, 0, NULL, "machine-readable output"},
     {NULL, 0, 0, NULL, NULL}};
@@ -33,7 +38,9 @@ static const char USAGE[] =
     "       mqproc jobs log ID       the job's log file\n"
     "       mqproc jobs retry ID... | retry --state FAILED [--processor P] [--yes]\n"
     "       mqproc jobs cancel ID... [--processor P]   (P: cancel jobs not delivered yet)\n"
-    "       mqproc jobs purge --older-than 30d [--state S] [--processor P] [--yes]\n";
+    "       mqproc jobs purge --older-than 30d [--state S] [--processor P] [--yes]\n"
+    "         (never a job whose result or dead letter is still to be sent, or that is to be\n"
+    "          republished; under an hour only with --force)\n";
 
 static const char *const LIST_COLS[] = {
     "job_id",       "processor_name", "state",     "attempt",    "tries",
@@ -89,7 +96,9 @@ static int show(mqproc__odb_t *c, const args_t *a, const char *id) {
       continue;
     s = json_is_string(v) ? strdup(json_string_value(v))
                           : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    printf("%-20s %s\n", key, s != NULL ? s : "");
+    printf("%-20s ", key); /* processor output and errors may carry escape sequences */
+    mqproc__print_term(stdout, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
+    putchar('\n');
     free(s);
   }
   printf("tries:\n");
@@ -108,9 +117,10 @@ static int show_log(mqproc__odb_t *c, const char *id) {
   mqproc__ores_t *r =
       mqproc__admin_q(c, "SELECT log_path FROM mqproc_jobs WHERE job_id = $1",
                       "SELECT log_path FROM mqproc_jobs WHERE job_id = ?1", 1, vals);
-  FILE *f;
-  char buf[65536];
+  FILE *f = NULL;
+  char buf[65536], err[MQPROC_ERR_LEN];
   size_t n;
+  int fd = -1;
   if (r == NULL)
     return 1;
   if (mqproc__ores_rows(r) == 0 || mqproc__ores_null(r, 0, 0)) {
@@ -119,16 +129,23 @@ static int show_log(mqproc__odb_t *c, const char *id) {
     mqproc__ores_free(r);
     return 1;
   }
-  f = fopen(mqproc__ores_get(r, 0, 0), "r");
-  if (f == NULL) {
-    fprintf(stderr, "mqproc jobs log: cannot read %s (it is on the host that ran the job)\n",
-            mqproc__ores_get(r, 0, 0));
+  /* opened as the server opens it: a link or a FIFO a processor put in its place is
+   * refused, never followed, never waited on */
+  if ((fd = mqproc__joblog_open_read(mqproc__ores_get(r, 0, 0), err)) < 0 ||
+      (f = fdopen(fd, "r")) == NULL) {
+    if (errno == ENOENT)
+      fprintf(stderr, "mqproc jobs log: cannot read %s (it is on the host that ran the job)\n",
+              mqproc__ores_get(r, 0, 0));
+    else
+      fprintf(stderr, "mqproc jobs log: %s\n", err);
+    if (fd >= 0)
+      close(fd);
     mqproc__ores_free(r);
     return 1;
   }
   mqproc__ores_free(r);
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-    fwrite(buf, 1, n, stdout);
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) /* escaped on a terminal */
+    mqproc__print_term(stdout, buf, n);
   fclose(f);
   return 0;
 }
@@ -261,6 +278,8 @@ static int cancel(mqproc__odb_t *c, const args_t *a) {
   return n == a->npos - 1 ? 0 : 1;
 }
 
+#define PURGE_FLOOR_S 3600 /* a job's row outlives its redeliveries by this at least */
+
 static int purge(mqproc__odb_t *c, const args_t *a) {
   long long secs = mqproc__parse_duration(mqproc__arg(a, "older-than")), n, total = 0;
   const char *state = mqproc__arg(a, "state"), *proc = mqproc__arg(a, "processor");
@@ -269,14 +288,26 @@ static int purge(mqproc__odb_t *c, const args_t *a) {
   static const char WHERE[] =
       "end_time < now() - $1::bigint * interval '1 second'"
       " AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND ($2::text IS NULL OR state = $2)"
-      " AND ($3::text IS NULL OR processor_name = $3)";
+      " AND ($3::text IS NULL OR processor_name = $3)"
+      /* the outbox's, the dead-letter sweep's and the republish sweep's rows stay */
+      " AND NOT delivery_acked AND NOT dead_letter_pending AND NOT republish";
   static const char SQ_WHERE[] =
       "end_time < mq_now() - CAST(?1 AS INTEGER) * 1000"
       " AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND (?2 IS NULL OR state = ?2)"
-      " AND (?3 IS NULL OR processor_name = ?3)";
+      " AND (?3 IS NULL OR processor_name = ?3)"
+      " AND NOT delivery_acked AND NOT dead_letter_pending AND NOT republish";
   char sql[1024], sq[1024];
   if (secs < 0) {
-    fprintf(stderr, "mqproc jobs purge: --older-than DURATION is required (e.g. 30d)\n");
+    fprintf(stderr, "mqproc jobs purge: --older-than DURATION is required (e.g. 30d; at most "
+                    "a century)\n");
+    return 2;
+  }
+  if (secs < PURGE_FLOOR_S && !mqproc__has(a, "force")) {
+    fprintf(stderr,
+            "mqproc jobs purge: --older-than %s is under an hour: the rows of jobs that just "
+            "ended may still be read (a redelivery of a finished job is recognised by its "
+            "row); add --force to purge them anyway\n",
+            mqproc__arg(a, "older-than"));
     return 2;
   }
   snprintf(s, sizeof(s), "%lld", secs);

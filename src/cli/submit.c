@@ -222,6 +222,11 @@ int mqproc__cmd_submit(int argc, char **argv) {
       mqproc__arg(&a, "exchange") != NULL ? mqproc__arg(&a, "exchange") : "ocrd-network-default";
   ids = json_array();
   rc = 0;
+  /* dir://: the result queue is made here (servers make one only where the operator's
+   * --result-queue-pattern allows) */
+  if (mqproc__arg(&a, "result-queue") != NULL &&
+      mqproc__amqp_make_queue(amqp, mqproc__arg(&a, "result-queue")) != 0)
+    rc = 1;
   for (long i = 0; i < count && rc == 0; i++) {
     char id[300], err[256], *body = NULL;
     size_t len;

@@ -3,13 +3,17 @@
  * kept between reads), and its answer is rendered and sent from the loop. */
 #include "http/dash.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "http/auth.h"
 #include "http/page.h"
+#include "joblog.h"
 #include "log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
@@ -77,21 +81,23 @@ static admin_amqp_t *broker(mqproc__dash_t *d) {
   return d->amqp;
 }
 
+/* The last LOG_TAIL bytes of a job's log, opened as the server opens it (a link or a FIFO
+ * a processor put there is refused: never followed, never waited on); NULL when it cannot
+ * be read. */
 static char *tail_of(const char *path) {
-  FILE *f = path != NULL ? fopen(path, "r") : NULL;
-  char *buf;
-  long size;
-  size_t n;
-  if (f == NULL)
+  char err[MQPROC_ERR_LEN], *buf;
+  int fd = path != NULL ? mqproc__joblog_open_read(path, err) : -1;
+  struct stat st;
+  ssize_t n;
+  if (fd < 0)
     return NULL;
-  fseek(f, 0, SEEK_END);
-  size = ftell(f);
-  fseek(f, size > LOG_TAIL ? size - LOG_TAIL : 0, SEEK_SET);
-  if ((buf = malloc(LOG_TAIL + 1)) != NULL) {
-    n = fread(buf, 1, LOG_TAIL, f);
-    buf[n] = '\0';
+  if (fstat(fd, &st) != 0 || (buf = malloc(LOG_TAIL + 1)) == NULL) {
+    close(fd);
+    return NULL;
   }
-  fclose(f);
+  n = pread(fd, buf, LOG_TAIL, st.st_size > LOG_TAIL ? st.st_size - LOG_TAIL : 0);
+  buf[n > 0 ? n : 0] = '\0';
+  close(fd);
   if (buf != NULL) { /* cut anywhere: the page is UTF-8 */
     char *clean = NULL;
     mqproc__utf8_clean(buf, &clean);

@@ -21,6 +21,7 @@ struct admin_amqp {
   uint64_t seq;
   char spool[MQPROC__DIRQ_SPOOL_MAX];
   char made[MQPROC__DIRQ_NAME_MAX + 1]; /* the queue last made (a --count run makes it once) */
+  mqproc__dirq_q_t q;                   /* its directories, open */
 };
 
 /* ---- dir:// ------------------------------------------------------------------------- */
@@ -30,6 +31,7 @@ static admin_amqp_t *dir_open(const char *url) {
   admin_amqp_t *a = calloc(1, sizeof(*a));
   if (a == NULL)
     return NULL;
+  mqproc__dirq_init(&a->q);
   if (mqproc__dirq_spool(url, a->spool, NULL, err) != MQPROC_OK) {
     fprintf(stderr, "mqproc: %s\n", err);
     free(a);
@@ -41,7 +43,7 @@ static admin_amqp_t *dir_open(const char *url) {
 static int dir_send(admin_amqp_t *a, const char *rk, const void *body, size_t len,
                     const char *content_type, const char *message_id, int priority,
                     const char *const *headers, size_t n_headers) {
-  char err[MQPROC_ERR_LEN], qdir[MQPROC__DIRQ_QDIR_MAX], name[MQPROC__DIRQ_NAME_MAX], *hj = NULL;
+  char err[MQPROC_ERR_LEN], name[MQPROC__DIRQ_NAME_MAX], *hj = NULL;
   mqproc__dirq_msg_t m = {.body = body,
                           .len = len,
                           .content_type = content_type,
@@ -64,14 +66,16 @@ static int dir_send(admin_amqp_t *a, const char *rk, const void *body, size_t le
     m.headers_json = hj;
   }
   /* a queue no server made yet is made here: the first server finds its jobs waiting */
-  if (strcmp(a->made, rk) == 0) {
-    snprintf(qdir, sizeof(qdir), "%s/%s", a->spool, rk);
+  if (strcmp(a->made, rk) == 0 && a->q.fd >= 0) {
     rc = MQPROC_OK;
-  } else if ((rc = mqproc__dirq_make(a->spool, rk, qdir, err)) == MQPROC_OK) {
-    snprintf(a->made, sizeof(a->made), "%s", rk);
+  } else {
+    mqproc__dirq_close(&a->q);
+    a->made[0] = '\0';
+    if ((rc = mqproc__dirq_open(a->spool, rk, 1, &a->q, err)) == MQPROC_OK)
+      snprintf(a->made, sizeof(a->made), "%s", rk);
   }
   if (rc == MQPROC_OK)
-    rc = mqproc__dirq_put(qdir, "new", &m, 1, name, err);
+    rc = mqproc__dirq_put(&a->q, MQPROC__DIRQ_NEW, &m, 1, name, err);
   free(hj);
   if (rc != MQPROC_OK) {
     fprintf(stderr, "mqproc: not queued: %s\n", err);
@@ -243,12 +247,14 @@ int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, con
 int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers) {
   amqp_queue_declare_ok_t *ok;
   if (a->conn == NULL) { /* a directory queue keeps no list of its consumers */
-    char qdir[MQPROC__DIRQ_QDIR_MAX];
-    if (queue[0] == '\0' || queue[0] == '.' || strchr(queue, '/') != NULL)
+    char err[MQPROC_ERR_LEN];
+    mqproc__dirq_q_t q;
+    if (mqproc__dirq_open(a->spool, queue, 0, &q, err) != MQPROC_OK)
       return -1;
-    snprintf(qdir, sizeof(qdir), "%s/%.*s", a->spool, MQPROC__DIRQ_NAME_MAX, queue);
     *consumers = -1;
-    return (*messages = mqproc__dirq_count(qdir)) >= 0 ? 0 : -1;
+    *messages = mqproc__dirq_count(&q);
+    mqproc__dirq_close(&q);
+    return *messages >= 0 ? 0 : -1;
   }
   ok = amqp_queue_declare(a->conn, 1, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
   if (ok == NULL) { /* 404: the channel is closed; open it again for the next call */
@@ -267,10 +273,22 @@ int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long 
   return 0;
 }
 
+int mqproc__amqp_make_queue(admin_amqp_t *a, const char *queue) {
+  char err[MQPROC_ERR_LEN], qdir[MQPROC__DIRQ_QDIR_MAX];
+  if (a->conn != NULL) /* the servers declare result queues on AMQP */
+    return 0;
+  if (mqproc__dirq_make(a->spool, queue, qdir, err) != MQPROC_OK) {
+    fprintf(stderr, "mqproc: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
 void mqproc__amqp_close(admin_amqp_t *a) {
   if (a == NULL)
     return;
   if (a->conn == NULL) {
+    mqproc__dirq_close(&a->q);
     free(a);
     return;
   }

@@ -25,6 +25,10 @@ int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, con
 /* Passive declare: ready messages and consumers; -1 when the queue does not exist (the
  * channel is opened again), -2 when the connection is gone. */
 int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers);
+/* dir://: makes the queue's directory (a result queue a job names: servers make one only
+ * where --result-queue-pattern allows); AMQP: nothing (servers declare result queues).
+ * 0, or -1 after printing why. */
+int mqproc__amqp_make_queue(admin_amqp_t *a, const char *queue);
 void mqproc__amqp_close(admin_amqp_t *a);
 
 /* ---- rows --------------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -30,29 +31,6 @@ static char *spool(void) {
 
 static char *url(void) {
   return it_fmt("dir://%s", spool());
-}
-
-/* Files in dir (not counting dot files), 0 when it is missing. */
-static int files_in(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  int n = 0;
-  if (d == NULL)
-    return 0;
-  while ((e = readdir(d)) != NULL)
-    n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
-
-/* Waits until dir holds n files. */
-static int files_become(const char *dir, int n) {
-  for (int i = 0; i < WAIT_MS / 50; i++) {
-    if (files_in(dir) == n)
-      return 1;
-    usleep(50 * 1000);
-  }
-  return 0;
 }
 
 /* The first file of dir whose name ends with suffix ("" any), its content; NULL: none. */
@@ -113,9 +91,10 @@ Test(dirqueue, jobs_from_submit_and_a_shell_producer_run_and_results_land_beside
   cr_assert_eq(rename(tmpf, newf), 0);
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dq-cli-1'", "SUCCESS"));
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dq-shell-1'", "SUCCESS"));
-  cr_expect(files_become(it_fmt("%s/cur", q), 0), "every claimed file was settled");
-  cr_expect_eq(files_in(it_fmt("%s/new", q)), 0);
-  cr_assert(files_become(it_fmt("%s/%s/new", spool(), rq), 1), "the result in the sibling queue");
+  cr_expect(it_files_become(it_fmt("%s/cur", q), 0), "every claimed file was settled");
+  cr_expect_eq(it_files_in(it_fmt("%s/new", q)), 0);
+  cr_assert(it_files_become(it_fmt("%s/%s/new", spool(), rq), 1),
+            "the result in the sibling queue");
   res = first_file(it_fmt("%s/%s/new", spool(), rq), "");
   cr_expect(strstr(res, "\"job_id\": \"dq-cli-1\"") != NULL || strstr(res, "dq-cli-1") != NULL,
             "%s", res);
@@ -156,7 +135,7 @@ Test(dirqueue, a_failing_job_goes_to_the_end_then_to_failed_with_its_reason) {
   submit(proc, "dqf-ok-2", NULL);
   srv = start(proc, more, envp);
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqf-fail-1'", "FAILED"));
-  cr_assert(files_become(it_fmt("%s/failed", q), 2), "the message and its reason in failed/");
+  cr_assert(it_files_become(it_fmt("%s/failed", q), 2), "the message and its reason in failed/");
   lines = it_read_file(marker);
   /* two tries, then the others, then two more tries at the end of the queue */
   cr_expect(strstr(lines, "dqf-ok-2") < strstr(lines, "dqf-fail-1 2 "), "requeued to the end: %s",
@@ -164,36 +143,48 @@ Test(dirqueue, a_failing_job_goes_to_the_end_then_to_failed_with_its_reason) {
   cr_expect_eq(it_file_lines(marker), 6, "%s", lines);
   reason = first_file(it_fmt("%s/failed", q), ".reason");
   cr_expect(reason != NULL && strstr(reason, "exited with status 3") != NULL, "%s", reason);
-  cr_expect(files_become(it_fmt("%s/cur", q), 0));
-  cr_expect_eq(files_in(it_fmt("%s/new", q)), 0, "nothing left behind");
+  cr_expect(it_files_become(it_fmt("%s/cur", q), 0));
+  cr_expect_eq(it_files_in(it_fmt("%s/new", q)), 0, "nothing left behind");
   it_server_stop(srv);
 }
 
+/* A file is abandoned when untouched for the later of its mtime and ctime: one copied in
+ * with its old mtime kept (cp -p, rsync -t, tar) arrived now and stays. The limit is an
+ * hour; MQPROC_DIR_TMP_ABANDONED_MS makes it 1.5 s here, so the test waits for a file to
+ * age (the clock is what is tested: there is no event to await). */
 Test(dirqueue, an_abandoned_file_in_tmp_is_removed_and_a_fresh_one_is_not) {
   char *proc = it_name("dqt"), *q = it_fmt("%s/%s", spool(), proc);
-  char *old, *fresh;
+  char *old, *fresh, *copied;
   struct timeval two_hours_ago[2];
+  struct timespec age = {1, 600 * 1000 * 1000};
+  const char *envp[] = {"MQPROC_DIR_TMP_ABANDONED_MS=1500", NULL};
   it_server_t *srv;
   FILE *f;
   submit(proc, "dqt-1", NULL); /* makes the queue */
   old = it_fmt("%s/tmp/old-writer", q);
   fresh = it_fmt("%s/tmp/fresh-writer", q);
+  copied = it_fmt("%s/tmp/copied-with-its-mtime", q);
   cr_assert_not_null(f = fopen(old, "w"));
   fputs("half a job", f);
   fclose(f);
+  nanosleep(&age, NULL);
   cr_assert_not_null(f = fopen(fresh, "w"));
   fputs("half a job", f);
+  fclose(f);
+  cr_assert_not_null(f = fopen(copied, "w"));
+  fputs("a whole job, copied in", f);
   fclose(f);
   gettimeofday(&two_hours_ago[0], NULL);
   two_hours_ago[0].tv_sec -= 7200;
   two_hours_ago[1] = two_hours_ago[0];
-  cr_assert_eq(utimes(old, two_hours_ago), 0);
-  srv = start(proc, NULL, NULL);
+  cr_assert_eq(utimes(copied, two_hours_ago), 0);
+  srv = start(proc, NULL, envp);
   /* the server looks at tmp/ when it opens the queue, before its first claim */
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqt-1'", "SUCCESS"));
-  cr_expect_neq(access(old, F_OK), 0, "untouched for two hours: removed");
+  cr_expect_neq(access(old, F_OK), 0, "untouched for 1.6 s: removed");
   cr_expect_eq(access(fresh, F_OK), 0, "a file being written stays");
-  cr_expect(it_server_wait_log(srv, "abandoned file(s) from tmp/", WAIT_MS));
+  cr_expect_eq(access(copied, F_OK), 0, "an old mtime, but it arrived just now: stays");
+  cr_expect(it_server_wait_log(srv, "removed 1 abandoned file(s) from tmp/", WAIT_MS));
   it_server_stop(srv);
 }
 
@@ -207,7 +198,7 @@ Test(dirqueue, a_file_that_is_no_job_is_dead_lettered_and_the_queue_goes_on) {
   cr_assert_eq(rename(it_fmt("%s/tmp/junk", q), it_fmt("%s/new/50-junk", q)), 0);
   submit(proc, "dqb-ok-1", NULL);
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqb-ok-1'", "SUCCESS"));
-  cr_assert(files_become(it_fmt("%s/failed", q), 2), "the junk and its reason");
+  cr_assert(it_files_become(it_fmt("%s/failed", q), 2), "the junk and its reason");
   reason = first_file(it_fmt("%s/failed", q), ".reason");
   cr_expect_not_null(reason);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_dead_letters", 0), 1, "recorded too");
@@ -222,7 +213,7 @@ Test(dirqueue, a_killed_servers_job_is_taken_back_and_finished_once) {
   int st;
   submit(proc, "dqk-1", NULL);
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqk-1'", "RUNNING"));
-  cr_expect_eq(files_in(it_fmt("%s/cur", q)), 1, "claimed");
+  cr_expect_eq(it_files_in(it_fmt("%s/cur", q)), 1, "claimed");
   it_server_signal(a, SIGKILL);
   st = it_server_wait_exit(a, WAIT_MS);
   cr_assert(WIFSIGNALED(st));
@@ -232,8 +223,8 @@ Test(dirqueue, a_killed_servers_job_is_taken_back_and_finished_once) {
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqk-1'", "SUCCESS"));
   cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'dqk-1'", 0), 2,
                "a new attempt (the fencing token grew)");
-  cr_expect(files_become(it_fmt("%s/cur", q), 0));
-  cr_expect_eq(files_in(it_fmt("%s/new", q)), 0);
+  cr_expect(it_files_become(it_fmt("%s/cur", q), 0));
+  cr_expect_eq(it_files_in(it_fmt("%s/new", q)), 0);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 1);
   it_server_stop(b);
 }
@@ -330,7 +321,7 @@ Test(dirqueue, a_dead_holders_job_is_taken_back_at_its_close_by_a_server_already
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqc-1'", "RUNNING"));
   b = start(proc, NULL, envp); /* its first look (at start) finds the job held */
   cr_assert(it_server_wait_log(b, "consuming from queue", WAIT_MS));
-  cr_expect_eq(files_in(it_fmt("%s/cur", q)), 1, "held by the first server");
+  cr_expect_eq(it_files_in(it_fmt("%s/cur", q)), 1, "held by the first server");
   it_server_signal(a, SIGKILL);
   st = it_server_wait_exit(a, WAIT_MS);
   cr_assert(WIFSIGNALED(st));
@@ -339,7 +330,7 @@ Test(dirqueue, a_dead_holders_job_is_taken_back_at_its_close_by_a_server_already
   it_open_gate(gate);
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'dqc-1'", "SUCCESS"));
   cr_expect_eq(it_sql_long("SELECT attempt FROM mqproc_jobs WHERE job_id = 'dqc-1'", 0), 2);
-  cr_expect(files_become(it_fmt("%s/cur", q), 0));
+  cr_expect(it_files_become(it_fmt("%s/cur", q), 0));
   it_server_stop(b);
 }
 

@@ -470,16 +470,22 @@ Test(hostile, the_dead_letter_table_keeps_at_most_max_message_size_bytes) {
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   it_publish(proc, body);
-  it_expect_dead(proc, "message of 100000 bytes exceeds the limit of 65536 bytes");
+  /* (dir://: the job file's size, its envelope line included) */
+  it_expect_dead(proc, it_queue_is_dir()
+                           ? "bytes exceeds the limit of 65536 bytes"
+                           : "message of 100000 bytes exceeds the limit of 65536 bytes");
   mqproc__sha256(body, 100000, sha);
   for (int i = 0; i < 32; i++)
     snprintf(hex + 2 * i, 3, "%02x", sha[i]);
-  cr_expect_str_eq(it_sql(it_q("SELECT octet_length(body) || ' ' || body_len || ' ' ||"
-                               " encode(body_sha256, 'hex') FROM mqproc_dead_letters",
-                               "SELECT length(body) || ' ' || body_len || ' ' ||"
-                               " lower(hex(body_sha256)) FROM mqproc_dead_letters"),
-                          0),
-                   it_fmt("65536 100000 %s", hex));
+  if (it_queue_is_dir()) /* never read there: moved into failed/ whole, by a rename */
+    cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_dead_letters", 0), 0);
+  else
+    cr_expect_str_eq(it_sql(it_q("SELECT octet_length(body) || ' ' || body_len || ' ' ||"
+                                 " encode(body_sha256, 'hex') FROM mqproc_dead_letters",
+                                 "SELECT length(body) || ' ' || body_len || ' ' ||"
+                                 " lower(hex(body_sha256)) FROM mqproc_dead_letters"),
+                            0),
+                     it_fmt("65536 100000 %s", hex));
   expect_good_job(proc, results, "dlt-ok");
   expect_never_reconnected(srv);
   it_server_stop(srv);

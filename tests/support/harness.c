@@ -785,6 +785,27 @@ void it_open_gate(const char *path) {
   fclose(f);
 }
 
+int it_files_in(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  if (d == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+int it_files_become(const char *dir, int n) {
+  for (int i = 0; i < 600; i++) {
+    if (it_files_in(dir) == n)
+      return 1;
+    usleep(50 * 1000);
+  }
+  return 0;
+}
+
 int it_file_lines(const char *path) {
   FILE *f = fopen(path, "r");
   int n = 0, c;

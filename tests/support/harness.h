@@ -145,6 +145,10 @@ char *it_job_yaml(const char *processor, const char *job_id, const char *result_
 char *it_read_file(const char *path);
 /* Sockets among the open fds of a process. */
 int it_count_sockets(pid_t pid);
+/* Entries in dir but dot files (0 when it is missing). */
+int it_files_in(const char *dir);
+/* Waits (30 s) until dir holds n entries; 1, or 0 on timeout. */
+int it_files_become(const char *dir, int n);
 /* Lines in a file (0 when missing). */
 int it_file_lines(const char *path);
 /* Opens a gate: creates the (empty) file path that jobs of proc.sh with PROC_GATE=path

@@ -71,7 +71,10 @@ void it_dir_delete(const char *queue) {
 void it_dir_publish(const char *rk, const void *body, size_t len) {
   char err[MQPROC_ERR_LEN], name[MQPROC__DIRQ_NAME_MAX];
   mqproc__dirq_msg_t m = {.body = body, .len = len, .content_type = "application/json"};
-  cr_assert_eq(mqproc__dirq_put(qdir(rk), "new", &m, 1, name, err), MQPROC_OK, "%s", err);
+  mqproc__dirq_q_t q;
+  cr_assert_eq(mqproc__dirq_open(spool(), rk, 1, &q, err), MQPROC_OK, "%s", err);
+  cr_assert_eq(mqproc__dirq_put(&q, MQPROC__DIRQ_NEW, &m, 1, name, err), MQPROC_OK, "%s", err);
+  mqproc__dirq_close(&q);
 }
 
 /* The first job file of dir by name (not .reason, not a dot file); NULL when none. */
@@ -142,7 +145,7 @@ static char *ready_dir(const char *queue) {
 int it_dir_take(const char *queue, int timeout_ms, it_msg_t *out, int requeue) {
   const char *dir = ready_dir(queue);
   for (int waited = 0; waited <= timeout_ms; waited += 20) {
-    char *name = first_name(dir), *path, *data;
+    char *name = first_name(dir), *path, *data, *reason;
     struct stat st;
     if (name == NULL) {
       usleep(20 * 1000);
@@ -150,7 +153,9 @@ int it_dir_take(const char *queue, int timeout_ms, it_msg_t *out, int requeue) {
     }
     path = it_fmt("%s/%s", dir, name);
     if (stat(path, &st) != 0 || (data = it_read_file(path)) == NULL)
-      continue;    /* a server took it meanwhile */
+      continue; /* a server took it meanwhile */
+    /* a file failed/ got by a rename (unread: no envelope) has its reason beside it only */
+    reason = it_read_file(it_fmt("%s.reason", path));
     if (requeue) { /* delivered again, marked so */
       if (rename(path, it_fmt("%s.r", path)) != 0)
         continue;
@@ -161,6 +166,11 @@ int it_dir_take(const char *queue, int timeout_ms, it_msg_t *out, int requeue) {
     }
     if (out != NULL)
       fill(out, name, data, (size_t)st.st_size);
+    if (out != NULL && out->reason[0] == '\0' && reason != NULL) {
+      free(out->reason);
+      out->reason = strdup(reason);
+      out->reason[strcspn(out->reason, "\n")] = '\0';
+    }
     return 1;
   }
   return 0;
@@ -180,7 +190,13 @@ void it_dir_counts(const char *queue, long *ready, long *unacked) {
       closedir(d);
     return;
   }
-  *ready = mqproc__dirq_count(q);
+  {
+    char err[MQPROC_ERR_LEN];
+    mqproc__dirq_q_t dq;
+    *ready =
+        mqproc__dirq_open(spool(), queue, 0, &dq, err) == MQPROC_OK ? mqproc__dirq_count(&dq) : -1;
+    mqproc__dirq_close(&dq);
+  }
   {
     DIR *d = opendir(it_fmt("%s/cur", q));
     struct dirent *e;

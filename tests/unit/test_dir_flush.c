@@ -54,32 +54,41 @@ static long files_in(const char *qdir, const char *sub) {
   return n;
 }
 
+/* The test's queue, open (one per test process). */
+static mqproc__dirq_q_t Q;
+
+/* A fresh spool with the queue q, opened into Q; its path. */
 static char *queue_dir(void) {
   static char spool[64];
-  char err[MQPROC_ERR_LEN], *qdir = malloc(MQPROC__DIRQ_QDIR_MAX);
+  char err[MQPROC_ERR_LEN], *qdir;
   snprintf(spool, sizeof(spool), "/tmp/mqproc-flush-XXXXXX");
   cr_assert_not_null(mkdtemp(spool));
-  cr_assert_eq(mqproc__dirq_make(spool, "q", qdir, err), MQPROC_OK, "%s", err);
+  cr_assert_eq(mqproc__dirq_open(spool, "q", 1, &Q, err), MQPROC_OK, "%s", err);
+  qdir = strdup(Q.path);
+  cr_assert_not_null(qdir);
   return qdir;
 }
 
-/* Removes the spool around qdir and frees it. */
+/* Closes Q, removes the spool around qdir and frees it. */
 static void drop(char *qdir) {
   char cmd[PATH_MAX + 16];
+  mqproc__dirq_close(&Q);
   *strrchr(qdir, '/') = '\0';
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", qdir);
   cr_expect_eq(system(cmd), 0);
   free(qdir);
 }
 
-/* Writes a message into qdir's tmp/ and hands it over as seq. */
-static void hand_over(mqproc__dirq_flusher_t *f, const char *qdir, uint64_t seq, char *name) {
-  char err[MQPROC_ERR_LEN], tmp[PATH_MAX], dst[PATH_MAX], body[32];
+/* Writes a message into Q's tmp/ and hands it over as seq, for new/. */
+static void hand_over(mqproc__dirq_flusher_t *f, uint64_t seq, char *name) {
+  char err[MQPROC_ERR_LEN], body[32];
   mqproc__dirq_msg_t m = {.body = body, .priority = 5};
   int fd;
   m.len = (size_t)snprintf(body, sizeof(body), "{\"n\": %llu}", (unsigned long long)seq);
-  cr_assert_eq(mqproc__dirq_write(qdir, "new", &m, name, tmp, dst, &fd, err), MQPROC_OK, "%s", err);
-  cr_assert_eq(mqproc__dirq_flusher_add(f, seq, fd, tmp, dst, err), MQPROC_OK, "%s", err);
+  cr_assert_eq(mqproc__dirq_write(&Q, &m, name, &fd, err), MQPROC_OK, "%s", err);
+  cr_assert_eq(mqproc__dirq_flusher_add(f, seq, fd, Q.sub[MQPROC__DIRQ_TMP],
+                                        Q.sub[MQPROC__DIRQ_NEW], name, err),
+               MQPROC_OK, "%s", err);
 }
 
 static void flushes_in_order(int flush) {
@@ -88,7 +97,7 @@ static void flushes_in_order(int flush) {
   got_t g = {0};
   cr_assert_eq(mqproc__dirq_flusher_new(&f, flush, err), MQPROC_OK, "%s", err);
   for (uint64_t i = 1; i <= 40; i++)
-    hand_over(f, qdir, i, name);
+    hand_over(f, i, name);
   take_all(f, &g, 40);
   cr_assert_eq(g.n, 40, "every file reported");
   for (size_t i = 0; i < g.n; i++) {
@@ -117,7 +126,7 @@ Test(dir_flush, a_landed_file_is_the_message_with_its_priority, .timeout = 30) {
   got_t g = {0};
   FILE *in;
   cr_assert_eq(mqproc__dirq_flusher_new(&f, 1, err), MQPROC_OK, "%s", err);
-  hand_over(f, qdir, 7, name);
+  hand_over(f, 7, name);
   mqproc__dirq_flusher_drain(f);
   snprintf(path, sizeof(path), "%s/new/%s", qdir, name);
   cr_assert_not_null(in = fopen(path, "r"), "in place once drained: %s", path);
@@ -135,17 +144,18 @@ Test(dir_flush, a_file_that_cannot_be_placed_is_reported_failed_and_removed, .ti
   mqproc__dirq_flusher_t *f;
   char err[MQPROC_ERR_LEN], name[MQPROC__DIRQ_NAME_MAX], path[PATH_MAX], *qdir = queue_dir();
   got_t g = {0};
-  char tmp[PATH_MAX], dst[PATH_MAX];
   mqproc__dirq_msg_t m = {.body = "{}", .len = 2};
   int fd;
   cr_assert_eq(mqproc__dirq_flusher_new(&f, 1, err), MQPROC_OK, "%s", err);
-  hand_over(f, qdir, 1, name);
+  hand_over(f, 1, name);
   mqproc__dirq_flusher_drain(f);
   /* written, then new/ goes before it is handed over: its rename fails */
-  cr_assert_eq(mqproc__dirq_write(qdir, "new", &m, name, tmp, dst, &fd, err), MQPROC_OK, "%s", err);
+  cr_assert_eq(mqproc__dirq_write(&Q, &m, name, &fd, err), MQPROC_OK, "%s", err);
   snprintf(path, sizeof(path), "rm -rf '%s/new'", qdir);
   cr_assert_eq(system(path), 0);
-  cr_assert_eq(mqproc__dirq_flusher_add(f, 2, fd, tmp, dst, err), MQPROC_OK, "%s", err);
+  cr_assert_eq(mqproc__dirq_flusher_add(f, 2, fd, Q.sub[MQPROC__DIRQ_TMP], Q.sub[MQPROC__DIRQ_NEW],
+                                        name, err),
+               MQPROC_OK, "%s", err);
   take_all(f, &g, 2);
   cr_assert_eq(g.n, 2);
   cr_expect_eq(g.rc[0], MQPROC_OK);
@@ -166,7 +176,7 @@ Test(dir_flush, a_settled_file_is_removed_and_its_descriptors_closed_unreported,
   snprintf(path, sizeof(path), "%s/cur/50-settled", qdir);
   cr_assert_geq(fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600), 0);
   cr_assert_geq(wfd = open(path, O_WRONLY | O_CLOEXEC), 0);
-  mqproc__dirq_flusher_remove(f, path, fd, wfd);
+  mqproc__dirq_flusher_remove(f, Q.sub[MQPROC__DIRQ_CUR], "50-settled", fd, wfd);
   mqproc__dirq_flusher_drain(f);
   cr_expect_eq(files_in(qdir, "cur"), 0, "the file is gone");
   cr_expect(fcntl(fd, F_GETFD) < 0 && errno == EBADF, "its reading descriptor is closed");
