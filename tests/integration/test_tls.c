@@ -164,10 +164,10 @@ Test(tls, bad_certificates_fail_with_the_reason_and_the_server_keeps_trying) {
   cr_expect(it_server_wait_log(srv, "consuming from queue", WAIT_MS), "no start with verify none");
   cr_expect_gt(it_server_count_log(srv, "the broker's certificate is NOT checked"), 0);
   it_server_stop(srv);
-  /* a CA file that is not there: a configuration error, it stops */
+  /* a CA file that is not there: a configuration error, it stops (exit 2) */
   srv = spawn(proc, amqps_url("localhost", NULL), db,
               (const char *const[]){"--tls-ca=/nonexistent/ca.pem", NULL});
-  cr_expect_eq(it_server_wait_exit(srv, WAIT_MS), 1 << 8);
+  cr_expect_eq(it_server_wait_exit(srv, WAIT_MS), 2 << 8);
   cr_expect_gt(it_server_count_log(srv, "--tls-ca: cannot load the CA certificates in "
                                         "/nonexistent/ca.pem"),
                0);
