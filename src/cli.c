@@ -122,6 +122,7 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     return 2;
   }
   mqproc__log_set_json(level);
+  mqproc__set_group_access(cfg.group_access); /* before the first file is made */
   if (cfg.warning != NULL)
     MQPROC__WARN("%s", cfg.warning);
   if (!strcmp(argv[1], "migrate")) {

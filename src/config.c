@@ -202,6 +202,11 @@ static const opt_t OPTS[] = {
      "directory of the per-job log files, created private (0750, files 0640) (default: "
      "$STATE_DIRECTORY/logs under systemd, else $XDG_STATE_HOME/mqproc/logs, else "
      "~/.local/state/mqproc/logs)"},
+    {"group-access", "MQPROC_GROUP_ACCESS", OPT_BOOL, F(group_access), "false", 0, 0, 0,
+     "make the files and directories this program creates (the SQLite database and its -wal, "
+     "-shm and -control files, a dir:// spool's directories and files) readable and writable "
+     "by their group, 0660/0770, for operators in the server's group; without it they are "
+     "private to the server's user, 0600/0700 (files that exist keep their mode)"},
     {"pass-env", "MQPROC_PASS_ENV", OPT_LIST, F(pass_env), NULL, 0, 0, 0,
      "environment variable passed on to processors, repeatable (env: comma-separated); NAME or "
      "PREFIX* (processors get only PATH, HOME, LANG, LC_*, TZ, TMPDIR, the MQPROC_* job "

@@ -65,6 +65,7 @@ typedef struct mqproc__config {
   int declare_result_queues;  /* --declare-result-queues */
   char *result_format;        /* --result-format auto|json|yaml */
   char *log_dir;              /* --log-dir: per-job logs (default: see config_default_log_dir) */
+  int group_access;           /* --group-access: files and directories made 0660/0770 */
   char **pass_env;            /* --pass-env NAME (repeatable): more environment for processors */
   char **callback_allow;      /* --callback-allow CIDR (repeatable) */
   char **callback_deny;       /* --callback-deny CIDR (repeatable), beside the built-in ranges */

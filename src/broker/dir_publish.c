@@ -23,7 +23,7 @@ void mqproc__dir_write_reason(const char *qdir, const char *name, const char *wh
   FILE *f;
   snprintf(tmp, sizeof(tmp), "%s/tmp/%s.reason", qdir, name);
   snprintf(path, sizeof(path), "%s/failed/%s.reason", qdir, name);
-  if ((f = fopen(tmp, "w")) == NULL) {
+  if ((f = mqproc__fopen_new(tmp)) == NULL) { /* 0600/0660 (util.h) */
     MQPROC__WARN("dir queue: cannot write %s: %s", tmp, strerror(errno));
     return;
   }

@@ -60,7 +60,7 @@ int mqproc__dirq_sync(const char *dir, char *err) {
 
 /* mkdir when missing; a new directory is fsynced into its parent. */
 static int make_dir(const char *path, const char *parent, char *err) {
-  if (mkdir(path, 0775) == 0)
+  if (mqproc__mkdir(path) == 0) /* private, or the group's: util.h */
     return mqproc__dirq_sync(parent, err);
   if (errno == EEXIST) {
     struct stat st;
@@ -196,7 +196,7 @@ int mqproc__dirq_write(const char *qdir, const char *sub, const mqproc__dirq_msg
   mqproc__dirq_name(m->priority, 0, name_out, MQPROC__DIRQ_NAME_MAX);
   snprintf(tmp, PATH_MAX, "%s/tmp/%s", q, name_out);
   snprintf(dst, PATH_MAX, "%s/%s", dir, name_out);
-  if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0664)) < 0) {
+  if ((fd = mqproc__open_new(tmp, O_WRONLY | O_EXCL | O_CLOEXEC)) < 0) { /* 0600/0660 */
     free(env);
     return mqproc__err(err, errno == ENOENT ? MQPROC_EBROKER_UNROUTABLE : MQPROC_ESYS,
                        "cannot create %s: %s", tmp, strerror(errno));
