@@ -79,6 +79,10 @@ static const opt_t OPTS[] = {
      "time-limited (--on-failure-timeout), its failure is logged, never retried"},
     {"on-failure-timeout", "MQPROC_ON_FAILURE_TIMEOUT", OPT_INT, F(on_failure_timeout_s), "60", 1,
      86400, 0, "seconds an --on-failure command may run before its process group is killed"},
+    {"on-failure-max", "MQPROC_ON_FAILURE_MAX", OPT_INT, F(on_failure_max), "4", 1, 1024, 0,
+     "--on-failure commands running at once; the handlers of further FAILED jobs wait their "
+     "turn in order (at most 1000 waiting: beyond that a job's handler is not run, logged "
+     "with the job's id)"},
     {"http", "MQPROC_HTTP", OPT_STR, F(http), NULL, 0, 0, 0,
      "serve /metrics (Prometheus), /healthz, /readyz and the status page on ADDR:PORT "
      "(e.g. 127.0.0.1:9464; off by default); read-only unless --http-admin-token"},

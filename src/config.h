@@ -26,6 +26,7 @@ typedef struct mqproc__config {
   char *exec;                 /* --exec: command line of an external processor */
   char *on_failure;           /* --on-failure: command run when a job ends FAILED */
   int on_failure_timeout_s;   /* --on-failure-timeout */
+  int on_failure_max;         /* --on-failure-max: handlers running at once */
   char *http;                 /* --http ADDR:PORT: /metrics, /healthz, /readyz, the page */
   char *http_admin_token;     /* --http-admin-token FILE: the page may act */
   char *metrics_buckets;      /* --metrics-buckets: histogram bounds in seconds */
