@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "callback.h"
@@ -134,6 +135,12 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     cfg.processor = mqproc__strdup(proc->name);
   if (mqproc__config_check_server(&cfg, kind, err) != MQPROC_OK) {
     fprintf(stderr, "%s: %s\n", prog, err);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  if (getenv(MQPROC__INSTANCE_ENV) != NULL && /* a supervised server: its own --http port */
+      mqproc__instance_http(&cfg, atoi(getenv(MQPROC__INSTANCE_ENV)), err) != MQPROC_OK) {
+    MQPROC__ERROR("cannot start: %s", err);
     mqproc__config_free(&cfg);
     return 2;
   }
