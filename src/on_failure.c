@@ -70,6 +70,11 @@ static void unlink_handler(mqproc__server_t *srv, handler_t *h) {
     }
 }
 
+/* --on-failure-max (at least one: a handler never waits for nothing). */
+static int places(const mqproc__server_t *srv) {
+  return srv->cfg->on_failure_max > 0 ? srv->cfg->on_failure_max : 1;
+}
+
 static void waiting_free(waiting_t *w) {
   free(w->job_id);
   free(w->error);
@@ -81,7 +86,7 @@ static void waiting_free(waiting_t *w) {
 /* Starts waiting handlers, oldest first, while there is a free place. */
 static void start_waiting(mqproc__server_t *srv) {
   struct mqproc__on_failure *of = srv->on_failure;
-  while (of->waiting != NULL && of->n_running < srv->cfg->on_failure_max) {
+  while (of->waiting != NULL && of->n_running < places(srv)) {
     waiting_t *w = of->waiting;
     if ((of->waiting = w->next) == NULL)
       of->waiting_tail = &of->waiting;
@@ -191,7 +196,7 @@ void mqproc__on_failure_run(mqproc__server_t *srv, const char *job_id, int attem
                             const char *error, const char *request_json, const char *log_path) {
   if (srv->on_failure == NULL)
     return;
-  if (srv->on_failure->n_running >= srv->cfg->on_failure_max || srv->on_failure->waiting != NULL)
+  if (srv->on_failure->n_running >= places(srv) || srv->on_failure->waiting != NULL)
     wait_turn(srv, job_id, attempt, error, request_json, log_path);
   else
     start(srv, job_id, attempt, error, request_json, log_path);
