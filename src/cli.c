@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "callback.h"
@@ -122,6 +123,7 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     return 2;
   }
   mqproc__log_set_json(level);
+  mqproc__set_group_access(cfg.group_access); /* before the first file is made */
   if (cfg.warning != NULL)
     MQPROC__WARN("%s", cfg.warning);
   if (!strcmp(argv[1], "migrate")) {
@@ -133,6 +135,12 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     cfg.processor = mqproc__strdup(proc->name);
   if (mqproc__config_check_server(&cfg, kind, err) != MQPROC_OK) {
     fprintf(stderr, "%s: %s\n", prog, err);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  if (getenv(MQPROC__INSTANCE_ENV) != NULL && /* a supervised server: its own --http port */
+      mqproc__instance_http(&cfg, atoi(getenv(MQPROC__INSTANCE_ENV)), err) != MQPROC_OK) {
+    MQPROC__ERROR("cannot start: %s", err);
     mqproc__config_free(&cfg);
     return 2;
   }

@@ -79,6 +79,10 @@ static const opt_t OPTS[] = {
      "time-limited (--on-failure-timeout), its failure is logged, never retried"},
     {"on-failure-timeout", "MQPROC_ON_FAILURE_TIMEOUT", OPT_INT, F(on_failure_timeout_s), "60", 1,
      86400, 0, "seconds an --on-failure command may run before its process group is killed"},
+    {"on-failure-max", "MQPROC_ON_FAILURE_MAX", OPT_INT, F(on_failure_max), "4", 1, 1024, 0,
+     "--on-failure commands running at once; the handlers of further FAILED jobs wait their "
+     "turn in order (at most 1000 waiting: beyond that a job's handler is not run, logged "
+     "with the job's id)"},
     {"http", "MQPROC_HTTP", OPT_STR, F(http), NULL, 0, 0, 0,
      "serve /metrics (Prometheus), /healthz, /readyz and the status page on ADDR:PORT "
      "(e.g. 127.0.0.1:9464; off by default); read-only unless --http-admin-token"},
@@ -203,6 +207,11 @@ static const opt_t OPTS[] = {
      "directory of the per-job log files, created private (0750, files 0640) (default: "
      "$STATE_DIRECTORY/logs under systemd, else $XDG_STATE_HOME/mqproc/logs, else "
      "~/.local/state/mqproc/logs)"},
+    {"group-access", "MQPROC_GROUP_ACCESS", OPT_BOOL, F(group_access), "false", 0, 0, 0,
+     "make the files and directories this program creates (the SQLite database and its -wal, "
+     "-shm and -control files, a dir:// spool's directories and files) readable and writable "
+     "by their group, 0660/0770, for operators in the server's group; without it they are "
+     "private to the server's user, 0600/0700 (files that exist keep their mode)"},
     {"pass-env", "MQPROC_PASS_ENV", OPT_LIST, F(pass_env), NULL, 0, 0, 0,
      "environment variable passed on to processors, repeatable (env: comma-separated); NAME or "
      "PREFIX* (processors get only PATH, HOME, LANG, LC_*, TZ, TMPDIR, the MQPROC_* job "

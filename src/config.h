@@ -26,6 +26,7 @@ typedef struct mqproc__config {
   char *exec;                 /* --exec: command line of an external processor */
   char *on_failure;           /* --on-failure: command run when a job ends FAILED */
   int on_failure_timeout_s;   /* --on-failure-timeout */
+  int on_failure_max;         /* --on-failure-max: handlers running at once */
   char *http;                 /* --http ADDR:PORT: /metrics, /healthz, /readyz, the page */
   char *http_admin_token;     /* --http-admin-token FILE: the page may act */
   char *metrics_buckets;      /* --metrics-buckets: histogram bounds in seconds */
@@ -65,6 +66,7 @@ typedef struct mqproc__config {
   int declare_result_queues;  /* --declare-result-queues */
   char *result_format;        /* --result-format auto|json|yaml */
   char *log_dir;              /* --log-dir: per-job logs (default: see config_default_log_dir) */
+  int group_access;           /* --group-access: files and directories made 0660/0770 */
   char **pass_env;            /* --pass-env NAME (repeatable): more environment for processors */
   char **callback_allow;      /* --callback-allow CIDR (repeatable) */
   char **callback_deny;       /* --callback-deny CIDR (repeatable), beside the built-in ranges */

@@ -18,6 +18,10 @@
 #include "runner_int.h"
 #include "util.h"
 
+/* At most this many handlers wait for a free place (--on-failure-max) beyond the running
+ * ones; a FAILED job's handler beyond that is not run (logged with its job). */
+#define WAIT_MAX 1000
+
 typedef struct handler {
   mqproc__server_t *srv;
   pid_t pid; /* also its process group */
@@ -26,10 +30,23 @@ typedef struct handler {
   struct handler *next;
 } handler_t;
 
+/* A handler waiting for a free place: copies of what it gets when it starts. */
+typedef struct waiting {
+  char *job_id, *error, *request_json, *log_path;
+  int attempt;
+  struct waiting *next;
+} waiting_t;
+
 struct mqproc__on_failure {
   char **argv;
   handler_t *running;
+  int n_running;
+  waiting_t *waiting, **waiting_tail; /* FIFO: the oldest FAILED job's handler first */
+  int n_waiting;
 };
+
+static void start(mqproc__server_t *srv, const char *job_id, int attempt, const char *error,
+                  const char *request_json, const char *log_path);
 
 int mqproc__on_failure_init(mqproc__server_t *srv, char *err) {
   char why[MQPROC_ERR_LEN];
@@ -38,6 +55,7 @@ int mqproc__on_failure_init(mqproc__server_t *srv, char *err) {
     return MQPROC_OK;
   if ((srv->on_failure = mqproc__calloc(1, sizeof(*srv->on_failure))) == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  srv->on_failure->waiting_tail = &srv->on_failure->waiting;
   if (mqproc__argv_split(srv->cfg->on_failure, &srv->on_failure->argv, &argc, why) != MQPROC_OK ||
       argc == 0)
     return mqproc__err(err, MQPROC_ECONFIG, "--on-failure: %s", argc == 0 ? "empty" : why);
@@ -48,8 +66,65 @@ static void unlink_handler(mqproc__server_t *srv, handler_t *h) {
   for (handler_t **p = &srv->on_failure->running; *p != NULL; p = &(*p)->next)
     if (*p == h) {
       *p = h->next;
+      srv->on_failure->n_running--;
       break;
     }
+}
+
+/* --on-failure-max (at least one: a handler never waits for nothing). */
+static int places(const mqproc__server_t *srv) {
+  return srv->cfg->on_failure_max > 0 ? srv->cfg->on_failure_max : 1;
+}
+
+static void waiting_free(waiting_t *w) {
+  free(w->job_id);
+  free(w->error);
+  free(w->request_json);
+  free(w->log_path);
+  free(w);
+}
+
+/* Starts waiting handlers, oldest first, while there is a free place. */
+static void start_waiting(mqproc__server_t *srv) {
+  struct mqproc__on_failure *of = srv->on_failure;
+  while (of->waiting != NULL && of->n_running < places(srv)) {
+    waiting_t *w = of->waiting;
+    if ((of->waiting = w->next) == NULL)
+      of->waiting_tail = &of->waiting;
+    of->n_waiting--;
+    start(srv, w->job_id, w->attempt, w->error, w->request_json, w->log_path);
+    waiting_free(w);
+  }
+}
+
+/* No free place: the handler waits its turn (copies of its inputs), unless WAIT_MAX wait
+ * already, which is logged. */
+static void wait_turn(mqproc__server_t *srv, const char *job_id, int attempt, const char *error,
+                      const char *request_json, const char *log_path) {
+  struct mqproc__on_failure *of = srv->on_failure;
+  waiting_t *w = NULL;
+  if (of->n_waiting >= WAIT_MAX) {
+    MQPROC__WARN("job %s: FAILED: --on-failure handler not run: %d handlers run (--on-failure-max) "
+                 "and %d wait already",
+                 job_id, of->n_running, of->n_waiting);
+    return;
+  }
+  if ((w = mqproc__calloc(1, sizeof(*w))) == NULL || (w->job_id = mqproc__strdup(job_id)) == NULL ||
+      (error != NULL && (w->error = mqproc__strdup(error)) == NULL) ||
+      (request_json != NULL && (w->request_json = mqproc__strdup(request_json)) == NULL) ||
+      (log_path != NULL && (w->log_path = mqproc__strdup(log_path)) == NULL)) {
+    MQPROC__ERROR("job %s: --on-failure handler not run: out of memory", job_id);
+    if (w != NULL)
+      waiting_free(w);
+    return;
+  }
+  w->attempt = attempt;
+  *of->waiting_tail = w;
+  of->waiting_tail = &w->next;
+  of->n_waiting++;
+  MQPROC__INFO("job %s: FAILED: --on-failure handler waits for a free place (%d running, %d "
+               "waiting)",
+               job_id, of->n_running, of->n_waiting);
 }
 
 static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
@@ -66,6 +141,7 @@ static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
     MQPROC__WARN("job %s: --on-failure handler killed by signal %d (not retried)", h->job_id,
                  WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
   unlink_handler(h->srv, h);
+  start_waiting(h->srv); /* its place is free */
   free(h);
 }
 
@@ -119,12 +195,21 @@ static int spawn(mqproc__server_t *srv, int in_fd, int out_fd, char **env, pid_t
 
 void mqproc__on_failure_run(mqproc__server_t *srv, const char *job_id, int attempt,
                             const char *error, const char *request_json, const char *log_path) {
+  if (srv->on_failure == NULL)
+    return;
+  if (srv->on_failure->n_running >= places(srv) || srv->on_failure->waiting != NULL)
+    wait_turn(srv, job_id, attempt, error, request_json, log_path);
+  else
+    start(srv, job_id, attempt, error, request_json, log_path);
+}
+
+/* Starts a handler now (its place is free). */
+static void start(mqproc__server_t *srv, const char *job_id, int attempt, const char *error,
+                  const char *request_json, const char *log_path) {
   char *text, **env = NULL, *vars[2] = {NULL, NULL}, err[MQPROC_ERR_LEN];
   handler_t *h = NULL;
   int in_fd = -1, out_fd = -1, rc;
   size_t n = 0;
-  if (srv->on_failure == NULL)
-    return;
   if ((text = input_json(srv, job_id, attempt, error, request_json, log_path)) == NULL ||
       (h = mqproc__calloc(1, sizeof(*h))) == NULL ||
       (env = mqproc__runner_env(srv->cfg->pass_env, 2)) == NULL ||
@@ -165,6 +250,7 @@ void mqproc__on_failure_run(mqproc__server_t *srv, const char *job_id, int attem
   h->timer = mqproc__loop_timer(srv->loop, srv->cfg->on_failure_timeout_s * 1000LL, on_timeout, h);
   h->next = srv->on_failure->running;
   srv->on_failure->running = h;
+  srv->on_failure->n_running++;
   MQPROC__INFO("job %s: FAILED: --on-failure handler started (pid %d)", job_id, (int)h->pid);
   h = NULL;
 out:
@@ -190,6 +276,14 @@ void mqproc__on_failure_free(mqproc__server_t *srv) {
     kill(-h->pid, SIGKILL);
     waitpid(h->pid, NULL, 0);
     free(h);
+  }
+  if (srv->on_failure->n_waiting > 0)
+    MQPROC__WARN("%d --on-failure handler(s) still waiting at exit: not run (the first: job %s)",
+                 srv->on_failure->n_waiting, srv->on_failure->waiting->job_id);
+  while (srv->on_failure->waiting != NULL) {
+    waiting_t *w = srv->on_failure->waiting;
+    srv->on_failure->waiting = w->next;
+    waiting_free(w);
   }
   mqproc__argv_free(srv->on_failure->argv);
   free(srv->on_failure);

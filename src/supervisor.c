@@ -12,7 +12,15 @@
  *
  * systemd: the children report to the supervisor's own notify socket; the supervisor says
  * READY=1 once every child did, STATUS= with the count of live instances, STOPPING=1 and
- * the watchdog pings for the whole group. */
+ * the watchdog pings for the whole group. Under a watchdog (WATCHDOG_USEC) each child gets
+ * the same interval with WATCHDOG_PID its own pid, so its loop pings the supervisor; the
+ * supervisor passes WATCHDOG=1 on only while every child that has begun pinging pinged
+ * within the interval. A child silent longer than that (a frozen loop) is killed with
+ * SIGKILL and started again like any dead child; one that does not die within another
+ * interval stops the pings, and systemd restarts the whole group.
+ *
+ * --http ADDR:PORT with a port: instance k serves on PORT + k - 1 (mqproc__instance_http),
+ * so every instance can listen. */
 #include "supervisor.h"
 
 #include <errno.h>
@@ -46,6 +54,8 @@ typedef struct child {
   int ready; /* sent READY=1 */
   int done;  /* drained (exit 0): not restarted */
   uint64_t timer;
+  int64_t pinged_ms; /* its last WATCHDOG=1 (0: none yet since it started) */
+  int64_t killed_ms; /* killed for its silence (0: not) */
 } child_t;
 
 typedef struct sup {
@@ -62,7 +72,9 @@ typedef struct sup {
   char notify_name[108];
   int told_ready;
   uint64_t watchdog_timer;
-  int64_t watchdog_ms;
+  int64_t watchdog_ms;    /* the pings' interval: half of WATCHDOG_USEC (0: no watchdog) */
+  char watchdog_usec[24]; /* WATCHDOG_USEC, passed on to the children */
+  int watchdog_held;      /* a ping was held back (logged once until they ping again) */
 } sup_t;
 
 static void start_child(sup_t *s, child_t *c);
@@ -104,6 +116,7 @@ static void on_child_exit(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud
   int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
   c->pid = 0;
   c->ready = 0;
+  c->pinged_ms = c->killed_ms = 0;
   if (s->stopping) {
     MQPROC__INFO("instance %d (pid %d) stopped", c->instance, (int)pid);
     if (live(s) == 0)
@@ -189,6 +202,12 @@ static void start_child(sup_t *s, child_t *c) {
     setenv("MQPROC_RESTART_DELAY_MS", delay, 1);
     unsetenv("WATCHDOG_USEC");
     unsetenv("WATCHDOG_PID");
+    if (s->notify_fd >= 0 && s->watchdog_ms > 0) { /* it pings us (on_notify) */
+      char self[16];
+      snprintf(self, sizeof(self), "%d", (int)getpid());
+      setenv("WATCHDOG_USEC", s->watchdog_usec, 1);
+      setenv("WATCHDOG_PID", self, 1);
+    }
     if (s->notify_fd >= 0)
       setenv("NOTIFY_SOCKET", s->notify_name, 1);
     else /* systemd's socket accepts the supervisor only (NotifyAccess=main) */
@@ -203,12 +222,13 @@ static void start_child(sup_t *s, child_t *c) {
   }
   c->pid = pid;
   c->started_ms = mqproc__now_ms();
+  c->pinged_ms = c->killed_ms = 0;
   mqproc__loop_child(s->loop, pid, on_child_exit, c);
   MQPROC__INFO("instance %d started (pid %d)", c->instance, (int)pid);
 }
 
-/* A child's notification: READY=1 marks it ready. The sender is known by its pid
- * (SO_PASSCRED). */
+/* A child's notification: READY=1 marks it ready, WATCHDOG=1 says its loop turns. The
+ * sender is known by its pid (SO_PASSCRED). */
 static void on_notify(mqproc__loop_t *loop, int fd, void *ud) {
   sup_t *s = ud;
   (void)loop;
@@ -229,17 +249,50 @@ static void on_notify(mqproc__loop_t *loop, int fd, void *ud) {
         memcpy(&cred, CMSG_DATA(cm), sizeof(cred));
         from = cred.pid;
       }
-    for (int i = 0; i < s->n; i++)
-      if (from > 0 && s->kids[i].pid == from && strstr(buf, "READY=1") != NULL) {
+    for (int i = 0; i < s->n; i++) {
+      if (from <= 0 || s->kids[i].pid != from)
+        continue;
+      if (strstr(buf, "WATCHDOG=1") != NULL)
+        s->kids[i].pinged_ms = mqproc__now_ms();
+      if (strstr(buf, "READY=1") != NULL) {
         s->kids[i].ready = 1;
         tell_systemd(s);
       }
+    }
   }
+}
+
+/* Whether child c's loop still turns, as far as the watchdog goes: it pinged within the
+ * interval (WATCHDOG_USEC), or has not begun pinging (starting up: waiting for the
+ * database at start, as systemd's watchdog waits for READY=1), or is gone. One silent
+ * longer is killed to be started again; it counts as live again once killed, unless it
+ * does not die within another interval. */
+static int child_turns(sup_t *s, child_t *c, int64_t now) {
+  int64_t limit = 2 * s->watchdog_ms;
+  if (c->pid <= 0 || c->pinged_ms == 0 || now - c->pinged_ms <= limit)
+    return 1;
+  if (c->killed_ms == 0) {
+    MQPROC__WARN("instance %d (pid %d) sent no watchdog ping for %lld ms (WATCHDOG_USEC is "
+                 "%s): its loop is stuck; killing it (SIGKILL) to start it again",
+                 c->instance, (int)c->pid, (long long)(now - c->pinged_ms), s->watchdog_usec);
+    kill(c->pid, SIGKILL);
+    c->killed_ms = now;
+  }
+  return now - c->killed_ms <= limit;
 }
 
 static void on_watchdog(mqproc__loop_t *loop, void *ud) {
   sup_t *s = ud;
-  mqproc__sd_notify("WATCHDOG=1");
+  int64_t now = mqproc__now_ms();
+  int turns = 1;
+  for (int i = 0; i < s->n; i++)
+    turns &= child_turns(s, &s->kids[i], now);
+  if (turns)
+    mqproc__sd_notify("WATCHDOG=1");
+  else if (!s->watchdog_held)
+    MQPROC__ERROR("an instance killed for its silence is still there: no more watchdog pings, "
+                  "so systemd restarts the whole service");
+  s->watchdog_held = !turns;
   s->watchdog_timer = mqproc__loop_timer(loop, s->watchdog_ms, on_watchdog, s);
 }
 
@@ -250,8 +303,10 @@ static void open_notify(sup_t *s) {
   s->notify_fd = -1;
   if (getenv("NOTIFY_SOCKET") == NULL)
     return;
-  if ((s->watchdog_ms = mqproc__sd_watchdog_ms() / 2) > 0)
+  if ((s->watchdog_ms = mqproc__sd_watchdog_ms() / 2) > 0) {
+    snprintf(s->watchdog_usec, sizeof(s->watchdog_usec), "%s", getenv("WATCHDOG_USEC"));
     s->watchdog_timer = mqproc__loop_timer(s->loop, 0, on_watchdog, s);
+  }
   snprintf(s->notify_name, sizeof(s->notify_name), "@mqproc-supervisor-%d-%lld", (int)getpid(),
            (long long)mqproc__now_ms());
   memcpy(sa.sun_path + 1, s->notify_name + 1, strlen(s->notify_name) - 1);
@@ -292,11 +347,55 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
     mqproc__loop_stop(loop);
 }
 
+/* --http's port (the text after the last ':'), 0 when it is none or 0: nothing to move. */
+static long http_port(const char *http, size_t *host_len) {
+  const char *colon = http != NULL ? strrchr(http, ':') : NULL;
+  char *end;
+  long port;
+  if (colon == NULL || colon[1] == '\0')
+    return 0;
+  errno = 0;
+  port = strtol(colon + 1, &end, 10);
+  if (errno != 0 || *end != '\0' || port <= 0 || port > 65535)
+    return 0; /* not a port: the server's own check explains it */
+  *host_len = (size_t)(colon - http);
+  return port;
+}
+
+int mqproc__instance_http(mqproc__config_t *cfg, int instance, char *err) {
+  size_t host_len = 0;
+  long port = http_port(cfg->http, &host_len);
+  char *moved;
+  if (port == 0 || instance <= 1)
+    return MQPROC_OK;
+  if (port + instance - 1 > 65535)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "--http %s with --instances: instance %d would serve on port %ld, "
+                       "beyond 65535",
+                       cfg->http, instance, port + instance - 1);
+  if ((moved = mqproc__asprintf("%.*s:%ld", (int)host_len, cfg->http, port + instance - 1)) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  free(cfg->http);
+  cfg->http = moved;
+  return MQPROC_OK;
+}
+
 int mqproc__supervise(const mqproc__config_t *cfg, int argc, char **argv) {
   sup_t s;
   char err[MQPROC_ERR_LEN];
+  size_t host_len = 0;
+  long port = http_port(cfg->http, &host_len);
   ssize_t n;
   (void)argc;
+  if (port > 0 && port + cfg->instances - 1 > 65535) {
+    MQPROC__ERROR("--http %s with --instances %d: instance k serves on port %ld + k - 1, and "
+                  "the last would be beyond 65535",
+                  cfg->http, cfg->instances, port);
+    return 2;
+  }
+  if (port > 0)
+    MQPROC__INFO("--http %s: instance k serves on port %ld + k - 1 (%ld to %ld)", cfg->http, port,
+                 port, port + cfg->instances - 1);
   memset(&s, 0, sizeof(s));
   s.cfg = cfg;
   s.argv = argv;

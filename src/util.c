@@ -66,6 +66,81 @@ static int64_t clock_ms(clockid_t id) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ---- modes of the files mqproc makes (util.h) ---- */
+
+static int g_group_access; /* written once at start, before any thread runs */
+
+void mqproc__set_group_access(int on) {
+  g_group_access = on != 0;
+}
+
+mode_t mqproc__file_mode(void) {
+  return g_group_access ? 0660 : 0600;
+}
+
+mode_t mqproc__dir_mode(void) {
+  return g_group_access ? 0770 : 0700;
+}
+
+int mqproc__mkdirat(int dirfd, const char *name) {
+  mode_t mode = mqproc__dir_mode();
+  if (mkdirat(dirfd, name, mode) != 0)
+    return -1;
+  /* made now: the umask (022 is usual) would take the group's write bit away */
+  if (g_group_access && fchmodat(dirfd, name, mode, 0) != 0) {
+    int e = errno;
+    unlinkat(dirfd, name, AT_REMOVEDIR);
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+int mqproc__mkdir(const char *path) {
+  return mqproc__mkdirat(AT_FDCWD, path);
+}
+
+int mqproc__openat_new(int dirfd, const char *name, int flags) {
+  mode_t mode = mqproc__file_mode();
+  int fd = openat(dirfd, name, flags | O_CREAT, mode);
+  if (fd >= 0 && (flags & O_EXCL) != 0 && g_group_access && fchmod(fd, mode) != 0) {
+    int e = errno;
+    close(fd);
+    unlinkat(dirfd, name, 0);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int mqproc__open_new(const char *path, int flags) {
+  return mqproc__openat_new(AT_FDCWD, path, flags);
+}
+
+FILE *mqproc__fopen_new(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mqproc__file_mode());
+  FILE *f = NULL;
+  if (fd < 0)
+    return NULL;
+  if ((g_group_access && fchmod(fd, mqproc__file_mode()) != 0) || (f = fdopen(fd, "w")) == NULL) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return NULL;
+  }
+  return f;
+}
+
+int mqproc__parse_bool(const char *v) {
+  if (v == NULL)
+    return -1;
+  if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on"))
+    return 1;
+  if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off"))
+    return 0;
+  return -1;
+}
+
 int64_t mqproc__now_ms(void) {
   return clock_ms(CLOCK_MONOTONIC);
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #include "mqproc/mqproc.h"
 
@@ -56,6 +58,35 @@ char *mqproc__term_escape(const char *s, size_t n);
 void mqproc__print_term(FILE *out, const char *s, size_t n);
 /* Cuts s (NUL-terminated, valid UTF-8) to at most max bytes at a character boundary. */
 void mqproc__utf8_truncate(char *s, size_t max);
+
+/* ---- modes of the files mqproc makes ------------------------------------------------
+ * The SQLite database (its -wal, -shm and -control files follow its mode), the dir://
+ * spool's directories and its job, result, dead-letter and reason files hold requests,
+ * errors and dead-letter bodies: they are made private, 0600 (directories 0700; a umask can
+ * only narrow that). --group-access (MQPROC_GROUP_ACCESS) shares them with the group
+ * instead, 0660 and 0770 exactly (the usual umask 022 would drop the group's write bit),
+ * for operators in the server's group. Files and directories
+ * that exist already keep the mode they have: an operator's chmod is never undone. Set
+ * once at start, before the first file is made; every thread reads it. */
+void mqproc__set_group_access(int on);
+mode_t mqproc__file_mode(void);
+mode_t mqproc__dir_mode(void);
+/* mkdir(path) with mqproc__dir_mode() (a shared one exactly: the umask does not narrow
+ * it); 0, or -1 with errno as mkdir's (EEXIST: there already, left as it is). */
+int mqproc__mkdir(const char *path);
+/* The same relative to dirfd (AT_FDCWD: as mqproc__mkdir). */
+int mqproc__mkdirat(int dirfd, const char *name);
+/* open(path, flags | O_CREAT, mqproc__file_mode()); with O_EXCL in flags (this call made
+ * the file) a shared mode is set exactly, as mqproc__mkdir does; without it a file that
+ * was there keeps its mode. The fd, or -1 with errno. */
+int mqproc__open_new(const char *path, int flags);
+/* The same relative to dirfd. */
+int mqproc__openat_new(int dirfd, const char *name, int flags);
+/* fopen(path, "w") for a file of mqproc's own (a dead letter's reason): made with
+ * mqproc__file_mode() (a shared mode exactly), no symlink followed; NULL with errno. */
+FILE *mqproc__fopen_new(const char *path);
+/* "true"/"1"/"yes"/"on" 1, "false"/"0"/"no"/"off" 0, anything else (NULL too) -1. */
+int mqproc__parse_bool(const char *text);
 
 /* SHA-256 of len bytes (libcrypto). */
 void mqproc__sha256(const void *data, size_t len, unsigned char out[32]);

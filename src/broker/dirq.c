@@ -45,14 +45,6 @@ int mqproc__dirq_spool(const char *url, char *out, int *durable, char *err) {
   return MQPROC_OK;
 }
 
-/* The modes of what the queue makes (the umask applies too). */
-static mode_t dir_mode(void) {
-  return 0775;
-}
-static mode_t file_mode(void) {
-  return 0664;
-}
-
 int mqproc__dirq_sync(int dirfd, const char *what, char *err) {
   if (fsync(dirfd) != 0)
     return mqproc__err(err, MQPROC_ESYS, "fsync %s: %s", what, strerror(errno));
@@ -89,7 +81,7 @@ static int make_spool(const char *spool, char *err) {
       slash[1] = '\0';
     else if (slash != NULL)
       *slash = '\0';
-    if (mkdir(path, dir_mode()) == 0) {
+    if (mqproc__mkdir(path) == 0) { /* private, or the group's: util.h */
       int rc = sync_path(parent, err);
       if (rc != MQPROC_OK)
         return rc;
@@ -108,7 +100,7 @@ static int make_spool(const char *spool, char *err) {
 static int open_dir_at(int parent, const char *name, int create, const char *path, int *fd,
                        char *err) {
   struct stat st;
-  if (create && mkdirat(parent, name, dir_mode()) == 0 && fsync(parent) != 0)
+  if (create && mqproc__mkdirat(parent, name) == 0 && fsync(parent) != 0)
     return mqproc__err(err, MQPROC_ESYS, "fsync of the directory holding %s: %s", path,
                        strerror(errno));
   if ((*fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
@@ -242,8 +234,8 @@ int mqproc__dirq_write(const mqproc__dirq_q_t *q, const mqproc__dirq_msg_t *m, c
       return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   mqproc__dirq_name(m->priority, 0, name_out, MQPROC__DIRQ_NAME_MAX);
-  if ((fd = openat(q->sub[MQPROC__DIRQ_TMP], name_out,
-                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode())) < 0) {
+  if ((fd = mqproc__openat_new(q->sub[MQPROC__DIRQ_TMP], name_out,
+                               O_WRONLY | O_EXCL | O_NOFOLLOW | O_CLOEXEC)) < 0) { /* 0600/0660 */
     int e = errno;
     free(env);
     return mqproc__err(err, e == ENOENT ? MQPROC_EBROKER_UNROUTABLE : MQPROC_ESYS,
@@ -349,9 +341,12 @@ void mqproc__dirq_write_reason(const mqproc__dirq_q_t *q, const char *name, cons
   size_t len = strlen(why);
   int fd, ok;
   snprintf(rname, sizeof(rname), "%.*s.reason", NAME_MAX - 7, name);
-  if ((fd = openat(q->sub[MQPROC__DIRQ_TMP], rname,
-                   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                   file_mode())) < 0) {
+  if ((fd = mqproc__openat_new(q->sub[MQPROC__DIRQ_TMP], rname,
+                               O_WRONLY | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0 &&
+      errno == EEXIST && unlinkat(q->sub[MQPROC__DIRQ_TMP], rname, 0) == 0)
+    fd = mqproc__openat_new(q->sub[MQPROC__DIRQ_TMP], rname,
+                            O_WRONLY | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     MQPROC__WARN("dir queue: cannot write %s/tmp/%s: %s", q->path, rname, strerror(errno));
     return;
   }

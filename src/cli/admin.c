@@ -103,6 +103,14 @@ int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, con
   }
   if (mqproc__has(a, "help"))
     return 0;
+  if (find(opts, "group-access", 12, 0) != NULL) { /* before the command makes a file */
+    const char *env = getenv("MQPROC_GROUP_ACCESS");
+    if (!mqproc__has(a, "group-access") && env != NULL && mqproc__parse_bool(env) < 0) {
+      fprintf(stderr, "mqproc %s: MQPROC_GROUP_ACCESS: expected true or false\n", cmd);
+      return 2;
+    }
+    mqproc__set_group_access(mqproc__has(a, "group-access") || mqproc__parse_bool(env) == 1);
+  }
   if ((rc = url_from_file(a, "database", 0, cmd)) != 0)
     return rc;
   return url_from_file(a, "queue", 1, cmd);

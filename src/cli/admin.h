@@ -21,7 +21,9 @@ typedef struct aopt {
 } aopt_t;
 
 /* The rows of --database-file and --queue-file, in every command that takes --database and
- * --queue: the URLs in files, so a password stays out of /proc/PID/cmdline. */
+ * --queue: the URLs in files, so a password stays out of /proc/PID/cmdline; the TLS
+ * settings; --group-access, the modes of what a command makes (util.h), which
+ * mqproc__args_parse applies. */
 /* clang-format off */
 #define MQPROC__URL_FILE_OPTS                                                                     \
   {"database-file", 0, 1, "MQPROC_DATABASE_FILE",                                                \
@@ -30,7 +32,10 @@ typedef struct aopt {
   {"tls-ca", 0, 1, "MQPROC_TLS_CA", "amqps://: CAs to trust (PEM; default: the system's)"},       \
   {"tls-cert", 0, 1, "MQPROC_TLS_CERT", "amqps://: client certificate (PEM)"},                    \
   {"tls-key", 0, 1, "MQPROC_TLS_KEY", "amqps://: its key (PEM)"},                                 \
-  {"tls-verify", 0, 1, "MQPROC_TLS_VERIFY", "amqps://: full (default), ca or none"}
+  {"tls-verify", 0, 1, "MQPROC_TLS_VERIFY", "amqps://: full (default), ca or none"},          \
+  {"group-access", 0, 0, "MQPROC_GROUP_ACCESS",                                                   \
+   "files and directories made here (a dir:// queue's, the -control file) 0660/0770 for the "     \
+   "group, not 0600/0700"}
 /* clang-format on */
 
 #define ARGS_MAX 256

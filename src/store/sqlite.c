@@ -451,13 +451,19 @@ static int sq_renew(mqproc__store_t *base, const char *job_id, int attempt, int 
       base, mqproc__sq_req(run_renew, NULL, done, ud, "sii", job_id, attempt, lease_ms));
 }
 
+/* Reads the schema's table, not just `SELECT 1`: a file that is no database any more
+ * fails here. While the database is down the engine checks it more closely first
+ * (sqlite_engine.c, recover). */
 static int run_ping(sqlite3 *db, sq_req_t *r) {
-  static const char SQL[] = "SELECT 1";
+  static const char SQL[] = "SELECT max(version) FROM mqproc_schema_migrations";
   return mqproc__sq_run(db, r, SQL, 0, 0, 0);
 }
 
 static int sq_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base, mqproc__sq_req(run_ping, NULL, done, ud, ""));
+  sq_req_t *r = mqproc__sq_req(run_ping, NULL, done, ud, "");
+  if (r != NULL)
+    r->probe = 1;
+  return mqproc__sq_send(base, r);
 }
 
 /* ---- open, migrate, the class ------------------------------------------------------- */

@@ -1,11 +1,14 @@
 /* SQLite job store, part three: the schema, `migrate`, the check at start (the schema's
- * version, and no network filesystem), on a connection of their own before the loop
- * runs, as store/pg_conn.c does for PostgreSQL. */
+ * version, no network filesystem, and for a server a database it can write), on a
+ * connection of their own before the loop runs, as store/pg_conn.c does for PostgreSQL;
+ * the write check the engine also runs before it ends an outage (mqproc__sq_probe). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "store/sqlite_int.h"
 #include "util.h"
 
@@ -99,6 +102,67 @@ static int network_fs(const char *path, char *err) {
   return MQPROC_OK;
 }
 
+int mqproc__sq_probe(sqlite3 *db, const char *path, int pages, char *err) {
+  /* a real write (SQLite writes the row back though nothing changes), committed: a file,
+     directory or filesystem that refuses writes fails here, as a full disk does */
+  static const char WRITE[] =
+      "UPDATE mqproc_schema_migrations SET applied_at = applied_at"
+      " WHERE version = (SELECT max(version) FROM mqproc_schema_migrations)";
+  sqlite3_stmt *st;
+  int rc;
+  if (sqlite3_db_readonly(db, "main") == 1)
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s can only be read by this server (%s)", path,
+                       access(path, W_OK) != 0 ? strerror(errno) : "opened read-only");
+  if (pages) { /* after corruption: every page, not only those a write happens to touch */
+    if (sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
+      return mqproc__sq_error(db, "check the database's pages", err);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)
+      rc = mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s is corrupt: %s", path,
+                       (const char *)sqlite3_column_text(st, 0));
+    else if (rc != SQLITE_ROW)
+      rc = mqproc__sq_error(db, "check the database's pages", err);
+    else
+      rc = MQPROC_OK;
+    sqlite3_finalize(st);
+    if (rc != MQPROC_OK)
+      return rc;
+  }
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return mqproc__sq_error(db, "write to the database", err);
+  if (sqlite3_exec(db, WRITE, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    rc = mqproc__sq_error(db, "write to the database", err);
+    if (!sqlite3_get_autocommit(db))
+      sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+  }
+  return MQPROC_OK;
+}
+
+/* A server's check at start that it can write the database: one it cannot is a
+ * configuration error (exit 2) with the reason, not a server that looks healthy while
+ * every job waits for the store. A file every user may read is said once (its mode is
+ * the operator's to choose, and kept). */
+static int server_check(sq_store_t *s, sqlite3 *db, char *err) {
+  char why[MQPROC_ERR_LEN];
+  struct stat st;
+  int rc = mqproc__sq_probe(db, s->path, 0, why);
+  if (rc == MQPROC_ESTORE_CONNECT)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "cannot write the database: %s; this server's user needs to write the "
+                       "file and its directory (for the -wal and -shm files beside it)",
+                       why);
+  if (rc != MQPROC_OK) /* busy for the whole busy timeout: another server's long write */
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s", why);
+  if (stat(s->path, &st) == 0 && (st.st_mode & S_IROTH) != 0)
+    MQPROC__WARN("every user of this host can read %s (mode %04o), which holds the jobs' "
+                 "requests and dead letters: chmod o-rwx it (mqproc makes its files 0600, or "
+                 "0660 with --group-access, and leaves the mode of a file that exists)",
+                 s->path, (unsigned)(st.st_mode & 07777));
+  return MQPROC_OK;
+}
+
 int mqproc__sq_open(mqproc__store_t *base, char *err) {
   sq_store_t *s = (sq_store_t *)base;
   sqlite3 *db;
@@ -112,8 +176,15 @@ int mqproc__sq_open(mqproc__store_t *base, char *err) {
     if (sqlite3_step(st) == SQLITE_ROW)
       version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
+  } else if (sqlite3_errcode(db) == SQLITE_NOTADB || sqlite3_errcode(db) == SQLITE_CORRUPT) {
+    rc = mqproc__err(err, MQPROC_ECONFIG, "%s: %s", s->path, sqlite3_errmsg(db));
   }
+  /* a server (with a loop) writes; the operators' tools may only read */
+  if (rc == MQPROC_OK && version >= SCHEMA_VERSION && s->loop != NULL)
+    rc = server_check(s, db, err);
   sqlite3_close(db);
+  if (rc != MQPROC_OK)
+    return rc;
   if (version == 0)
     return mqproc__err(err, MQPROC_ESTORE_QUERY,
                        "the mqproc schema is not in %s: run `mqproc migrate --database "

@@ -6,12 +6,14 @@
  * (one WAL fsync with synchronous=FULL) for all of them. The finished requests go back to
  * the loop through an eventfd. */
 #include <errno.h>
-#include <stdarg.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -25,6 +27,13 @@
 typedef struct sq_engine {
   sq_store_t *store;
   mqproc__loop_t *loop;
+  /* the engine thread's own: the database failed in a way that lasts (read-only, corrupt,
+     not a database, full, an I/O error): every request is an outage until a ping finds
+     it sound again (recover) */
+  int down;
+  int down_pages;    /* it was corrupt: a ping checks every page (quick_check) */
+  int64_t probed_ms; /* the last ping's check, at most one a second */
+  char down_err[MQPROC_ERR_LEN];
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -63,7 +72,7 @@ sqlite3_stmt *mqproc__sq_stmt(sqlite3 *db, const char *sql, char *err) {
       free_slot = i;
   }
   if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
-    mqproc__err(err, MQPROC_ESTORE_QUERY, "cannot prepare a statement: %s", sqlite3_errmsg(db));
+    mqproc__sq_error(db, "cannot prepare a statement", err); /* a lasting one is noted */
     return NULL;
   }
   if (free_slot >= 0) {
@@ -84,8 +93,33 @@ static void close_db(sqlite3 *db) {
   sqlite3_close(db);
 }
 
+/* The primary code of the last lasting failure on this thread (0: none since the engine
+ * cleared it): a statement that failed to prepare reports MQPROC_ESTORE_QUERY to its
+ * caller, and the engine still learns the database is gone. */
+static __thread int g_lasting;
+
+int mqproc__sq_lasting(int code) {
+  switch (code & 0xff) {
+  case SQLITE_READONLY:
+  case SQLITE_CORRUPT:
+  case SQLITE_NOTADB:
+  case SQLITE_FULL:
+  case SQLITE_IOERR:
+  case SQLITE_CANTOPEN:
+  case SQLITE_PERM:
+  case SQLITE_NOLFS:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 int mqproc__sq_error(sqlite3 *db, const char *what, char *err) {
   int code = sqlite3_errcode(db) & 0xff;
+  if (mqproc__sq_lasting(code)) {
+    g_lasting = code;
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s: %s", what, sqlite3_errmsg(db));
+  }
   return mqproc__err(err,
                      code == SQLITE_CONSTRAINT || code == SQLITE_MISMATCH ||
                              code == SQLITE_TOOBIG || code == SQLITE_RANGE
@@ -94,17 +128,61 @@ int mqproc__sq_error(sqlite3 *db, const char *what, char *err) {
                      "%s: %s", what, sqlite3_errmsg(db));
 }
 
+/* The database file itself: a regular file (a directory, a device such as /dev/null or a
+ * FIFO is a mistake in --database, never an outage to wait out), made by us when missing
+ * so it gets mqproc__file_mode() (SQLite would make it 0644, and its -wal and -shm take
+ * the database's mode); one that exists keeps its mode. */
+static int db_file(const char *path, char *err) {
+  struct stat st;
+  int fd;
+  if (stat(path, &st) == 0)
+    return S_ISREG(st.st_mode) ? MQPROC_OK
+                               : mqproc__err(err, MQPROC_ECONFIG,
+                                             "the database %s is %s, not a file: give the path "
+                                             "of a database file (made when missing)",
+                                             path,
+                                             S_ISDIR(st.st_mode)    ? "a directory"
+                                             : S_ISCHR(st.st_mode)  ? "a character device"
+                                             : S_ISBLK(st.st_mode)  ? "a block device"
+                                             : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                                    : "a socket");
+  if (errno != ENOENT) /* ENOTDIR, EACCES, ELOOP: SQLite explains it below */
+    return MQPROC_OK;
+  if ((fd = mqproc__open_new(path, O_RDWR | O_EXCL | O_CLOEXEC | O_NOFOLLOW)) >= 0)
+    close(fd);
+  return MQPROC_OK; /* EEXIST: another server made it meanwhile */
+}
+
+/* What an operator can do about a failure to open or set up the database. */
+static const char *open_hint(int code) {
+  switch (code & 0xff) {
+  case SQLITE_READONLY:
+  case SQLITE_CANTOPEN:
+  case SQLITE_PERM:
+    return "; this server's user needs to read and write the file and its directory (for the "
+           "-wal and -shm files beside it)";
+  case SQLITE_NOTADB:
+  case SQLITE_CORRUPT:
+    return "; restore it from a backup, or give another path";
+  default:
+    return "";
+  }
+}
+
 int mqproc__sq_open_db(sq_store_t *s, sqlite3 **out, char *err) {
   sqlite3 *db = NULL;
   char sql[160];
-  int rc = sqlite3_open_v2(s->path, &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  int rc;
   *out = NULL;
+  if ((rc = db_file(s->path, err)) != MQPROC_OK)
+    return rc;
+  rc = sqlite3_open_v2(s->path, &db,
+                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
-    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot open %s: %s", s->path,
-                db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot open %s: %s%s", s->path,
+                db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc), open_hint(rc));
     sqlite3_close(db);
-    return MQPROC_ESTORE_CONNECT;
+    return mqproc__sq_lasting(rc) ? MQPROC_ECONFIG : MQPROC_ESTORE_CONNECT;
   }
   sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
   snprintf(sql, sizeof(sql),
@@ -113,9 +191,11 @@ int mqproc__sq_open_db(sq_store_t *s, sqlite3 **out, char *err) {
   if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK ||
       sqlite3_create_function(db, "mq_now", 0, SQLITE_UTF8, NULL, now_ms, NULL, NULL) !=
           SQLITE_OK) {
-    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot set up %s: %s", s->path, sqlite3_errmsg(db));
+    rc = sqlite3_errcode(db);
+    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot set up %s: %s%s", s->path, sqlite3_errmsg(db),
+                open_hint(rc));
     sqlite3_close(db);
-    return MQPROC_ESTORE_CONNECT;
+    return mqproc__sq_lasting(rc) ? MQPROC_ECONFIG : MQPROC_ESTORE_CONNECT;
   }
   *out = db;
   return MQPROC_OK;
@@ -262,53 +342,98 @@ static int exec(sqlite3 *db, const char *sql) {
   return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
 }
 
+/* Every request of the round fails with rc and err (nothing of it was stored). */
+static void fail_round(sq_req_t *round, int rc, const char *err) {
+  for (sq_req_t *r = round; r != NULL; r = r->next) {
+    r->rc = rc;
+    snprintf(r->err, sizeof(r->err), "%s", err);
+  }
+}
+
+/* The database failed in a way that lasts: an outage (the server stops taking jobs, /readyz
+ * and mqproc_up say so) until recover() finds it sound; the connection is made anew then. */
+static void went_down(sq_engine_t *e, sqlite3 **dbp, int code, const char *err) {
+  e->down = 1;
+  e->down_pages = (code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_NOTADB;
+  e->probed_ms = 0;
+  snprintf(e->down_err, sizeof(e->down_err), "%s", err);
+  if (*dbp != NULL)
+    close_db(*dbp);
+  *dbp = NULL;
+}
+
+/* While down, only a ping looks at the database again, and at most once a second (a
+ * readiness probe may ask often; a page check reads the whole file): a new connection,
+ * then mqproc__sq_probe (writable, a write commits, every page sound after corruption).
+ * MQPROC_OK: the store is back on that connection; else an outage with err. */
+static int recover(sq_engine_t *e, sqlite3 **dbp, const sq_req_t *round, char *err) {
+  int64_t now = mqproc__now_ms();
+  int pinged = 0, rc;
+  for (const sq_req_t *r = round; r != NULL; r = r->next)
+    pinged |= r->probe;
+  if (!pinged || now - e->probed_ms < 1000)
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s", e->down_err);
+  e->probed_ms = now;
+  if ((rc = mqproc__sq_open_db(e->store, dbp, err)) == MQPROC_OK &&
+      (rc = mqproc__sq_probe(*dbp, e->store->path, e->down_pages, err)) == MQPROC_OK) {
+    e->down = 0;
+    return MQPROC_OK;
+  }
+  if (*dbp != NULL)
+    close_db(*dbp);
+  *dbp = NULL;
+  snprintf(e->down_err, sizeof(e->down_err), "%s", err);
+  return MQPROC_ESTORE_CONNECT;
+}
+
 static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
   char err[MQPROC_ERR_LEN];
   sqlite3 *db = *dbp;
-  int ok = 1, relax = !e->store->sync_normal;
+  int rc = MQPROC_OK, relax = !e->store->sync_normal;
   for (sq_req_t *r = round; relax && r != NULL; r = r->next)
     relax = r->unsynced_ok;
-  if (db == NULL && mqproc__sq_open_db(e->store, dbp, err) != MQPROC_OK) {
-    for (sq_req_t *r = round; r != NULL; r = r->next) {
-      r->rc = MQPROC_ESTORE_CONNECT;
-      snprintf(r->err, sizeof(r->err), "%s", err);
-    }
+  if (e->down && recover(e, dbp, round, err) != MQPROC_OK) {
+    fail_round(round, MQPROC_ESTORE_CONNECT, err);
+    return;
+  }
+  if (*dbp == NULL && mqproc__sq_open_db(e->store, dbp, err) != MQPROC_OK) {
+    fail_round(round, MQPROC_ESTORE_CONNECT, err);
     return;
   }
   db = *dbp;
+  g_lasting = 0;
   if (relax) /* only refreshes: committed without an fsync (a later commit's covers it) */
     exec(db, "PRAGMA synchronous = NORMAL");
-  if (exec(db, "BEGIN IMMEDIATE") != 0) {
-    mqproc__sq_error(db, "BEGIN IMMEDIATE", err);
-    ok = 0;
-  }
-  for (sq_req_t *r = round; ok && r != NULL; r = r->next) {
+  if (exec(db, "BEGIN IMMEDIATE") != 0)
+    rc = mqproc__sq_error(db, "BEGIN IMMEDIATE", err);
+  for (sq_req_t *r = round; rc == MQPROC_OK && r != NULL; r = r->next) {
     exec(db, "SAVEPOINT r");
     r->rc = r->run(db, r);
-    if (sqlite3_get_autocommit(db)) { /* SQLite rolled the whole transaction back (a full
-                                         disk, an I/O error): nothing of the round is kept */
+    if (r->rc != MQPROC_OK && g_lasting != 0) /* the database, not this request */
+      r->rc = MQPROC_ESTORE_CONNECT;
+    if (r->rc == MQPROC_ESTORE_CONNECT || sqlite3_get_autocommit(db)) {
+      /* gone, or SQLite rolled the whole transaction back (a full disk, an I/O error):
+         nothing of the round is kept */
+      rc = r->rc == MQPROC_ESTORE_CONNECT ? r->rc : MQPROC_ESTORE_QUERY;
       snprintf(err, sizeof(err), "%s", r->rc != MQPROC_OK ? r->err : "the transaction ended");
-      ok = 0;
       break;
     }
     if (r->rc != MQPROC_OK && r->rc != MQPROC_ESTORE_FENCED)
       exec(db, "ROLLBACK TO r");
     exec(db, "RELEASE r");
   }
-  if (ok && exec(db, "COMMIT") != 0) {
-    mqproc__sq_error(db, "COMMIT", err);
+  if (rc == MQPROC_OK && exec(db, "COMMIT") != 0)
+    rc = mqproc__sq_error(db, "COMMIT", err);
+  if (rc != MQPROC_OK && !sqlite3_get_autocommit(db))
     exec(db, "ROLLBACK");
-    ok = 0;
-  }
   if (relax && exec(db, "PRAGMA synchronous = FULL") != 0) { /* never left relaxed */
     close_db(db);
     *dbp = NULL;
   }
-  if (!ok) /* nothing of the round was stored */
-    for (sq_req_t *r = round; r != NULL; r = r->next) {
-      r->rc = MQPROC_ESTORE_QUERY;
-      snprintf(r->err, sizeof(r->err), "%s", err);
-    }
+  if (rc == MQPROC_ESTORE_CONNECT || g_lasting != 0)
+    went_down(e, dbp, g_lasting, err);
+  if (rc != MQPROC_OK) /* nothing of the round was stored */
+    fail_round(round, rc == MQPROC_ESTORE_CONNECT ? rc : MQPROC_ESTORE_QUERY, err);
 }
 
 static void *engine_main(void *arg) {

@@ -43,6 +43,7 @@ struct sq_req {
   int forgotten;
   int unsynced_ok; /* a power cut may lose it (a workers-row refresh): a round of only
                       these commits without an fsync (synchronous=NORMAL) */
+  int probe;       /* a ping: while the database is down, it looks again (recover) */
   int rc;
   char err[MQPROC_ERR_LEN];
   sq_req_t *next;
@@ -70,8 +71,17 @@ void mqproc__sq_forget(struct sq_engine *e, void *ud);
 int mqproc__sq_open_db(sq_store_t *s, sqlite3 **db, char *err);
 /* A statement prepared once per connection (cached by its text's address). */
 sqlite3_stmt *mqproc__sq_stmt(sqlite3 *db, const char *sql, char *err);
-/* The store error of a failed step: _DATA for constraints, else _QUERY. */
+/* The store error of a failed step: _DATA for constraints, _CONNECT for a lasting failure
+ * of the database (mqproc__sq_lasting), else _QUERY. */
 int mqproc__sq_error(sqlite3 *db, const char *what, char *err);
+/* Whether an SQLite result code means the database is unusable until someone acts (READONLY,
+ * CORRUPT, NOTADB, FULL, IOERR, CANTOPEN, PERM, NOLFS): a store outage, not one statement's
+ * failure. */
+int mqproc__sq_lasting(int code);
+/* Whether db can take the server's writes: not opened read-only, every page sound (when
+ * pages: PRAGMA quick_check, which reads the whole file), and a write commits. MQPROC_OK,
+ * or a store error with err (_CONNECT: it cannot, _QUERY: try again, e.g. busy). */
+int mqproc__sq_probe(sqlite3 *db, const char *path, int pages, char *err);
 /* A row for r->rows (columns copied); NULL when out of memory. */
 sq_row_t *mqproc__sq_row_add(sq_req_t *r);
 

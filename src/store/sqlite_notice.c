@@ -62,24 +62,41 @@ static void read_lines(mqproc__sq_notice_t *n) {
   }
 }
 
-/* Opens (makes) the notice file and watches it; 0, or -1 with errno. A file made here gets
- * the database's mode, so whoever may write the database may send notices (as SQLite does
- * for its -wal file). */
-static int open_watch(mqproc__sq_notice_t *n, off_t *size) {
-  struct stat st, db;
-  mode_t mode = stat(n->db_path, &db) == 0 ? (db.st_mode & 0666) : 0666;
+/* The mode a notice file is made with: the database's, so whoever may write the database
+ * may send notices (as SQLite does for its -wal file); mqproc__file_mode() without one. */
+static mode_t notice_mode(const char *db_path) {
+  struct stat db;
+  return stat(db_path, &db) == 0 ? (db.st_mode & 0666) : mqproc__file_mode();
+}
+
+/* Opens (makes) the notice file and watches it; 0, or -1 with errno (and *why set when the
+ * file is refused). Never blocks: opened O_NONBLOCK (a FIFO planted there by whoever may
+ * write the database's directory would otherwise stop the loop until someone writes to
+ * it), then only a regular file of this server's user is kept. */
+static int open_watch(mqproc__sq_notice_t *n, off_t *size, const char **why) {
+  struct stat st;
+  mode_t mode = notice_mode(n->db_path);
   int e;
-  if ((n->fd = open(n->path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)) >= 0)
+  *why = NULL;
+  if ((n->fd = open(n->path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                    mode)) >= 0)
     (void)fchmod(n->fd, mode); /* made now: the umask does not narrow it */
   else if (errno == EEXIST)
-    n->fd = open(n->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    n->fd = open(n->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (n->fd < 0)
     return -1;
-  if (fstat(n->fd, &st) == 0 &&
-      inotify_add_watch(n->ino, n->path, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF) >= 0) {
+  if (fstat(n->fd, &st) != 0)
+    goto out_close;
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    *why = !S_ISREG(st.st_mode) ? "it is not a regular file" : "another user owns it";
+    errno = EPERM;
+    goto out_close;
+  }
+  if (inotify_add_watch(n->ino, n->path, IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF) >= 0) {
     *size = st.st_size;
     return 0;
   }
+out_close:
   e = errno;
   close(n->fd);
   n->fd = -1;
@@ -87,9 +104,15 @@ static int open_watch(mqproc__sq_notice_t *n, off_t *size) {
   return -1;
 }
 
+/* Why open_watch failed, for the log. */
+static const char *open_failed(const char *why) {
+  return why != NULL ? why : strerror(errno);
+}
+
 static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
   mqproc__sq_notice_t *n = ud;
   char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  const char *why;
   int gone = 0;
   ssize_t r;
   off_t size;
@@ -103,10 +126,10 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
   if (gone && n->fd >= 0) { /* removed or replaced (a restore): watch the new one */
     close(n->fd);
     n->fd = -1;
-    if (open_watch(n, &size) != 0)
+    if (open_watch(n, &size, &why) != 0)
       MQPROC__WARN("operators' notices: %s went away and cannot be made again (%s): pause, "
                    "resume and cancel reach this server with its next refresh",
-                   n->path, strerror(errno));
+                   n->path, open_failed(why));
     else {
       n->off = 0; /* a sender may have made it with its line already (a line heard twice
                      costs a refresh) */
@@ -118,6 +141,7 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
 mqproc__sq_notice_t *mqproc__sq_notice_watch(const char *db_path, mqproc__loop_t *loop,
                                              void (*cb)(void *ud, const char *payload), void *ud) {
   mqproc__sq_notice_t *n = calloc(1, sizeof(*n));
+  const char *why = NULL;
   off_t size = 0;
   if (n == NULL)
     return NULL;
@@ -127,11 +151,11 @@ mqproc__sq_notice_t *mqproc__sq_notice_watch(const char *db_path, mqproc__loop_t
   n->cb = cb;
   n->ud = ud;
   n->fd = -1;
-  if ((n->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 || open_watch(n, &size) != 0 ||
+  if ((n->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 || open_watch(n, &size, &why) != 0 ||
       mqproc__loop_io(loop, n->ino, on_io, n) != MQPROC_OK) {
     MQPROC__WARN("operators' notices: cannot watch %s (%s): pause, resume and cancel reach this "
                  "server with its next refresh instead",
-                 n->path, strerror(errno));
+                 n->path, open_failed(why));
     if (n->fd >= 0)
       close(n->fd);
     if (n->ino >= 0)
@@ -163,9 +187,16 @@ int mqproc__sq_notice_send(const char *db_path, const char *payload) {
     errno = EINVAL;
     return -1;
   }
-  if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666)) < 0)
+  /* not blocking on a FIFO there (no reader: ENXIO; a reader: refused below) */
+  if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                 notice_mode(db_path))) < 0)
     return -1;
-  if (fstat(fd, &st) == 0 && st.st_size > NOTICE_MAX_FILE && ftruncate(fd, 0) != 0)
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    errno = EPERM;
+    return -1;
+  }
+  if (st.st_size > NOTICE_MAX_FILE && ftruncate(fd, 0) != 0)
     rc = -1;
   if (rc == 0 && write(fd, line, (size_t)len) != len) /* O_APPEND: one write, whole */
     rc = -1;
