@@ -98,7 +98,7 @@ static int step_decode(mqproc__delivery_t *d) {
     mqproc__utf8_truncate(d->job_id, MQPROC__MAX_SHORT_STRING - 3);
     strcat(d->job_id, "...");
   }
-  if (mqproc__msg_validate(doc, fmt, d->srv->processor, &d->msg, err) != MQPROC_OK) {
+  if (mqproc__msg_validate(doc, fmt, d->host->processor, &d->msg, err) != MQPROC_OK) {
     to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;
   }
@@ -108,7 +108,7 @@ static int step_decode(mqproc__delivery_t *d) {
     return 1;
   }
   if (d->msg->result_queue_name != NULL &&
-      !mqproc__server_result_queue_allowed(d->srv, d->msg->result_queue_name)) {
+      !mqproc__host_result_queue_allowed(d->host, d->msg->result_queue_name)) {
     to_dead_letter(d, S_ACK,
                    "invalid message: result_queue_name '%.200s' does not match "
                    "--result-queue-pattern '%.100s'",
@@ -116,14 +116,14 @@ static int step_decode(mqproc__delivery_t *d) {
     return 1;
   }
   if (d->msg->result_queue_name != NULL &&
-      strcmp(d->msg->result_queue_name, d->srv->dead_queue) == 0) {
+      strcmp(d->msg->result_queue_name, d->host->dead_queue) == 0) {
     to_dead_letter(d, S_ACK,
                    "invalid message: result_queue_name '%.200s' is this server's dead-letter "
                    "queue: a result may not pass for a dead letter",
                    d->msg->result_queue_name);
     return 1;
   }
-  if (d->mets_path == NULL && d->srv->needs_mets) {
+  if (d->mets_path == NULL && d->host->needs_mets) {
     to_dead_letter(d, S_ACK,
                    "invalid message: workspace_id '%.200s' given, but this server has no "
                    "--workspace-root to find its METS",
@@ -141,7 +141,7 @@ static int step_decode(mqproc__delivery_t *d) {
  * running. A copy redelivered after our connection died replaces the dead delivery (its
  * tag is the one to ack at the end); a copy of an early-acked job is redundant. */
 static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
-  mqproc__delivery_t *holder = mqproc__server_find_job(d->srv, d->job_id, c->attempt);
+  mqproc__delivery_t *holder = mqproc__host_find_job(d->host, d->job_id, c->attempt);
   if (holder == NULL || holder == d)
     return 0;
   if (holder->acked) {
@@ -161,12 +161,12 @@ static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
 
 static int claimed(mqproc__delivery_t *d, int attempt) {
   d->attempt = attempt;
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_STARTED);
+  mqproc__metrics_inc(d->host->metrics, MQPROC__M_STARTED);
   if (attempt == 1 && d->msg->created_time > 0) { /* created -> first claimed */
     time_t waited = time(NULL) - d->msg->created_time;
     /* a created_time in the future (a sender's clock, or a lie) waited no time: a negative
      * wait would pull the histogram's sum down */
-    mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.queue_wait,
+    mqproc__metrics_observe(d->host->metrics, &d->host->metrics->queue_wait,
                             waited > 0 ? (double)waited : 0.0);
   }
   if (d->delivery_count > 0)
@@ -183,25 +183,25 @@ static int claimed(mqproc__delivery_t *d, int attempt) {
 
 static void job_log_path(mqproc__delivery_t *d) {
   mqproc__joblog_name(d->job_id, d->log_name, sizeof(d->log_name));
-  snprintf(d->log_path, sizeof(d->log_path), "%s/%s/%s", cfg(d)->log_dir, d->srv->processor,
+  snprintf(d->log_path, sizeof(d->log_path), "%s/%s/%s", cfg(d)->log_dir, d->host->processor,
            d->log_name);
 }
 
 static void give_pass(mqproc__delivery_t *d) {
   if (d->has_pass) {
     d->has_pass = 0;
-    mqproc__server_give_pass(d->srv);
+    mqproc__host_give_pass(d->host);
   }
 }
 
 /* Waits in SLOT_WAIT~ for one of the --concurrency run slots, then resumes `then`; to
  * claim (then CLAIM), one of the --claim-ahead passes will do instead. */
 static int take_slot(mqproc__delivery_t *d, dstate_t then) {
-  if (d->has_slot || (d->has_slot = mqproc__server_take_slot(d->srv))) {
+  if (d->has_slot || (d->has_slot = mqproc__host_take_slot(d->host))) {
     give_pass(d); /* claimed ahead: it runs now */
     return 1;
   }
-  if (then == S_CLAIM && (d->has_pass || (d->has_pass = mqproc__server_take_pass(d->srv))))
+  if (then == S_CLAIM && (d->has_pass || (d->has_pass = mqproc__host_take_pass(d->host))))
     return 1;
   d->resume = then;
   d->state = S_SLOT_WAIT; /* the server wakes the oldest waiter when a slot frees */
@@ -213,7 +213,7 @@ static void give_slot(mqproc__delivery_t *d) {
   give_pass(d);
   if (d->has_slot) {
     d->has_slot = 0;
-    mqproc__server_give_slot(d->srv);
+    mqproc__host_give_slot(d->host);
   }
 }
 
@@ -222,7 +222,7 @@ static void give_slot(mqproc__delivery_t *d) {
  * would look gone: hosts in containers have names of their own.) */
 static int holder_gone_here(const mqproc__delivery_t *d, const mqproc__claim_t *c) {
   if (c->holder_pid <= 0 || c->holder_pid == (int)getpid() ||
-      strcmp(c->holder_host, d->srv->host) != 0)
+      strcmp(c->holder_host, d->host->hostname) != 0)
     return 0;
   if (kill(c->holder_pid, 0) < 0)
     return errno == ESRCH;
@@ -233,7 +233,7 @@ static int holder_gone_here(const mqproc__delivery_t *d, const mqproc__claim_t *
 static int claim_again(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_TAKEOVERS);
+  mqproc__metrics_inc(d->host->metrics, MQPROC__M_TAKEOVERS);
   return store_ok(d, S_CLAIM);
 }
 
@@ -254,7 +254,7 @@ static int claim_done(mqproc__delivery_t *d) {
     d->first_try_open = 1;
     return claimed(d, c->attempt);
   case MQPROC__CLAIM_REPLAY:
-    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FINISHED_REDELIV);
+    mqproc__metrics_inc(d->host->metrics, MQPROC__M_FINISHED_REDELIV);
     MQPROC__INFO("job %s: already %s; sending what was not sent, not running it again%s", jid(d),
                  c->state, d->redelivered ? " (redelivered)" : "");
     d->outcome = mqproc__job_state_name(mqproc__job_state_parse(c->state)); /* or CANCELLED */
@@ -264,7 +264,7 @@ static int claim_done(mqproc__delivery_t *d) {
     d->state = S_PUBLISH;
     return 1;
   case MQPROC__CLAIM_ACK:
-    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FINISHED_REDELIV);
+    mqproc__metrics_inc(d->host->metrics, MQPROC__M_FINISHED_REDELIV);
     MQPROC__INFO("job %s: already %s; acked without running%s", jid(d), c->state,
                  d->redelivered ? " (redelivered)" : "");
     d->state = S_ACK;
@@ -279,15 +279,15 @@ static int claim_done(mqproc__delivery_t *d) {
   case MQPROC__CLAIM_DEFER:
     break;
   }
-  if (strcmp(c->worker_id_now, d->srv->worker_id) == 0 && adopt_copy(d, c))
+  if (strcmp(c->worker_id_now, d->host->worker_id) == 0 && adopt_copy(d, c))
     return 1;
   if (!d->holder_checked && holder_gone_here(d, c)) { /* kill -9'd beside us: take it now */
     d->holder_checked = 1;
     MQPROC__INFO("job %s: its holder %s (pid %d on this host) is gone; taking the job over", jid(d),
                  c->worker_id_now, c->holder_pid);
     return store_call(d,
-                      mqproc__store_holder_gone(d->srv->store, c->worker_id_now, c->holder_host,
-                                                c->holder_pid, d->srv->worker_id,
+                      mqproc__store_holder_gone(d->host->store, c->worker_id_now, c->holder_host,
+                                                c->holder_pid, d->host->worker_id,
                                                 mqproc__dl_on_store, d),
                       claim_again);
   }
@@ -309,8 +309,8 @@ static int step_claim(mqproc__delivery_t *d) {
   if (d->log_name[0] == '\0') /* one log per job, every try appends */
     job_log_path(d);
   d->claim = (mqproc__claim_t){.job_id = d->job_id,
-                               .processor = d->srv->processor,
-                               .worker_id = d->srv->worker_id,
+                               .processor = d->host->processor,
+                               .worker_id = d->host->worker_id,
                                .request_json = d->request_json,
                                .request_format = mqproc__format_name(d->msg->format),
                                .request_body = d->body,
@@ -321,7 +321,7 @@ static int step_claim(mqproc__delivery_t *d) {
                                .log_path = d->log_path,
                                .lease_ms = cfg(d)->lease_s * 1000,
                                .max_attempts = cfg(d)->max_attempts};
-  return store_call(d, mqproc__store_claim(d->srv->store, &d->claim, mqproc__dl_on_store, d),
+  return store_call(d, mqproc__store_claim(d->host->store, &d->claim, mqproc__dl_on_store, d),
                     claim_done);
 }
 
@@ -330,7 +330,7 @@ static int step_claim(mqproc__delivery_t *d) {
 static void on_run_done(void *ud, const mqproc__run_result_t *r) {
   mqproc__delivery_t *d = ud;
   if (d->abandoned) { /* released at shutdown while its thread ran on; now it ended */
-    mqproc__server_abandoned_done(d->srv, d);
+    mqproc__host_abandoned_done(d->host, d);
     return;
   }
   d->run = NULL;
@@ -358,17 +358,17 @@ static int run_try(mqproc__delivery_t *d) {
                              .try_no = d->try_no,
                              .log_path = d->log_path,
                              .log_dir = cfg(d)->log_dir,
-                             .log_sub = d->srv->processor,
+                             .log_sub = d->host->processor,
                              .log_name = d->log_name,
-                             .worker_id = d->srv->worker_id,
+                             .worker_id = d->host->worker_id,
                              .time_limit_ms = time_limit_ms(d),
                              .max_log_bytes = cfg(d)->max_log_bytes};
   int rc;
   d->tries_in_attempt++;
   if (d->tries_in_attempt > 1)
-    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_RETRIED);
+    mqproc__metrics_inc(d->host->metrics, MQPROC__M_RETRIED);
   d->last_renew_ms = mqproc__now_ms();
-  rc = mqproc__runner_start(d->srv->runner, d->srv->loop, &spec, on_run_done, d, &d->run, err);
+  rc = mqproc__runner_start(d->host->runner, d->host->loop, &spec, on_run_done, d, &d->run, err);
   if (rc != MQPROC_OK) { /* could not start: a failed try like any other */
     memset(&d->last, 0, sizeof(d->last));
     d->last.status = rc;
@@ -407,15 +407,16 @@ static int step_start_try(mqproc__delivery_t *d) {
     return run_try(d);
   }
   return store_call(d,
-                    mqproc__store_start_try(d->srv->store, d->job_id, d->attempt, d->srv->worker_id,
-                                            d->log_path, &d->try_no, mqproc__dl_on_store, d),
+                    mqproc__store_start_try(d->host->store, d->job_id, d->attempt,
+                                            d->host->worker_id, d->log_path, &d->try_no,
+                                            mqproc__dl_on_store, d),
                     try_started);
 }
 
 static int try_ended(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
-  mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.run_time,
+  mqproc__metrics_observe(d->host->metrics, &d->host->metrics->run_time,
                           (double)d->last.duration_ms / 1000.0);
   MQPROC__WARN("job %s: attempt %d try %d failed: %s", jid(d), d->attempt, d->try_no,
                d->last.error);
@@ -454,7 +455,7 @@ static int step_end_try(mqproc__delivery_t *d) {
     return 1;
   }
   return store_call(d,
-                    mqproc__store_end_try(d->srv->store, d->job_id, d->attempt, d->try_no, &e,
+                    mqproc__store_end_try(d->host->store, d->job_id, d->attempt, d->try_no, &e,
                                           mqproc__dl_on_store, d),
                     try_ended);
 }
@@ -525,13 +526,13 @@ static int step(mqproc__delivery_t *d) {
 
 void mqproc__delivery_advance(mqproc__delivery_t *d) {
   mqproc__log_job_t prev =
-      mqproc__log_enter_job(&d->job_id, d->srv->processor, &d->attempt, &d->try_no);
+      mqproc__log_enter_job(&d->job_id, d->host->processor, &d->attempt, &d->try_no);
   while (step(d))
     ;
   mqproc__log_leave_job(prev);
   if (d->state == S_DONE) {
     give_slot(d);
-    mqproc__server_delivery_done(d->srv, d);
+    mqproc__host_done(d->host, d);
   }
 }
 

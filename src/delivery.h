@@ -3,14 +3,15 @@
 #define MQPROC_DELIVERY_H
 
 #include "broker.h"
-#include "server.h"
+#include "delivery_host.h"
 
 /* Copies what it needs from msg; NULL when out of memory (the message then stays
  * unacked and comes back after a reconnect). */
-mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__broker_msg_t *msg);
+mqproc__delivery_t *mqproc__delivery_new(mqproc__delivery_host_t *host,
+                                         const mqproc__broker_msg_t *msg);
 /* A delivery with no broker message behind it that sends the outcome of a final job whose
  * early-acked holder died (the store's sweep_outbox); NULL when the row is unusable. */
-mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
+mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__delivery_host_t *host,
                                                 const mqproc__outbox_row_t *r);
 /* Runs the machine until it waits for something. */
 void mqproc__delivery_start(mqproc__delivery_t *d);

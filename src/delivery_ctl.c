@@ -36,19 +36,19 @@ static void early_ack_recorded(void *ud, int rc, const char *err) {
   if (rc == MQPROC_OK) {
     /* this job keeps its slot after the ack: first make the broker push no more than the
      * free slots allow, then ack */
-    mqproc__server_update_consuming(d->srv, 1);
-    rc = mqproc__server_ack(d->srv, d, why);
+    mqproc__host_update_consuming(d->host, 1);
+    rc = mqproc__host_ack(d->host, d, why);
     err = why;
   }
   d->acked = rc == MQPROC_OK;
-  mqproc__server_update_consuming(d->srv, 0);
+  mqproc__host_update_consuming(d->host, 0);
   if (rc == MQPROC_OK) {
     MQPROC__INFO("job %s: still running after %d s; delivery acked, the job table carries it",
                  jid(d), cfg(d)->ack_after_s);
   } else {
     MQPROC__WARN("job %s: early ack postponed: %s", jid(d), err);
     if (rc != MQPROC_ESTORE_FENCED && d->outcome == NULL)
-      d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
+      d->ack_timer = mqproc__loop_timer(d->host->loop, 5000, on_ack_timer, d);
   }
   mqproc__delivery_advance(d); /* a step that waited for this goes on */
 }
@@ -60,25 +60,26 @@ static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
   if (d->acked || d->fenced || d->acking ||
       (d->state != S_RUNNING && d->state != S_BACKOFF && d->state != S_SLOT_WAIT))
     return;
-  if (d->srv->broker_blocked) { /* it could not lower the consumer's prefetch first */
-    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
+  if (d->host->broker_blocked) { /* it could not lower the consumer's prefetch first */
+    d->ack_timer = mqproc__loop_timer(d->host->loop, 5000, on_ack_timer, d);
     return;
   }
-  if (mqproc__store_ack_early(d->srv->store, d->job_id, d->attempt, early_ack_recorded, d) ==
+  if (mqproc__store_ack_early(d->host->store, d->job_id, d->attempt, early_ack_recorded, d) ==
       MQPROC_OK)
     d->acking = 1;
   else
-    d->ack_timer = mqproc__loop_timer(d->srv->loop, 5000, on_ack_timer, d);
+    d->ack_timer = mqproc__loop_timer(d->host->loop, 5000, on_ack_timer, d);
 }
 
 void mqproc__delivery_arm_ack_timer(mqproc__delivery_t *d) {
   if (cfg(d)->ack_after_s > 0)
-    d->ack_timer = mqproc__loop_timer(d->srv->loop, cfg(d)->ack_after_s * 1000LL, on_ack_timer, d);
+    d->ack_timer = mqproc__loop_timer(d->host->loop, cfg(d)->ack_after_s * 1000LL, on_ack_timer, d);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
 
-mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__broker_msg_t *m) {
+mqproc__delivery_t *mqproc__delivery_new(mqproc__delivery_host_t *host,
+                                         const mqproc__broker_msg_t *m) {
   mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
   if (d == NULL || (d->body = mqproc__malloc(m->len)) == NULL) {
     free(d);
@@ -92,20 +93,20 @@ mqproc__delivery_t *mqproc__delivery_new(mqproc__server_t *srv, const mqproc__br
     free(d);
     return NULL;
   }
-  d->srv = srv;
+  d->host = host;
   d->epoch = m->epoch;
   d->tag = m->tag;
   d->consumer = m->consumer;
   d->redelivered = m->redelivered;
   d->delivery_count = m->delivery_count;
   if (m->redelivered)
-    mqproc__metrics_inc(&srv->metrics, MQPROC__M_REDELIVERED);
+    mqproc__metrics_inc(host->metrics, MQPROC__M_REDELIVERED);
   d->state = S_DECODE;
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return d;
 }
 
-mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
+mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__delivery_host_t *host,
                                                 const mqproc__outbox_row_t *r) {
   mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
   char err[MQPROC_ERR_LEN];
@@ -125,7 +126,7 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
     return NULL;
   }
   d->msg->format = mqproc__format_parse(r->format);
-  d->srv = srv;
+  d->host = host;
   d->attempt = r->attempt;
   d->outcome = mqproc__job_state_name(mqproc__job_state_parse(r->state)); /* a final state */
   d->send_result = !r->result_published;
@@ -150,11 +151,11 @@ mqproc__delivery_t *mqproc__delivery_new_outbox(mqproc__server_t *srv,
       return NULL;
     }
     snprintf(d->reason, sizeof(d->reason), "job FAILED: %s (sent by %s: the holder died first)",
-             r->last_error[0] != '\0' ? r->last_error : "no error recorded", srv->worker_id);
+             r->last_error[0] != '\0' ? r->last_error : "no error recorded", host->worker_id);
     d->after_dead = S_PUBLISH;
     d->state = S_DEAD_LETTER;
   }
-  mqproc__metrics_inc(&srv->metrics, MQPROC__M_OUTBOX_RESENT);
+  mqproc__metrics_inc(host->metrics, MQPROC__M_OUTBOX_RESENT);
   MQPROC__INFO("job %s: its holder died before sending its outcome (%s); sending it", d->job_id,
                d->outcome);
   return d;
@@ -174,9 +175,9 @@ static void renewed(void *ud, int rc, const char *err) {
                   d->attempt);
     d->fenced = 1;
     if (d->run != NULL)
-      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
+      mqproc__runner_kill(d->host->runner, d->run, SIGKILL);
     else if (d->state == S_BACKOFF) {
-      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+      mqproc__loop_timer_cancel(d->host->loop, d->timer);
       d->state = S_FENCED;
       mqproc__delivery_advance(d);
     }
@@ -193,7 +194,7 @@ void mqproc__delivery_tick(mqproc__delivery_t *d) {
   if (!holds || d->fenced || d->renewing || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
     return;
   d->renew_sent_ms = now;
-  d->renewing = mqproc__store_renew(d->srv->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000,
+  d->renewing = mqproc__store_renew(d->host->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000,
                                     renewed, d) == MQPROC_OK;
 }
 
@@ -202,19 +203,19 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
   d->stop_forced |= force;
   switch (d->state) {
   case S_DEFER:
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->timer);
     d->state = S_NACK;
     mqproc__delivery_advance(d);
     break;
   case S_STORE_WAIT:
     if (d->resume == S_CLAIM || d->resume == S_DECODE) {
-      mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+      mqproc__loop_timer_cancel(d->host->loop, d->timer);
       d->state = S_NACK;
       mqproc__delivery_advance(d);
     }
     break;
   case S_BACKOFF:
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->timer);
     d->state = S_RELEASE;
     mqproc__delivery_advance(d);
     break;
@@ -228,23 +229,23 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
      * publishing (the publish that made it block). Past the grace, publish again: now
      * refused at once, that requeues an unacked delivery (whose redelivery sends it;
      * perhaps twice: at least once) and leaves an early-acked one to the outbox. */
-    if (!force || !d->srv->broker_blocked)
+    if (!force || !d->host->broker_blocked)
       break;
-    mqproc__server_forget_publish(d->srv, d);
+    mqproc__host_forget_publish(d->host, d);
     d->state = d->state == S_DEAD_WAIT ? S_DEAD_LETTER : S_PUBLISH;
     mqproc__delivery_advance(d);
     break;
   case S_PUBLISH: /* a refused result waiting to be sent again: send it now, once more */
     if (!force || d->timer == 0)
       break;
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->timer);
     d->timer = 0;
     mqproc__delivery_advance(d);
     break;
   case S_BROKER_WAIT: /* an early-acked job's result waits for the broker */
     if (!force)
       break;
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->timer);
     d->timer = 0;
     d->state = d->resume;
     mqproc__delivery_advance(d); /* stop_requested: broker_down() gives up waiting */
@@ -252,15 +253,15 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
   case S_RUNNING:
     if (!force || d->run == NULL)
       break;
-    if (d->srv->runner->klass->killable) {
-      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL); /* ends as RELEASE */
+    if (d->host->runner->klass->killable) {
+      mqproc__runner_kill(d->host->runner, d->run, SIGKILL); /* ends as RELEASE */
       break;
     }
     /* A thread cannot be stopped: release the job now and leave the try running; the
      * server exits without waiting for it (mqproc__server_delivery_done). */
     MQPROC__WARN("job %s: the processing function is still running; releasing its job", jid(d));
     d->abandoned = 1;
-    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->ack_timer);
     d->ack_timer = 0;
     d->state = S_RELEASE;
     mqproc__delivery_advance(d);
@@ -273,12 +274,12 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
 void mqproc__delivery_free(mqproc__delivery_t *d) {
   if (d == NULL)
     return;
-  if (d->srv != NULL)
-    mqproc__store_forget(d->srv->store, d); /* no answer may reach it any more */
+  if (d->host != NULL)
+    mqproc__store_forget(d->host->store, d); /* no answer may reach it any more */
   if (d->timer != 0)
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->timer);
   if (d->ack_timer != 0)
-    mqproc__loop_timer_cancel(d->srv->loop, d->ack_timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->ack_timer);
   mqproc__msg_free(d->msg);
   free(d->request_json);
   free(d->headers_json);
@@ -358,7 +359,7 @@ void mqproc__delivery_broker_changed(mqproc__delivery_t *d) {
   }
   if (d->state != S_BROKER_WAIT)
     return;
-  mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  mqproc__loop_timer_cancel(d->host->loop, d->timer);
   d->timer = 0;
   d->state = d->resume;
   mqproc__delivery_advance(d);
@@ -369,7 +370,7 @@ void mqproc__delivery_store_back(mqproc__delivery_t *d) {
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   if (d->state != S_STORE_WAIT)
     return;
-  mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+  mqproc__loop_timer_cancel(d->host->loop, d->timer);
   d->timer = 0;
   d->state = d->resume;
   mqproc__delivery_advance(d);
@@ -389,10 +390,10 @@ void mqproc__delivery_cancel(mqproc__delivery_t *d) {
   switch (d->state) {
   case S_RUNNING: /* a process group is killed; a function is asked to return */
     if (d->run != NULL)
-      mqproc__runner_kill(d->srv->runner, d->run, SIGKILL);
+      mqproc__runner_kill(d->host->runner, d->run, SIGKILL);
     break; /* its end leads to CANCEL (step_end_try) */
   case S_BACKOFF:
-    mqproc__loop_timer_cancel(d->srv->loop, d->timer);
+    mqproc__loop_timer_cancel(d->host->loop, d->timer);
     d->timer = 0;
     d->state = S_CANCEL;
     mqproc__delivery_advance(d);

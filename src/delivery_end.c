@@ -9,7 +9,6 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "on_failure.h"
 #include "util.h"
 
 /* How the last try ended, as the store records it. */
@@ -33,11 +32,11 @@ static int ended(mqproc__delivery_t *d, const char *outcome) {
   d->outcome = outcome;
   d->send_result = d->send_callbacks = 1;
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  mqproc__server_update_consuming(d->srv, 0); /* a finished job holds no slot */
+  mqproc__host_update_consuming(d->host, 0); /* a finished job holds no slot */
   if (!d->acked) {
     /* The row records the outcome and, when there is one to send, carries it (outbox):
      * the delivery is acked now, before the result's confirm. */
-    if (mqproc__server_ack(d->srv, d, err) != MQPROC_OK)
+    if (mqproc__host_ack(d->host, d, err) != MQPROC_OK)
       MQPROC__WARN("job %s: cannot ack (%s); its redelivery will find it %s", jid(d), err, outcome);
     d->acked = 1;
     if (!outcome_to_send(d)) { /* nothing to send, no outbox marks to clear */
@@ -54,8 +53,8 @@ static int succeeded(mqproc__delivery_t *d) {
     return store_failed(d);
   MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
                (long long)d->last.duration_ms, d->attempt, d->try_no);
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_SUCCEEDED);
-  mqproc__metrics_observe(&d->srv->metrics, &d->srv->metrics.run_time,
+  mqproc__metrics_inc(d->host->metrics, MQPROC__M_SUCCEEDED);
+  mqproc__metrics_observe(d->host->metrics, &d->host->metrics->run_time,
                           (double)d->last.duration_ms / 1000.0);
   return ended(d, "SUCCESS");
 }
@@ -63,7 +62,7 @@ static int succeeded(mqproc__delivery_t *d) {
 static int cancelled(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_CANCELLED);
+  mqproc__metrics_inc(d->host->metrics, MQPROC__M_CANCELLED);
   MQPROC__WARN("job %s: CANCELLED by an operator (attempt %d try %d)", jid(d), d->attempt,
                d->try_no);
   return ended(d, "CANCELLED");
@@ -73,7 +72,7 @@ static int cancelled(mqproc__delivery_t *d) {
 int mqproc__dl_step_cancel(mqproc__delivery_t *d) {
   mqproc__try_end_t e = mqproc__dl_try_end(d);
   return store_call(d,
-                    mqproc__store_cancelled(d->srv->store, d->job_id, d->attempt, d->try_no, &e,
+                    mqproc__store_cancelled(d->host->store, d->job_id, d->attempt, d->try_no, &e,
                                             outcome_to_send(d), cfg(d)->lease_s * 1000,
                                             mqproc__dl_on_store, d),
                     cancelled);
@@ -82,7 +81,7 @@ int mqproc__dl_step_cancel(mqproc__delivery_t *d) {
 int mqproc__dl_step_succeed(mqproc__delivery_t *d) {
   mqproc__try_end_t e = mqproc__dl_try_end(d);
   return store_call(d,
-                    mqproc__store_succeed(d->srv->store, d->job_id, d->attempt, d->try_no, &e,
+                    mqproc__store_succeed(d->host->store, d->job_id, d->attempt, d->try_no, &e,
                                           outcome_to_send(d), cfg(d)->lease_s * 1000,
                                           mqproc__dl_on_store, d),
                     succeeded);
@@ -92,13 +91,13 @@ static int failed(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return store_failed(d);
   if (d->requeued) {
-    mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_REQUEUED);
+    mqproc__metrics_inc(d->host->metrics, MQPROC__M_REQUEUED);
     MQPROC__WARN("job %s: attempt %d failed after %d tries; requeued", jid(d), d->attempt,
                  d->tries_in_attempt);
     return store_ok(d, S_NACK);
   }
   d->outcome = "FAILED";
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FAILED);
+  mqproc__metrics_inc(d->host->metrics, MQPROC__M_FAILED);
   d->send_result = d->send_callbacks = 1;
   if (d->final_failure) {
     MQPROC__ERROR("job %s: FAILED for good: %s (--final-exit-code: no retry, no requeue)", jid(d),
@@ -110,15 +109,15 @@ static int failed(mqproc__delivery_t *d) {
                   d->tries_in_attempt, d->last.error);
     to_dead_letter(d, S_PUBLISH, "job FAILED after %d attempts: %s", d->attempt, d->last.error);
   }
-  mqproc__on_failure_run(d->srv, d->job_id, d->attempt, d->last.error, d->request_json,
-                         d->log_path);
+  mqproc__host_job_failed(d->host, d->job_id, d->attempt, d->last.error, d->request_json,
+                          d->log_path);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return 1;
 }
 
 int mqproc__dl_step_fail(mqproc__delivery_t *d) {
   return store_call(d,
-                    mqproc__store_fail(d->srv->store, d->job_id, d->attempt, d->last.error,
+                    mqproc__store_fail(d->host->store, d->job_id, d->attempt, d->last.error,
                                        d->final_failure ? 0 : cfg(d)->max_requeues, d->acked,
                                        &d->requeued, mqproc__dl_on_store, d),
                     failed);
@@ -129,11 +128,11 @@ static int gave_up(mqproc__delivery_t *d) {
     return store_failed(d);
   MQPROC__ERROR("job %s: FAILED, %s", jid(d), d->reason);
   d->outcome = "FAILED";
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FAILED);
+  mqproc__metrics_inc(d->host->metrics, MQPROC__M_FAILED);
   d->send_result = d->send_callbacks = 1;
   to_dead_letter(d, S_PUBLISH, "job FAILED: out of attempts: %d of --max-attempts=%d used",
                  d->attempt, cfg(d)->max_attempts);
-  mqproc__on_failure_run(d->srv, d->job_id, d->attempt, d->reason, d->request_json, d->log_path);
+  mqproc__host_job_failed(d->host, d->job_id, d->attempt, d->reason, d->request_json, d->log_path);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return 1;
 }
@@ -142,7 +141,7 @@ int mqproc__dl_step_give_up(mqproc__delivery_t *d) {
   snprintf(d->reason, sizeof(d->reason), "out of attempts: %d of --max-attempts=%d used",
            d->attempt, cfg(d)->max_attempts);
   return store_call(d,
-                    mqproc__store_give_up(d->srv->store, d->job_id, d->attempt, d->reason,
+                    mqproc__store_give_up(d->host->store, d->job_id, d->attempt, d->reason,
                                           mqproc__dl_on_store, d),
                     gave_up);
 }
@@ -156,7 +155,7 @@ static int released(mqproc__delivery_t *d) {
 
 int mqproc__dl_step_release(mqproc__delivery_t *d) {
   return store_call(d,
-                    mqproc__store_release(d->srv->store, d->job_id, d->attempt,
+                    mqproc__store_release(d->host->store, d->job_id, d->attempt,
                                           d->handed_back
                                               ? "handed back: claimed ahead, it waited for a "
                                                 "slot behind long jobs"
@@ -166,7 +165,7 @@ int mqproc__dl_step_release(mqproc__delivery_t *d) {
 }
 
 int mqproc__dl_step_fenced(mqproc__delivery_t *d) {
-  mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_FENCED);
+  mqproc__metrics_inc(d->host->metrics, MQPROC__M_FENCED);
   MQPROC__WARN("job %s: attempt %d was fenced off by a newer attempt: not recording, not "
                "publishing, requeueing this copy",
                jid(d), d->attempt);

@@ -57,8 +57,8 @@ typedef enum dstate {
 #define STORE_BACKOFF_MAX_MS 5000
 
 struct mqproc__delivery {
-  mqproc__delivery_t *next; /* server's list */
-  mqproc__server_t *srv;
+  mqproc__delivery_t *next;      /* server's list */
+  mqproc__delivery_host_t *host; /* the server, as the delivery sees it */
   dstate_t state;
   dstate_t resume; /* STORE_WAIT resumes here */
   /* the store request in flight (STORE_CALL~) and its answer (STORE_DONE) */
@@ -185,7 +185,7 @@ static inline const char *jid(const mqproc__delivery_t *d) {
 }
 
 static inline const mqproc__config_t *cfg(const mqproc__delivery_t *d) {
-  return d->srv->cfg;
+  return d->host->cfg;
 }
 
 #endif

@@ -21,11 +21,11 @@
 static int publish_dead_letter(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   mqproc__broker_header_t h[4] = {{"x-mqproc-reason", d->reason},
-                                  {"x-mqproc-worker", d->srv->worker_id},
-                                  {"x-mqproc-queue", d->srv->processor},
+                                  {"x-mqproc-worker", d->host->worker_id},
+                                  {"x-mqproc-queue", d->host->processor},
                                   {"x-mqproc-job-id", d->job_id}};
   mqproc__publish_t p = {.exchange = "",
-                         .routing_key = d->srv->dead_queue,
+                         .routing_key = d->host->dead_queue,
                          .body = d->body,
                          .len = d->len,
                          .persistent = 1,
@@ -34,8 +34,8 @@ static int publish_dead_letter(mqproc__delivery_t *d) {
                          .n_headers = d->job_id != NULL ? 4 : 3,
                          .dead_letter = 1};
   int rc;
-  MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->srv->dead_queue, d->reason);
-  rc = mqproc__server_publish(d->srv, d, &p, err);
+  MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->host->dead_queue, d->reason);
+  rc = mqproc__host_publish(d->host, d, &p, err);
   if (rc == MQPROC_EBROKER_BLOCKED)
     return broker_blocked(d);
   if (rc == MQPROC_EINVAL) { /* cannot be encoded: the table has it; go on */
@@ -67,9 +67,10 @@ int mqproc__dl_step_dead_letter(mqproc__delivery_t *d) {
   if (d->dead_recorded)
     return publish_dead_letter(d);
   return store_call(d,
-                    mqproc__store_record_dead(d->srv->store, d->srv->processor, d->job_id, d->body,
-                                              d->len, (size_t)cfg(d)->max_message_bytes, d->reason,
-                                              d->srv->worker_id, mqproc__dl_on_store, d),
+                    mqproc__store_record_dead(d->host->store, d->host->processor, d->job_id,
+                                              d->body, d->len, (size_t)cfg(d)->max_message_bytes,
+                                              d->reason, d->host->worker_id, mqproc__dl_on_store,
+                                              d),
                     dead_recorded);
 }
 
@@ -100,9 +101,9 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
     d->state = S_CALLBACK;
     return 1;
   }
-  if (d->srv->broker_blocked) /* not even the declaration: it would wait for a reply */
+  if (d->host->broker_blocked) /* not even the declaration: it would wait for a reply */
     return broker_blocked(d);
-  if ((rc = mqproc__server_result_queue(d->srv, q, err)) == MQPROC_EBROKER_CLOSED)
+  if ((rc = mqproc__host_result_queue(d->host, q, err)) == MQPROC_EBROKER_CLOSED)
     return broker_down(d, err);
   if (rc != MQPROC_OK) {
     MQPROC__ERROR("job %s: cannot declare result queue '%s': %s", jid(d), q, err);
@@ -116,7 +117,7 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
   snprintf(attempt, sizeof(attempt), "%d", d->attempt);
   p.body = body;
   p.len = len;
-  rc = mqproc__server_publish(d->srv, d, &p, err);
+  rc = mqproc__host_publish(d->host, d, &p, err);
   free(body);
   if (rc == MQPROC_EBROKER_BLOCKED)
     return broker_blocked(d);
@@ -151,7 +152,7 @@ int mqproc__dl_step_published(mqproc__delivery_t *d) {
   }
   return store_call(
       d,
-      mqproc__store_mark_published(d->srv->store, d->job_id,
+      mqproc__store_mark_published(d->host->store, d->job_id,
                                    d->publish_status == MQPROC_OK ? NULL : d->publish_error,
                                    mqproc__dl_on_store, d),
       marked_published);
@@ -165,8 +166,8 @@ static void callback_work(void *ud) {
   mqproc__callback_opts_t o = {.timeout_ms = cfg(d)->callback_timeout_ms,
                                .retries = cfg(d)->callback_retries,
                                .backoff_ms = 500,
-                               .allow = &d->srv->callback_allow,
-                               .deny = &d->srv->callback_deny};
+                               .allow = d->host->callback_allow,
+                               .deny = d->host->callback_deny};
   char *body = NULL, err[MQPROC_ERR_LEN];
   size_t len, used = 0;
   d->callback_error[0] = '\0';
@@ -200,7 +201,7 @@ int mqproc__dl_step_callback(mqproc__delivery_t *d) {
     return 1;
   }
   if (mqproc__callback_init() != MQPROC_OK ||
-      mqproc__loop_work(d->srv->loop, callback_work, callback_after, d) != MQPROC_OK) {
+      mqproc__loop_work(d->host->loop, callback_work, callback_after, d) != MQPROC_OK) {
     snprintf(d->callback_error, sizeof(d->callback_error), "cannot start the callback thread");
     d->state = S_CALLBACK_RECORD;
     return 1;
@@ -222,7 +223,7 @@ int mqproc__dl_step_callback_record(mqproc__delivery_t *d) {
   }
   return store_call(
       d,
-      mqproc__store_record_callbacks(d->srv->store, d->job_id,
+      mqproc__store_record_callbacks(d->host->store, d->job_id,
                                      d->callback_error[0] != '\0' ? d->callback_error : NULL,
                                      mqproc__dl_on_store, d),
       callbacks_recorded);
@@ -247,7 +248,7 @@ int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack) {
     int callbacks_sent = d->send_callbacks && has_callbacks(d->msg);
     return store_call(d,
                       mqproc__store_outbox_done(
-                          d->srv->store, d->job_id, d->attempt, result_sent,
+                          d->host->store, d->job_id, d->attempt, result_sent,
                           result_sent && d->publish_status != MQPROC_OK ? d->publish_error : NULL,
                           callbacks_sent, d->callback_error[0] != '\0' ? d->callback_error : NULL,
                           mqproc__dl_on_store, d),
@@ -256,8 +257,8 @@ int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack) {
   d->state = S_DONE;
   if (d->acked) /* acked early; a requeued job gets a new message from the sweeper */
     return 1;
-  rc = ack ? mqproc__server_ack(d->srv, d, err)
-           : mqproc__broker_nack(d->srv->broker, d->epoch, d->tag, 1, err);
+  rc = ack ? mqproc__host_ack(d->host, d, err)
+           : mqproc__broker_nack(d->host->broker, d->epoch, d->tag, 1, err);
   d->settled = 1;
   if (rc != MQPROC_OK)
     MQPROC__WARN("job %s: cannot %s (%s); the broker will redeliver it", jid(d),
@@ -270,12 +271,12 @@ int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack) {
 void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
   if (d->state == S_DEAD_WAIT) {
     if (status == MQPROC_OK) {
-      mqproc__metrics_inc(&d->srv->metrics, MQPROC__M_DEAD_LETTERED); /* once: on its confirm */
+      mqproc__metrics_inc(d->host->metrics, MQPROC__M_DEAD_LETTERED); /* once: on its confirm */
       d->state = d->after_dead;
       /* an early-acked job's row said "dead letter pending" for the outbox sweep; if
        * this write fails, outbox_done clears it, or a sweep sends a second copy */
       if (d->acked && d->outcome != NULL)
-        mqproc__store_dead_lettered(d->srv->store, d->job_id, d->attempt, NULL, NULL);
+        mqproc__store_dead_lettered(d->host->store, d->job_id, d->attempt, NULL, NULL);
     } else if (status == MQPROC_EBROKER_CLOSED) {
       d->state = S_DEAD_LETTER;
       if (!broker_down(d, "connection lost before the broker confirmed the dead letter"))
@@ -283,11 +284,11 @@ void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
     } else if (d->acked) { /* no message to keep: the outcome still goes out */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); it stays in "
                     "mqproc_dead_letters only",
-                    jid(d), d->srv->dead_queue, mqproc_strerror(status));
+                    jid(d), d->host->dead_queue, mqproc_strerror(status));
       d->state = d->after_dead;
     } else { /* the dead-letter queue refused it: keep the message, try again later */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); requeueing later",
-                    jid(d), d->srv->dead_queue, mqproc_strerror(status));
+                    jid(d), d->host->dead_queue, mqproc_strerror(status));
       wait_timer(d, S_DEFER, 5000);
       return;
     }

@@ -26,7 +26,7 @@ int mqproc__dl_has_callbacks(const mqproc__msg_t *m) {
 
 /* The broker connection this delivery came on is gone (its tag is void). */
 int mqproc__dl_stale(const mqproc__delivery_t *d) {
-  return d->epoch != mqproc__broker_epoch(d->srv->broker);
+  return d->epoch != mqproc__broker_epoch(d->host->broker);
 }
 
 static void on_timer(mqproc__loop_t *loop, void *ud) {
@@ -44,7 +44,7 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
 
 int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
   d->state = state;
-  d->timer = mqproc__loop_timer(d->srv->loop, ms, on_timer, d);
+  d->timer = mqproc__loop_timer(d->host->loop, ms, on_timer, d);
   return 0;
 }
 
@@ -93,7 +93,7 @@ int mqproc__dl_store_failed(mqproc__delivery_t *d) {
   MQPROC__WARN("job %s: job store unavailable in %s (%s); retrying in %d ms", jid(d),
                DSTATE_NAMES[d->state], err, d->store_backoff_ms);
   if (rc == MQPROC_ESTORE_CONNECT)
-    mqproc__server_store_down(d->srv);
+    mqproc__host_store_down(d->host);
   d->resume = d->state;
   wait_timer(d, S_STORE_WAIT, d->store_backoff_ms);
   d->store_backoff_ms = d->store_backoff_ms * 2 > STORE_BACKOFF_MAX_MS ? STORE_BACKOFF_MAX_MS

@@ -141,7 +141,7 @@ static int send_beat(fleet_t *f) {
   }
   f->beat = (mqproc__beat_t){.worker_id = srv->worker_id,
                              .processor = srv->processor,
-                             .host = srv->host,
+                             .host = srv->hostname,
                              .pid = (int)getpid(),
                              .version = f->version,
                              .started_ms = f->started_ms,

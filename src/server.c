@@ -10,6 +10,7 @@
 #include "server.h"
 
 #include <signal.h>
+#include <stddef.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,7 @@ static void on_message(void *ud, const mqproc__broker_msg_t *m) {
     mqproc__broker_nack(srv->broker, m->epoch, m->tag, 1, NULL);
     return;
   }
-  d = mqproc__delivery_new(srv, m);
+  d = mqproc__delivery_new(&srv->host, m);
   if (d == NULL) {
     MQPROC__ERROR("out of memory for a delivery; it stays unacked until we reconnect");
     return;
@@ -155,7 +156,7 @@ static void on_down(void *ud, const char *reason) {
   MQPROC__ERROR("broker connection lost: %s", reason);
   mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
   srv->broker_up = 0;
-  srv->broker_blocked = 0;
+  srv->host.broker_blocked = 0;
   srv->consuming = 0;
   clear_declared(srv);
   if (!srv->stopping)
@@ -165,7 +166,7 @@ static void on_down(void *ud, const char *reason) {
 
 static void on_blocked(void *ud, int blocked, const char *reason) {
   mqproc__server_t *srv = ud;
-  srv->broker_blocked = blocked;
+  srv->host.broker_blocked = blocked;
   if (blocked) {
     MQPROC__WARN("the broker blocked publishing (%s): results and dead letters wait; jobs "
                  "keep running",
@@ -265,7 +266,7 @@ static int publish_waiter(mqproc__server_t *srv, mqproc__delivery_t *d, const ch
   int rc;
   if (!srv->broker_up)
     return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
-  if (srv->broker_blocked)
+  if (srv->host.broker_blocked)
     return mqproc__err(err, MQPROC_EBROKER_BLOCKED, "the broker blocks publishing");
   if ((w = mqproc__calloc(1, sizeof(*w))) == NULL ||
       (job_id != NULL && (w->job_id = mqproc__strdup(job_id)) == NULL)) {
@@ -443,6 +444,97 @@ void mqproc__server_drain(mqproc__server_t *srv) {
     mqproc__fleet_finish(srv);
 }
 
+/* ---- what a delivery sees of the server (delivery_host.h) ---------------------------- */
+
+static mqproc__server_t *of(mqproc__delivery_host_t *h) {
+  return (mqproc__server_t *)((char *)h - offsetof(mqproc__server_t, host));
+}
+
+static int h_publish(mqproc__delivery_host_t *h, mqproc__delivery_t *d, const mqproc__publish_t *p,
+                     char *err) {
+  return mqproc__server_publish(of(h), d, p, err);
+}
+static void h_forget_publish(mqproc__delivery_host_t *h, mqproc__delivery_t *d) {
+  mqproc__server_forget_publish(of(h), d);
+}
+static int h_ack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
+  return mqproc__server_ack(of(h), d, err);
+}
+static int h_take_slot(mqproc__delivery_host_t *h) {
+  return mqproc__server_take_slot(of(h));
+}
+static void h_give_slot(mqproc__delivery_host_t *h) {
+  mqproc__server_give_slot(of(h));
+}
+static int h_take_pass(mqproc__delivery_host_t *h) {
+  return mqproc__server_take_pass(of(h));
+}
+static void h_give_pass(mqproc__delivery_host_t *h) {
+  mqproc__server_give_pass(of(h));
+}
+static int h_result_queue(mqproc__delivery_host_t *h, const char *queue, char *err) {
+  return mqproc__server_result_queue(of(h), queue, err);
+}
+static int h_result_queue_allowed(mqproc__delivery_host_t *h, const char *queue) {
+  return mqproc__server_result_queue_allowed(of(h), queue);
+}
+static void h_update_consuming(mqproc__delivery_host_t *h, int extra) {
+  mqproc__server_update_consuming(of(h), extra);
+}
+static mqproc__delivery_t *h_find_job(mqproc__delivery_host_t *h, const char *job_id, int attempt) {
+  return mqproc__server_find_job(of(h), job_id, attempt);
+}
+static void h_store_down(mqproc__delivery_host_t *h) {
+  mqproc__server_store_down(of(h));
+}
+static void h_job_failed(mqproc__delivery_host_t *h, const char *job_id, int attempt,
+                         const char *error, const char *request_json, const char *log_path) {
+  mqproc__on_failure_run(of(h), job_id, attempt, error, request_json, log_path);
+}
+static void h_done(mqproc__delivery_host_t *h, mqproc__delivery_t *d) {
+  mqproc__server_delivery_done(of(h), d);
+}
+static void h_abandoned_done(mqproc__delivery_host_t *h, mqproc__delivery_t *d) {
+  mqproc__server_abandoned_done(of(h), d);
+}
+
+static const mqproc__delivery_host_ops_t HOST_OPS = {
+    .publish = h_publish,
+    .forget_publish = h_forget_publish,
+    .ack = h_ack,
+    .take_slot = h_take_slot,
+    .give_slot = h_give_slot,
+    .take_pass = h_take_pass,
+    .give_pass = h_give_pass,
+    .result_queue = h_result_queue,
+    .result_queue_allowed = h_result_queue_allowed,
+    .update_consuming = h_update_consuming,
+    .find_job = h_find_job,
+    .store_down = h_store_down,
+    .job_failed = h_job_failed,
+    .done = h_done,
+    .abandoned_done = h_abandoned_done,
+};
+
+/* The view deliveries get, once everything it points at exists. */
+static void fill_host(mqproc__server_t *srv) {
+  mqproc__delivery_host_t *h = &srv->host;
+  h->ops = &HOST_OPS;
+  h->cfg = srv->cfg;
+  h->processor = srv->processor;
+  h->dead_queue = srv->dead_queue;
+  h->worker_id = srv->worker_id;
+  h->hostname = srv->hostname;
+  h->loop = srv->loop;
+  h->broker = srv->broker;
+  h->store = srv->store;
+  h->runner = srv->runner;
+  h->metrics = &srv->metrics;
+  h->callback_allow = &srv->callback_allow;
+  h->callback_deny = &srv->callback_deny;
+  h->needs_mets = srv->needs_mets;
+}
+
 /* ---- setup (the parts that open the store, make the runner and read the limits are in
  * server_setup.c) --------------------------------------------------------------------- */
 
@@ -453,15 +545,15 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
   srv->cfg = cfg;
   srv->processor = cfg->processor;
   srv->prefetch = cfg->prefetch;
-  if (gethostname(srv->host, sizeof(srv->host) - 1) != 0)
-    snprintf(srv->host, sizeof(srv->host), "localhost");
+  if (gethostname(srv->hostname, sizeof(srv->hostname) - 1) != 0)
+    snprintf(srv->hostname, sizeof(srv->hostname), "localhost");
   if (cfg->worker_id != NULL && getenv(MQPROC__INSTANCE_ENV) != NULL) /* one per instance */
     snprintf(srv->worker_id, sizeof(srv->worker_id), "%.100s-%.8s", cfg->worker_id,
              getenv(MQPROC__INSTANCE_ENV));
   else if (cfg->worker_id != NULL)
     snprintf(srv->worker_id, sizeof(srv->worker_id), "%s", cfg->worker_id);
   else
-    snprintf(srv->worker_id, sizeof(srv->worker_id), "%.64s:%d", srv->host, (int)getpid());
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%.64s:%d", srv->hostname, (int)getpid());
   mqproc__log_set_tag(srv->worker_id);
   srv->dead_queue = cfg->dead_letter_queue != NULL ? mqproc__strdup(cfg->dead_letter_queue)
                                                    : mqproc__asprintf("%s.dead", cfg->processor);
@@ -496,9 +588,11 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                            (mqproc__tls_verify_t)cfg->tls_verify_mode}};
   if (mqproc__dirq_is_url(cfg->queue_url) && cfg->quorum)
     return mqproc__err(err, MQPROC_ECONFIG, "--queue-type=quorum is for RabbitMQ, not dir://");
-  if (mqproc__dirq_is_url(cfg->queue_url))
-    return mqproc__broker_dir_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
-  return mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
+  rc = mqproc__dirq_is_url(cfg->queue_url)
+           ? mqproc__broker_dir_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err)
+           : mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
+  fill_host(srv);
+  return rc;
 }
 
 static void teardown(mqproc__server_t *srv) {

@@ -9,13 +9,12 @@
 #include "broker.h"
 #include "callback.h"
 #include "config.h"
+#include "delivery_host.h"
 #include "loop.h"
 #include "metrics.h"
 #include "mqproc/mqproc.h"
 #include "runner.h"
 #include "store.h"
-
-typedef struct mqproc__delivery mqproc__delivery_t;
 
 typedef struct mqproc__server {
   /* read-only for deliveries */
@@ -31,16 +30,16 @@ typedef struct mqproc__server {
   mqproc__cidr_list_t callback_allow; /* --callback-allow */
   mqproc__cidr_list_t callback_deny;  /* --callback-deny */
   int stopping;                       /* a signal asked us to stop: finish, take nothing new */
-  char host[256];                     /* gethostname() */
+  char hostname[256];                 /* gethostname() */
   int recycle;                        /* --max-jobs-per-child reached: exit for a new one */
+  mqproc__delivery_host_t host;       /* what its deliveries see of it (broker_blocked is there) */
   /* private */
   mqproc__topology_t topo;
   mqproc__delivery_t *deliveries;
   int broker_up;
-  int broker_blocked; /* connection.blocked: publishing waits for connection.unblocked */
-  int reconnects;     /* consecutive failed connects, for the backoff */
-  int connections;    /* connections made so far (a test's "never reconnected") */
-  uint64_t consumer;  /* the current consumer (mqproc__broker_consume) */
+  int reconnects;    /* consecutive failed connects, for the backoff */
+  int connections;   /* connections made so far (a test's "never reconnected") */
+  uint64_t consumer; /* the current consumer (mqproc__broker_consume) */
   uint64_t reconnect_timer;
   uint64_t tick_timer;
   int64_t tick_every_ms; /* the tick's interval now: longer while nothing is in flight */

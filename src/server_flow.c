@@ -34,7 +34,7 @@ void mqproc__server_update_consuming(mqproc__server_t *srv, int extra) {
   int want, held;
   /* A blocked broker reads nothing from us: a basic.cancel or consume would wait for its
    * reply until the deadline. The consumer is set right when it unblocks. */
-  if (!srv->broker_up || srv->broker_blocked)
+  if (!srv->broker_up || srv->host.broker_blocked)
     return;
   if (srv->consuming && free_slots(srv, srv->consumer, extra) != srv->consume_prefetch) {
     srv->consuming = 0;

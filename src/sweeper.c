@@ -123,7 +123,7 @@ void mqproc__sweeper_confirmed(mqproc__server_t *srv, const char *job_id, int st
  * sends it (result, callbacks) like any other. */
 static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
   mqproc__server_t *srv = ud;
-  mqproc__delivery_t *d = mqproc__delivery_new_outbox(srv, r);
+  mqproc__delivery_t *d = mqproc__delivery_new_outbox(&srv->host, r);
   if (d != NULL) /* else logged; its grace lease runs out and a later sweep tries again */
     mqproc__server_add_delivery(srv, d);
 }
@@ -163,7 +163,7 @@ static void swept(void *ud, int rc, const char *err) {
 void mqproc__sweeper_run(mqproc__server_t *srv) {
   int64_t now = mqproc__now_ms();
   int every_ms = srv->cfg->lease_s * 500;
-  if (!srv->broker_up || srv->broker_blocked || srv->store_paused || srv->stopping ||
+  if (!srv->broker_up || srv->host.broker_blocked || srv->store_paused || srv->stopping ||
       srv->sweeping || now - srv->last_sweep_ms < every_ms)
     return;
   /* Right after a database outage every holder's lease may have run out only because it

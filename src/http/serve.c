@@ -120,7 +120,7 @@ static void metrics(mqproc__serve_t *s, mqproc__http_req_t *req) {
                               .paused = mqproc__fleet_holds_back(srv),
                               .draining = srv->stopping,
                               .broker_up = srv->broker_up,
-                              .broker_blocked = srv->broker_blocked,
+                              .broker_blocked = srv->host.broker_blocked,
                               .db_up = srv->db_ok,
                               .queue_messages = s->messages,
                               .queue_consumers = s->consumers,
