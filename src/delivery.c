@@ -524,11 +524,19 @@ static int step(mqproc__delivery_t *d) {
   return 0;
 }
 
+void (*mqproc__delivery_trace)(const mqproc__delivery_t *d, const char *state);
+
+const char *mqproc__delivery_state(const mqproc__delivery_t *d) {
+  return mqproc__delivery_state_names[d->state];
+}
+
 void mqproc__delivery_advance(mqproc__delivery_t *d) {
   mqproc__log_job_t prev =
       mqproc__log_enter_job(&d->job_id, d->host->processor, &d->attempt, &d->try_no);
-  while (step(d))
-    ;
+  do /* (each state the machine is in, when traced) */
+    if (mqproc__delivery_trace != NULL)
+      mqproc__delivery_trace(d, mqproc__delivery_state_names[d->state]);
+  while (step(d));
   mqproc__log_leave_job(prev);
   if (d->state == S_DONE) {
     give_slot(d);

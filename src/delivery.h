@@ -58,6 +58,13 @@ void mqproc__delivery_store_back(mqproc__delivery_t *d);
 /* Whether d has not claimed its job yet (it can be requeued as it is). */
 int mqproc__delivery_before_claim(const mqproc__delivery_t *d);
 
+/* The name of d's state (DECODE, CLAIM, ...: the diagram in delivery.c). */
+const char *mqproc__delivery_state(const mqproc__delivery_t *d);
+/* When set, called with each state a delivery's machine is in as it runs (every state it
+ * steps through, and the waiting state it stops in): tests and debugging; NULL in a
+ * server. */
+extern void (*mqproc__delivery_trace)(const mqproc__delivery_t *d, const char *state);
+
 /* List links, owned by the server. */
 mqproc__delivery_t **mqproc__delivery_next(mqproc__delivery_t *d);
 

@@ -53,6 +53,9 @@ typedef enum dstate {
 #undef DSTATE_ENUM
 } dstate_t;
 
+/* Their names, in the order above (delivery_wait.c). */
+extern const char *const mqproc__delivery_state_names[];
+
 #define STORE_BACKOFF_MIN_MS 250
 #define STORE_BACKOFF_MAX_MS 5000
 

@@ -12,7 +12,7 @@
 #include "log.h"
 #include "util.h"
 
-static const char *const DSTATE_NAMES[] = {
+const char *const mqproc__delivery_state_names[] = {
 #define DSTATE_NAME(name) #name,
     DELIVERY_STATES(DSTATE_NAME)
 #undef DSTATE_NAME
@@ -88,10 +88,10 @@ int mqproc__dl_store_failed(mqproc__delivery_t *d) {
     return 1;
   }
   if (rc == MQPROC_ESTORE_DATA)
-    MQPROC__ERROR("job %s: the job store refused a write in %s: %s", jid(d), DSTATE_NAMES[d->state],
-                  err);
+    MQPROC__ERROR("job %s: the job store refused a write in %s: %s", jid(d),
+                  mqproc__delivery_state_names[d->state], err);
   MQPROC__WARN("job %s: job store unavailable in %s (%s); retrying in %d ms", jid(d),
-               DSTATE_NAMES[d->state], err, d->store_backoff_ms);
+               mqproc__delivery_state_names[d->state], err, d->store_backoff_ms);
   if (rc == MQPROC_ESTORE_CONNECT)
     mqproc__host_store_down(d->host);
   d->resume = d->state;
@@ -141,7 +141,7 @@ int mqproc__dl_broker_blocked(mqproc__delivery_t *d) {
   if (d->stop_requested)
     return mqproc__dl_broker_down(d, "the broker blocks publishing");
   MQPROC__INFO("job %s: waiting for the broker to unblock publishing (%s)", jid(d),
-               DSTATE_NAMES[d->state]);
+               mqproc__delivery_state_names[d->state]);
   d->resume = d->state;
   d->state = S_BROKER_WAIT;
   return 0;
