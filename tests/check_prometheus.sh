@@ -2,7 +2,7 @@
 # The monitoring examples work: contrib/prometheus/alerts.yml passes promtool (Debian's
 # prometheus package); contrib/grafana/mqproc.json is a dashboard whose every panel has
 # queries, each of which promtool parses as PromQL; and every metric either names is one
-# mqproc exposes (src/metrics.c).
+# mqproc exposes (src/base/metrics.c).
 set -euo pipefail
 src=${1:-.}
 fail() { echo "check_prometheus: FAIL: $*" >&2; exit 1; }
@@ -33,6 +33,6 @@ awk '/^ *expr:/ {on = 1} /^ *(for|labels|annotations):/ {on = 0} on' \
 names=$(grep -oE '\b(mqproc|process)_[a-z_]+' "$tmp/exprs" | sed -E 's/_(bucket|sum|count)$//' | sort -u)
 [ -n "$names" ] || fail "no metric names found"
 for n in $names; do
-  grep -qE "$n([^a-z_]|$)" "$src/src/metrics.c" || fail "$n is not a metric mqproc exposes (src/metrics.c)"
+  grep -qE "$n([^a-z_]|$)" "$src/src/base/metrics.c" || fail "$n is not a metric mqproc exposes (src/base/metrics.c)"
 done
 echo "check_prometheus: OK ($(wc -l <"$tmp/exprs") query lines, $(echo "$names" | wc -l) metrics)"

@@ -24,8 +24,8 @@
 
 #include "broker/amqp_conn.h"
 #include "broker/amqp_int.h"
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 void mqproc__amqp_mark_broken(amqp_broker_t *b, const char *reason) {
   if (!b->broken) {

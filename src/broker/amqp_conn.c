@@ -14,18 +14,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "util.h"
-
-int mqproc__tls_verify_parse(const char *s) {
-  if (s == NULL || !strcmp(s, "full"))
-    return MQPROC__TLS_VERIFY_FULL;
-  if (!strcmp(s, "ca"))
-    return MQPROC__TLS_VERIFY_CA;
-  if (!strcmp(s, "none"))
-    return MQPROC__TLS_VERIFY_NONE;
-  return -1;
-}
+#include "base/log.h"
+#include "base/util.h"
 
 /* ---- broker lists ------------------------------------------------------------------- */
 

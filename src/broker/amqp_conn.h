@@ -14,7 +14,7 @@
 #include <amqp.h>
 #include <stddef.h>
 
-#include "broker.h"
+#include "broker/broker.h"
 
 #define MQPROC__SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "broker/amqp_int.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ---- errors ------------------------------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "broker/amqp_int.h"
-#include "util.h"
+#include "base/util.h"
 
 #define MAX_DEPTH 8
 #define MAX_JSON (64 * 1024)

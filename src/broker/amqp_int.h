@@ -6,9 +6,9 @@
 
 #include <amqp.h>
 
-#include "broker.h"
+#include "broker/broker.h"
 #include "mqproc/mqproc.h"
-#include "write_guard.h"
+#include "broker/amqp_write_guard.h"
 
 #define CH_CONSUME 1
 #define CH_PUBLISH 2

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "broker/amqp_int.h"
-#include "util.h"
+#include "base/util.h"
 
 #define MAX_HEADERS 16
 

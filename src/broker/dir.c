@@ -42,9 +42,9 @@
 #include <unistd.h>
 
 #include "broker/dir_int.h"
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
-#include "util.h"
+#include "base/util.h"
 
 #define MAX_FILE (256 << 20) /* a job file beyond this goes to failed/ */
 

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "broker/dirq.h"
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
-#include "util.h"
+#include "base/util.h"
 
 #define SYNCFS_FROM 2      /* files in a batch from which one syncfs() flushes them all */
 #define GROUP_FILES 16     /* a batch smaller than this waits GROUP_WAIT_US for more files: */

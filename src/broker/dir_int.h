@@ -7,7 +7,7 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "broker.h"
+#include "broker/broker.h"
 #include "broker/dir_flush.h"
 #include "broker/dirq.h"
 

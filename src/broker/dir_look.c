@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "broker/dir_int.h"
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 /* ---- dead holders ------------------------------------------------------------------- */
 

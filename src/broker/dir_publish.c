@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "broker/dir_int.h"
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
-#include "util.h"
+#include "base/util.h"
 
 static const char *header(const mqproc__publish_t *p, const char *key) {
   for (size_t i = 0; i < p->n_headers; i++)

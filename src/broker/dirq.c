@@ -13,9 +13,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
-#include "util.h"
+#include "base/util.h"
 
 int mqproc__dirq_is_url(const char *url) {
   return url != NULL && strncmp(url, MQPROC__DIRQ_SCHEME, strlen(MQPROC__DIRQ_SCHEME)) == 0;

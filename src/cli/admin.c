@@ -8,8 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "util.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/util.h"
 
 /* ---- arguments ---------------------------------------------------------------------- */
 

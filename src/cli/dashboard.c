@@ -10,10 +10,10 @@
 #include "admin.h"
 #include "http/dash.h"
 #include "http/http.h"
-#include "log.h"
-#include "loop.h"
+#include "base/log.h"
+#include "loop/loop.h"
 #include "mqproc/mqproc.h"
-#include "util.h"
+#include "base/util.h"
 
 static const aopt_t OPTS[] = {
     {"database", 0, 1, "MQPROC_DATABASE",

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "admin.h"
-#include "util.h"
+#include "base/util.h"
 
 static const aopt_t OPTS[] = {
     {"database", 0, 1, "MQPROC_DATABASE", "job store: postgresql://... or sqlite:///PATH"},

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "admin.h"
-#include "joblog.h"
-#include "util.h"
+#include "runner/joblog.h"
+#include "base/util.h"
 
 #define BATCH 1000
 

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "admin.h"
-#include "codec.h"
+#include "codec/codec.h"
 
 static const aopt_t OPTS[] = {
     {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},

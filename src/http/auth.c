@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "mqproc/mqproc.h"
-#include "util.h"
+#include "base/util.h"
 
 #define COOKIE "mqproc_admin"
 #define TOKEN_MIN 16

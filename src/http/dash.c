@@ -13,11 +13,11 @@
 
 #include "http/auth.h"
 #include "http/page.h"
-#include "joblog.h"
-#include "log.h"
+#include "runner/joblog.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
-#include "util.h"
+#include "base/util.h"
 
 #define LOG_TAIL 16384
 #define AMQP_RETRY_S 10

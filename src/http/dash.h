@@ -10,9 +10,9 @@
 #ifndef MQPROC_HTTP_DASH_H
 #define MQPROC_HTTP_DASH_H
 
-#include "broker.h"
+#include "broker/broker.h"
 #include "http/http.h"
-#include "loop.h"
+#include "loop/loop.h"
 
 typedef struct mqproc__dash mqproc__dash_t;
 

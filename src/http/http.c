@@ -15,9 +15,9 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
-#include "util.h"
+#include "base/util.h"
 
 struct mqproc__http {
   struct MHD_Daemon *d;

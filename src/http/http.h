@@ -13,7 +13,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "loop.h"
+#include "loop/loop.h"
 
 typedef struct mqproc__http mqproc__http_t;
 typedef struct mqproc__http_req mqproc__http_req_t;

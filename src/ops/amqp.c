@@ -10,7 +10,7 @@
 
 #include "broker/amqp_conn.h"
 #include "broker/dirq.h"
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
 

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
-#include "store.h"
-#include "store/pg_int.h"
-#include "store/sqlite_notice.h"
+#include "store/store.h"
+#include "store/pg/int.h"
+#include "store/sqlite/notice.h"
 
 #define ERRLEN 512
 

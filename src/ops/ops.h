@@ -8,7 +8,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "broker.h"
+#include "broker/broker.h"
 #include "ops/odb.h"
 
 /* ---- broker ------------------------------------------------------------------------- */

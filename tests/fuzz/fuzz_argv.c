@@ -3,7 +3,7 @@
  * again gives the same words. */
 #include <string.h>
 
-#include "argv.h"
+#include "base/argv.h"
 #include "fuzz.h"
 #include "mqproc/mqproc.h"
 

@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "fuzz.h"
 
 static void check_result(const mqproc__msg_t *msg, mqproc__format_t fmt) {

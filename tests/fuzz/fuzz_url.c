@@ -7,7 +7,7 @@
 #include "broker/amqp_conn.h"
 #include "broker/dirq.h"
 #include "fuzz.h"
-#include "log.h"
+#include "base/log.h"
 #include "mqproc/mqproc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

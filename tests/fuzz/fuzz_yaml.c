@@ -3,7 +3,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

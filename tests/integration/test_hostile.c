@@ -16,7 +16,7 @@
 
 #include "harness.h"
 #include "http_listener.h"
-#include "util.h"
+#include "base/util.h"
 
 #define WAIT_MS 30000
 

@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "mqproc/mqproc.h"
-#include "log.h"
-#include "store.h"
+#include "base/log.h"
+#include "store/store.h"
 
 extern char **environ;
 

@@ -17,7 +17,7 @@
 #include "harness.h"
 #include "harness_int.h"
 #include "mqproc/mqproc.h"
-#include "store.h"
+#include "store/store.h"
 
 int it_queue_is_dir(void) {
   const char *q = getenv("MQPROC_TEST_QUEUE");

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "broker/amqp_conn.h"
 #include "mqproc/mqproc.h"
 

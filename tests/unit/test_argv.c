@@ -2,8 +2,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "argv.h"
-#include "util.h"
+#include "base/argv.h"
+#include "base/util.h"
 
 /* Splits cmd, expects success and exactly the n words in want. */
 static void expect_words(const char *cmd, const char *const *want, int n) {

@@ -9,9 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "callback.h"
+#include "delivery/callback.h"
 #include "http_listener.h"
-#include "util.h"
+#include "base/util.h"
 
 static test_http_t *http;
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "util.h"
+#include "codec/codec.h"
+#include "base/util.h"
 
 #ifndef MQPROC_TEST_DATA
 #error "MQPROC_TEST_DATA must name the tests/data directory"

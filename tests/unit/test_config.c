@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "mqproc/mqproc.h"
 
 static int load(mqproc__config_t *c, int argc, char **argv, char *err) {

@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "joblog.h"
-#include "runner.h"
-#include "store/pg_int.h"
-#include "util.h"
+#include "runner/joblog.h"
+#include "runner/runner.h"
+#include "store/pg/int.h"
+#include "base/util.h"
 
 Test(sqlstate, outages_data_and_the_rest) {
   static const struct {

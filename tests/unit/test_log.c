@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "util.h"
+#include "base/log.h"
+#include "base/util.h"
 
 /* ---- Masking ------------------------------------------------------------------------------- */
 

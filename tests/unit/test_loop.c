@@ -7,8 +7,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "loop.h"
-#include "util.h"
+#include "loop/loop.h"
+#include "base/util.h"
 
 typedef struct {
   mqproc__loop_t *loop;

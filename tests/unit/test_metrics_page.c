@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "http/page.h"
-#include "metrics.h"
+#include "base/metrics.h"
 
 Test(metrics, buckets_parse_and_refuse_nonsense) {
   mqproc__metrics_t m;

@@ -3,9 +3,9 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "argv.h"
-#include "codec.h"
-#include "ocrd_cli.h"
+#include "base/argv.h"
+#include "codec/codec.h"
+#include "runner/ocrd_argv.h"
 
 static mqproc__msg_t *msg(const char *json) {
   char err[MQPROC_ERR_LEN];

@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "codec.h"
-#include "job.h"
+#include "codec/codec.h"
+#include "runner/job.h"
 #include "ocrd-dummy/dummy.h"
 #include "ocrd-dummy/fsio.h"
 #include "ocrd-dummy/worker.h"

@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "policy.h"
+#include "delivery/policy.h"
 
 static mqproc__claim_t row(int claimed, const char *state) {
   mqproc__claim_t c;

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pyjson.h"
-#include "util.h"
+#include "codec/pyjson.h"
+#include "base/util.h"
 
 #ifndef MQPROC_TEST_DATA
 #error "MQPROC_TEST_DATA must name the tests/data directory"

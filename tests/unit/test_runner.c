@@ -13,11 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "codec.h"
-#include "runner_int.h"
-#include "runner_spawner.h"
-#include "runner_worker_int.h"
-#include "util.h"
+#include "codec/codec.h"
+#include "runner/int.h"
+#include "runner/spawn/spawner.h"
+#include "runner/worker_int.h"
+#include "base/util.h"
 
 /* ---- texts -------------------------------------------------------------------------- */
 

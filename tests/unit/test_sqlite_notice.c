@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loop.h"
-#include "store/sqlite_notice.h"
-#include "util.h"
+#include "loop/loop.h"
+#include "store/sqlite/notice.h"
+#include "base/util.h"
 
 typedef struct {
   mqproc__loop_t *loop;

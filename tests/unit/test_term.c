@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "base/util.h"
 
 static void expect_escaped(const char *in, size_t n, const char *want) {
   char *got = mqproc__term_escape(in, n);

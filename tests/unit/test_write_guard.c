@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "mqproc/mqproc.h"
-#include "write_guard.h"
+#include "broker/amqp_write_guard.h"
 
 Test(write_guard, a_write_nobody_reads_ends_at_the_deadline, .timeout = 20) {
   mqproc__guard_t *g;

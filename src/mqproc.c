@@ -1,0 +1,162 @@
+/* Command line: `processing-server`, `migrate`, `--help`, `--version`, shared by the
+ * mqproc program (any command as processor) and by C processors (mqproc_main); a C
+ * processor also answers `__mqproc-worker`, the worker process --isolation=process starts
+ * (runner_worker.c). */
+#include "mqproc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "delivery/callback.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "server/server.h"
+#include "store/store.h"
+#include "server/supervisor.h"
+#include "base/util.h"
+
+#define MQPROC_API __attribute__((visibility("default")))
+
+static void usage(FILE *out, const char *prog, mqproc__cli_kind_t kind,
+                  const mqproc_processor_t *proc) {
+  if (kind == MQPROC__CLI_C && proc->description != NULL)
+    fprintf(out, "%s: %s\n\n", proc->name, proc->description);
+  fprintf(out,
+          "Usage: %s processing-server%s --queue=AMQP_URL --database=PG_URL [OPTIONS]\n"
+          "       %s migrate --database=PG_URL\n"
+          "       %s --help | --version\n\n"
+          "processing-server  consume jobs from the queue named after the processor, run them,\n"
+          "                   record every state change in PostgreSQL and publish the results\n"
+          "migrate            create or upgrade the job tables (mqproc_jobs, ...)\n\n"
+          "Options (each also read from its environment variable; the command line wins):\n",
+          prog, kind == MQPROC__CLI_GENERIC ? " --processor=NAME --exec='CMD ARGS...'" : "", prog,
+          prog);
+  if (kind == MQPROC__CLI_GENERIC)
+    fprintf(out,
+            "Operator commands (each has --help):\n"
+            "  submit             publish jobs (--wait for their outcome)\n"
+            "  jobs               list, show, log, retry, cancel, purge jobs\n"
+            "  workers            the processing servers, live or dead\n"
+            "  stats              per processor: queue depth, jobs by state, rates, times\n"
+            "  pause|resume|drain PROCESSOR: stop taking jobs, take them again, finish and exit\n"
+            "  dashboard          the status page of the whole fleet, taking no jobs\n\n"
+            "processing-server options:\n");
+  mqproc__config_help(out, kind);
+  fprintf(out, "\nSignals: SIGTERM/SIGINT stop consuming and let running jobs finish; a second "
+               "one stops them now\n(their jobs are released to the queue).\n");
+}
+
+static int cmd_migrate(mqproc__config_t *cfg) {
+  char err[MQPROC_ERR_LEN];
+  mqproc__store_t *store = NULL;
+  int rc;
+  if (cfg->database == NULL) {
+    fprintf(stderr, "migrate: --database (or MQPROC_DATABASE) is required\n");
+    return 2;
+  }
+  rc = mqproc__store_is_sqlite(cfg->database)
+           ? mqproc__store_sqlite_new(&store, cfg->database, NULL, err)
+           : mqproc__store_pg_new(&store, cfg->database, NULL, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_migrate(store, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_open(store, err);
+  mqproc__store_destroy(store);
+  if (rc != MQPROC_OK) {
+    fprintf(stderr, "migrate: %s\n", err);
+    return 1;
+  }
+  printf("mqproc schema is up to date (%zu migration%s)\n", mqproc__n_migrations,
+         mqproc__n_migrations == 1 ? "" : "s");
+  return 0;
+}
+
+int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
+                     const mqproc_processor_t *proc) {
+  const char *prog = kind == MQPROC__CLI_C ? proc->name : "mqproc";
+  char err[MQPROC_ERR_LEN];
+  mqproc__config_t cfg;
+  int rc, level;
+  if (argc < 2) {
+    usage(stderr, prog, kind, proc);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout, prog, kind, proc);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    if (kind == MQPROC__CLI_C)
+      printf("%s %s (mqproc %s)\n", proc->name, proc->version != NULL ? proc->version : "0",
+             MQPROC_VERSION);
+    else
+      printf("mqproc %s\n", MQPROC_VERSION);
+    return 0;
+  }
+  if (kind == MQPROC__CLI_C && !strcmp(argv[1], MQPROC_WORKER_COMMAND))
+    return mqproc__runner_worker_main(proc); /* started by runner_worker.c; not in --help */
+  if (strcmp(argv[1], "processing-server") != 0 && strcmp(argv[1], "migrate") != 0) {
+    fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, argv[1]);
+    return 2;
+  }
+  rc = mqproc__config_load(&cfg, kind, argc - 2, argv + 2, err);
+  if (cfg.help) { /* `processing-server --help`, whatever else the line says */
+    usage(stdout, prog, kind, proc);
+    mqproc__config_free(&cfg);
+    return 0;
+  }
+  if (rc != MQPROC_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  if ((level = mqproc__log_level_parse(cfg.log_level)) < 0) {
+    fprintf(stderr, "%s: --log-level: expected debug, info, warn or error\n", prog);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  mqproc__log_set_level((mqproc__log_level_t)level);
+  if ((level = mqproc__log_format_parse(cfg.log_format)) < 0) {
+    fprintf(stderr, "%s: --log-format: expected text or json\n", prog);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  mqproc__log_set_json(level);
+  mqproc__set_group_access(cfg.group_access); /* before the first file is made */
+  if (cfg.warning != NULL)
+    MQPROC__WARN("%s", cfg.warning);
+  if (!strcmp(argv[1], "migrate")) {
+    rc = cmd_migrate(&cfg);
+    mqproc__config_free(&cfg);
+    return rc;
+  }
+  if (kind == MQPROC__CLI_C && cfg.processor == NULL)
+    cfg.processor = mqproc__strdup(proc->name);
+  if (mqproc__config_check_server(&cfg, kind, err) != MQPROC_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  if (getenv(MQPROC__INSTANCE_ENV) != NULL && /* a supervised server: its own --http port */
+      mqproc__instance_http(&cfg, atoi(getenv(MQPROC__INSTANCE_ENV)), err) != MQPROC_OK) {
+    MQPROC__ERROR("cannot start: %s", err);
+    mqproc__config_free(&cfg);
+    return 2;
+  }
+  if (cfg.instances > 1 && getenv(MQPROC__INSTANCE_ENV) == NULL)
+    rc = mqproc__supervise(&cfg, argc, argv); /* the children run the line below */
+  else
+    rc = mqproc__server_run(&cfg, proc); /* libcurl is set up when a callback is due */
+  mqproc__callback_shutdown();
+  mqproc__config_free(&cfg);
+  return rc;
+}
+
+MQPROC_API int mqproc_main(int argc, char **argv, const mqproc_processor_t *processor) {
+  if (processor == NULL || processor->name == NULL || processor->process == NULL) {
+    fprintf(stderr, "mqproc_main: the processor needs a name and a process function\n");
+    return 2;
+  }
+  return mqproc__cli_main(argc, argv, MQPROC__CLI_C, processor);
+}

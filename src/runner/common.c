@@ -1,0 +1,296 @@
+/* What the runner backends share: the job log, the texts a try ends with, and starting a
+ * child process safely from the multi-threaded server (runner_int.h says how). Used by
+ * runner_proc.c (a command per try), runner_worker.c (pre-started worker processes) and
+ * runner_thread.c (the job log, the function's result).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runner/joblog.h"
+#include "runner/int.h"
+#include "base/util.h"
+
+extern char **environ;
+
+static const char *const STAGE_NAMES[] = {"execve",    "setpgid", "prctl", "dup2",
+                                          "setrlimit", "pipe2",   "fork",  "signalfd"};
+
+/* ---- the job log -------------------------------------------------------------------- */
+
+int mqproc__runner_log_head(const mqproc__run_spec_t *spec, char *head, size_t n) {
+  int len = snprintf(head, n, "=== mqproc: job %s attempt %d try %d on %s ===\n", spec->msg->job_id,
+                     spec->attempt, spec->try_no, spec->worker_id);
+  return len < 0 ? 0 : (size_t)len < n ? len : (int)n - 1;
+}
+
+int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *name, const char *head,
+                               int head_len, char *err) {
+  int fd;
+  if ((fd = mqproc__joblog_open(dir, sub, name, err)) < 0)
+    return -1;
+  if (head_len > 0 && write(fd, head, (size_t)head_len) < 0) {
+    /* a log header that cannot be written is not a reason to fail the try */
+  }
+  return fd;
+}
+
+int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
+  char head[512];
+  int n = mqproc__runner_log_head(spec, head, sizeof(head));
+  return mqproc__runner_open_log_at(spec->log_dir, spec->log_sub, spec->log_name, head, n, err);
+}
+
+/* ---- the environment of a child ---------------------------------------------------- */
+
+/* Whether the variable kv ("NAME=value") of the server's environment reaches processors:
+ * what any program needs to run in the server's locale, and what --pass-env names. */
+int mqproc__env_passes(const char *kv, char *const *pass) {
+  static const char *const always[] = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR"};
+  static const char *const ours[] = {"MQPROC_JOB_ID", "MQPROC_ATTEMPT", "MQPROC_TRY",
+                                     "MQPROC_LOG_FILE"};
+  size_t n = strcspn(kv, "=");
+  if (kv[n] != '=')
+    return 0;
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(ours); i++)
+    if (strlen(ours[i]) == n && strncmp(kv, ours[i], n) == 0)
+      return 0; /* set per try; an inherited value would be a lie */
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(always); i++)
+    if (strlen(always[i]) == n && strncmp(kv, always[i], n) == 0)
+      return 1;
+  if (strncmp(kv, "LC_", 3) == 0)
+    return 1;
+  for (size_t i = 0; pass != NULL && pass[i] != NULL; i++) {
+    size_t m = strlen(pass[i]);
+    if (m > 0 && pass[i][m - 1] == '*' ? n >= m - 1 && strncmp(kv, pass[i], m - 1) == 0
+                                       : m == n && strncmp(kv, pass[i], n) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+char **mqproc__runner_env(char *const *pass, size_t extra) {
+  size_t n = 0, k = 0;
+  char **env;
+  while (environ[n] != NULL)
+    n++;
+  if ((env = mqproc__calloc(n + extra + 1, sizeof(char *))) == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++)
+    if (mqproc__env_passes(environ[i], pass))
+      env[k++] = environ[i];
+  return env;
+}
+
+/* ---- how a try ended ---------------------------------------------------------------- */
+
+void mqproc__runner_describe(int wstatus, mqproc__run_result_t *r) {
+  r->exit_code = -1;
+  r->term_signal = 0;
+  if (WIFEXITED(wstatus)) {
+    r->exit_code = WEXITSTATUS(wstatus);
+    r->status = r->exit_code == 0 ? MQPROC_OK : MQPROC_ERUNNER_FAILED;
+    if (r->exit_code != 0)
+      snprintf(r->error, sizeof(r->error), "processor exited with status %d", r->exit_code);
+  } else if (WIFSIGNALED(wstatus)) {
+    r->term_signal = WTERMSIG(wstatus);
+    r->status = MQPROC_ERUNNER_FAILED;
+    snprintf(r->error, sizeof(r->error), "processor killed by signal %d (%s)", r->term_signal,
+             strsignal(r->term_signal));
+  } else {
+    r->status = MQPROC_ERUNNER_FAILED;
+    snprintf(r->error, sizeof(r->error), "processor ended with wait status %d", wstatus);
+  }
+}
+
+void mqproc__runner_describe_timeout(int64_t limit_ms, mqproc__run_result_t *r) {
+  long long ms = (long long)limit_ms;
+  r->status = MQPROC_ERUNNER_TIMEOUT;
+  r->exit_code = -1;
+  r->term_signal = SIGKILL;
+  if (ms % 1000 == 0)
+    snprintf(r->error, sizeof(r->error),
+             "processor exceeded its time limit of %lld s (process group killed)", ms / 1000);
+  else
+    snprintf(r->error, sizeof(r->error),
+             "processor exceeded its time limit of %lld ms (process group killed)", ms);
+}
+
+void mqproc__runner_describe_crash(int wstatus, mqproc__run_result_t *r) {
+  r->status = MQPROC_ERUNNER_FAILED;
+  r->exit_code = -1; /* not the function's return value: it never returned */
+  r->term_signal = 0;
+  if (WIFSIGNALED(wstatus)) {
+    r->term_signal = WTERMSIG(wstatus);
+    snprintf(r->error, sizeof(r->error), "processor crashed: killed by signal %d (%s)",
+             r->term_signal, strsignal(r->term_signal));
+  } else if (WIFEXITED(wstatus)) {
+    snprintf(r->error, sizeof(r->error), "processor crashed: exited with status %d",
+             WEXITSTATUS(wstatus));
+  } else {
+    snprintf(r->error, sizeof(r->error), "processor crashed: wait status %d", wstatus);
+  }
+}
+
+void mqproc__runner_function_result(int rc, const char *why, int64_t duration_ms,
+                                    mqproc__run_result_t *r) {
+  memset(r, 0, sizeof(*r));
+  r->exit_code = rc;
+  r->duration_ms = duration_ms;
+  r->status = rc == 0 ? MQPROC_OK : MQPROC_ERUNNER_FAILED;
+  if (rc == 0)
+    return;
+  if (why != NULL && why[0] != '\0')
+    snprintf(r->error, sizeof(r->error), "%s", why);
+  else
+    snprintf(r->error, sizeof(r->error), "processing function returned %d", rc);
+}
+
+/* ---- starting a child: in the parent ------------------------------------------------ */
+
+void mqproc__child_report_text(const mqproc__child_report_t *rep, char *out, size_t n) {
+  if (rep->stage == MQPROC__STAGE_EXEC || rep->stage < 0 ||
+      (size_t)rep->stage >= MQPROC__ARRAY_LEN(STAGE_NAMES))
+    snprintf(out, n, "%s", strerror(rep->err));
+  else
+    snprintf(out, n, "%s: %s", STAGE_NAMES[rep->stage], strerror(rep->err));
+}
+
+int mqproc__runner_lift_fd(int fd, int min, char *err) {
+  int hi = mqproc__fd_lift(fd, min);
+  if (hi < 0)
+    return mqproc__err(err, -1, "fcntl(F_DUPFD): %s", strerror(errno));
+  return hi;
+}
+
+#ifndef MFD_NOEXEC_SEAL /* Linux 6.3's: Debian 12's headers predate them */
+#define MFD_NOEXEC_SEAL 0x0008U
+#define MFD_EXEC 0x0010U
+#endif
+
+/* A sealed memfd of data. exec_flag says whether it may be exec'd (MFD_EXEC or
+ * MFD_NOEXEC_SEAL): since Linux 6.3 a memfd that says neither draws a warning, and
+ * vm.memfd_noexec=2 refuses MFD_EXEC (6.3-6.5 also refused a memfd that said neither);
+ * older kernels refuse the flags (EINVAL) and get none. */
+static int memfd_of(const char *name, const void *data, size_t len, unsigned exec_flag, char *err) {
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | exec_flag);
+  size_t off = 0;
+  if (fd < 0 && errno == EINVAL)
+    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return mqproc__err(err, -1, "memfd_create: %s", strerror(errno));
+  while (off < len) {
+    ssize_t n = write(fd, (const char *)data + off, len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      mqproc__err(err, -1, "writing the job to a memfd: %s", strerror(errno));
+      close(fd);
+      return -1;
+    }
+    off += (size_t)n;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+    mqproc__err(err, -1, "sealing a memfd: %s", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err) {
+  return memfd_of(name, data, len, MFD_NOEXEC_SEAL, err);
+}
+
+int mqproc__runner_exec_memfd(const char *name, const void *data, size_t len, char *err) {
+  return memfd_of(name, data, len, MFD_EXEC, err);
+}
+
+int mqproc__runner_read_fd(int fd, char **out, size_t *len, char *err) {
+  if (mqproc__fd_slurp(fd, out, len) < 0)
+    return mqproc__err(err, errno == ENOMEM ? MQPROC_ENOMEM : MQPROC_ESYS,
+                       "cannot read the job: %s", strerror(errno));
+  return MQPROC_OK;
+}
+
+int mqproc__runner_max_fd(void) {
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < INT_MAX)
+    return (int)nofile.rlim_cur;
+  return 65536;
+}
+
+/* 1 when the child reported a failure; 0 on EOF, which execve's CLOEXEC caused (or the
+ * child exited early, which its exit status will tell). */
+static int read_report(int fd, mqproc__child_report_t *rep) {
+  ssize_t n;
+  do
+    n = read(fd, rep, sizeof(*rep));
+  while (n < 0 && errno == EINTR);
+  return n == (ssize_t)sizeof(*rep);
+}
+
+int mqproc__runner_report_read(int report_r, mqproc__child_report_t *rep) {
+  return read_report(report_r, rep);
+}
+
+int mqproc__runner_fork_exec(mqproc__child_main_fn child_main, void *plan, int *report_fd,
+                             pid_t *pid, mqproc__child_report_t *rep) {
+  int pfd[2], failed;
+  *rep = (mqproc__child_report_t){MQPROC__STAGE_EXEC, 0};
+  if (pipe2(pfd, O_CLOEXEC) < 0) {
+    *rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
+    return -1;
+  }
+  if ((pfd[1] = mqproc__runner_lift_fd(pfd[1], MQPROC__CHILD_MIN_FD, NULL)) < 0) {
+    *rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
+    close(pfd[0]);
+    return -1;
+  }
+  *report_fd = pfd[1];
+  if ((*pid = fork()) == 0)
+    child_main(plan);
+  if (*pid < 0)
+    *rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, errno};
+  close(pfd[1]);
+  failed = *pid < 0 || read_report(pfd[0], rep);
+  if (*pid > 0 && failed)
+    waitpid(*pid, NULL, 0); /* it has _exit()ed: not handed to the loop, reaped here */
+  close(pfd[0]);
+  return failed ? -1 : 0;
+}
+
+/* ---- starting a child: in the child, async-signal-safe calls only ------------------- */
+
+void mqproc__child_reset_signals(void (*on_term)(int)) {
+  struct sigaction sa;
+  sigset_t none;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    sigaction(sig, &sa, NULL); /* SIGKILL, SIGSTOP and libc's own refuse: harmless */
+  if (on_term != NULL) {
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+  }
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+void mqproc__child_cloexec_from(int first, int max_fd) {
+  if (close_range((unsigned)first, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+    return;
+  for (int fd = first; fd < max_fd; fd++) /* kernels before 5.11 */
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+}

@@ -1,0 +1,115 @@
+/* What the runner backends share (runner_common.c): the texts a try ends with, and the
+ * pieces of starting a child process from a multi-threaded server.
+ *
+ * Starting a child: everything the child needs is prepared before fork (it may not
+ * allocate: another thread may hold the allocator's lock); the child makes only
+ * async-signal-safe calls until execve, and reports a failed step through a CLOEXEC
+ * pipe, which the parent reads: EOF means execve succeeded.
+ */
+#ifndef MQPROC_RUNNER_INT_H
+#define MQPROC_RUNNER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "runner/runner.h"
+
+/* ---- the environment of a child ---------------------------------------------------- */
+
+/* The part of the server's environment children get (mqproc__env_passes, runner.h), with
+ * room for extra more entries before the NULL; the strings are environ's own (free only
+ * the array). NULL when out of memory. */
+char **mqproc__runner_env(char *const *pass, size_t extra);
+
+/* ---- how a try ended ---------------------------------------------------------------- */
+
+/* "processor exceeded its time limit of 2 s (process group killed)" into r. */
+void mqproc__runner_describe_timeout(int64_t limit_ms, mqproc__run_result_t *r);
+/* A worker process that died during a try: "processor crashed: killed by signal 11
+ * (Segmentation fault)" or "processor crashed: exited with status 3" into r (always a
+ * failure, exit_code -1). */
+void mqproc__runner_describe_crash(int wstatus, mqproc__run_result_t *r);
+/* The processing function returned rc; why is mqproc_job_fail()'s text (NULL or "" when
+ * it was not called). */
+void mqproc__runner_function_result(int rc, const char *why, int64_t duration_ms,
+                                    mqproc__run_result_t *r);
+
+/* ---- starting a child --------------------------------------------------------------- */
+
+/* The fds a child sets up are 0-3; every fd it inherits from the parent is moved at or
+ * above this first, so a dup2 onto 0-3 cannot clobber one of its own sources. */
+#define MQPROC__CHILD_MIN_FD 4
+
+/* What a child writes to the report pipe when a step before execve fails. */
+typedef struct mqproc__child_report {
+  int stage; /* MQPROC__STAGE_* */
+  int err;   /* errno */
+} mqproc__child_report_t;
+
+enum {
+  MQPROC__STAGE_EXEC,
+  MQPROC__STAGE_SETPGID,
+  MQPROC__STAGE_PRCTL,
+  MQPROC__STAGE_DUP2,
+  MQPROC__STAGE_RLIMIT,
+  MQPROC__STAGE_PIPE,
+  MQPROC__STAGE_FORK,
+  MQPROC__STAGE_SIGNALFD
+};
+
+/* "No such file or directory" for a failed execve, else "setpgid: Operation not
+ * permitted" (the step, then errno), into out. */
+void mqproc__child_report_text(const mqproc__child_report_t *rep, char *out, size_t n);
+
+/* Moves fd to at least min (CLOEXEC), closing the original; returns the new fd, or -1 with
+ * err set (the original is closed then too). */
+int mqproc__runner_lift_fd(int fd, int min, char *err);
+/* The same with errno (runner_sys.c: libc only, as are the next three). */
+int mqproc__fd_lift(int fd, int min);
+/* The whole content of the file fd, NUL-terminated (*len without the NUL), malloc'ed: 0,
+ * or -1 with errno. */
+int mqproc__fd_slurp(int fd, char **out, size_t *len);
+/* A CLOEXEC memfd holding len bytes of data, positioned at 0 (a reader can never block
+ * the writer), sealed (no one, not the processor it is given to, can change or resize
+ * the bytes); -1 with err set. */
+int mqproc__runner_memfd(const char *name, const void *data, size_t len, char *err);
+/* The same for a program to execveat: -1 where policy (vm.memfd_noexec=2) refuses that. */
+int mqproc__runner_exec_memfd(const char *name, const void *data, size_t len, char *err);
+/* Sends len bytes of buf as one message with nfds (<= 4) fds as SCM_RIGHTS: 0, or -1 with
+ * errno (EMSGSIZE: sent short). */
+int mqproc__send_with_fds(int sock, const void *buf, size_t len, const int *fds, int nfds);
+/* Receives one message of exactly len bytes into buf and up to max_fds fds (CLOEXEC; more
+ * are closed) into fds, their count into *nfds: 1, 0 at EOF, -1 with errno (EPROTO: not
+ * such a message; its fds are closed). */
+int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds, int *nfds);
+/* The whole content of the file fd (a memfd handed over with a request), NUL-terminated
+ * (*len without the NUL). */
+int mqproc__runner_read_fd(int fd, char **out, size_t *len, char *err);
+/* The highest fd number a child might hold, for closing fds without close_range. */
+int mqproc__runner_max_fd(void);
+
+/* The child's entry: must never return (execve or mqproc__child_fail). */
+typedef void (*mqproc__child_main_fn)(void *plan);
+
+/* Forks; the child runs child_main(plan) after *report_fd (a field of plan) was set to
+ * the write end of the report pipe. Returns 0 with *pid once the child's execve
+ * succeeded; -1 with *rep saying which step failed (the child is reaped then). */
+int mqproc__runner_fork_exec(mqproc__child_main_fn child_main, void *plan, int *report_fd,
+                             pid_t *pid, mqproc__child_report_t *rep);
+/* 1 with *rep when the report pipe holds a child's failure report (the command runner
+ * reads its report pipe once the child has ended), else 0. */
+int mqproc__runner_report_read(int report_r, mqproc__child_report_t *rep);
+
+/* In the child, between fork and execve (async-signal-safe): */
+/* Reports stage and errno on report_fd and exits 127. */
+__attribute__((noreturn)) void mqproc__child_fail(int report_fd, int stage);
+/* Default dispositions for every signal (the server ignores SIGPIPE; an ignored signal
+ * stays ignored across execve), then on_term for SIGTERM when not NULL, then an empty
+ * signal mask (the server blocks SIGCHLD/TERM/INT/HUP for its signalfd). */
+void mqproc__child_reset_signals(void (*on_term)(int));
+/* Marks every fd from first on CLOEXEC (close_range, or a loop up to max_fd), so only
+ * 0..first-1 reach the program and a report pipe stays open until execve. */
+void mqproc__child_cloexec_from(int first, int max_fd);
+
+#endif

@@ -1,0 +1,362 @@
+/* Runner for external commands: fork + execve (no shell) of an argv array per try.
+ *
+ * Each try has the server's spawn helper (runner_spawner.c, forked once) fork a
+ * supervisor (runner_child.c) that leads its own process group and runs the processor as
+ * its only child. The processor gets: stdin = a memfd holding the job
+ * as JSON (so a command that never reads it cannot block us), stdout+stderr copied by
+ * the supervisor into the job's log file (at most --max-log-size bytes per try: a runaway
+ * writer is killed, and the server never reads its output), default signal dispositions
+ * and an empty signal mask, no fds but 0-2, and a clean environment: PATH, HOME, LANG,
+ * LANGUAGE, LC_*, TZ, TMPDIR, what --pass-env names, and MQPROC_JOB_ID, MQPROC_ATTEMPT,
+ * MQPROC_TRY, MQPROC_LOG_FILE; never the server's MQPROC_QUEUE, MQPROC_DATABASE,
+ * PGPASSWORD or the like. A time limit kills the whole process group; when the main
+ * process exits, leftovers of its group are killed too; when the server dies, the
+ * supervisor kills the group.
+ *
+ * Why fork rather than posix_spawn: posix_spawn cannot set a parent-death signal or
+ * supervise. The server is multi-threaded (curl workers), so between fork and execve the
+ * child makes only async-signal-safe calls: the program path, argv and envp are all
+ * prepared before fork, and a failure is reported through a CLOEXEC pipe (the
+ * pieces the runners share are in runner_common.c). The loop does not wait for that
+ * report: the try counts as started at fork, and a report found in the pipe once the
+ * supervisor has ended turns its end into "cannot start ..." (the helper is small and
+ * single-threaded, and the supervisor starts the processor with vfork: a try copies no
+ * page of the server's).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/argv.h"
+#include "runner/joblog.h"
+#include "base/log.h"
+#include "runner/ocrd_argv.h"
+#include "runner/child.h"
+#include "runner/int.h"
+#include "runner/spawn/spawner.h"
+#include "base/util.h"
+
+typedef struct proc_runner {
+  struct mqproc__runner base; /* first: klass */
+  char **argv;                /* the --exec words */
+  int ocrd_cli;               /* append OCR-D's processor arguments per job */
+  char *ocrd_log_level;
+  char **pass_env;            /* --pass-env: NAME or PREFIX* */
+  mqproc__spawner_t *spawner; /* started with the first try */
+} proc_runner_t;
+
+/* The processor's stdin: the message as JSON, plus its AMQP headers under "headers" (a
+ * key no valid message has: the codec refuses unknown keys). */
+static int stdin_memfd(const mqproc__run_spec_t *spec, char *err) {
+  size_t rl = strlen(spec->request_json), hl;
+  char *text;
+  int fd;
+  if (spec->headers_json == NULL || rl < 2 || spec->request_json[rl - 1] != '}')
+    return mqproc__runner_memfd("mqproc-job", spec->request_json, rl, err);
+  hl = strlen(spec->headers_json);
+  if ((text = mqproc__malloc(rl + hl + 16)) == NULL) {
+    mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    return -1;
+  }
+  /* {...} -> {...,"headers":{...}} (compact JSON: the object's last byte is its brace) */
+  memcpy(text, spec->request_json, rl - 1);
+  rl = rl - 1 +
+       (size_t)sprintf(text + rl - 1, "%s\"headers\":%s}",
+                       spec->request_json[rl - 2] == '{' ? "" : ",", spec->headers_json);
+  fd = mqproc__runner_memfd("mqproc-job", text, rl, err);
+  free(text);
+  return fd;
+}
+
+struct mqproc__run {
+  pid_t pid;        /* also the process group id */
+  int report_r;     /* the supervisor's report pipe: a step before execve failed */
+  int log_fd;       /* the job's log, for that failure's text */
+  const char *prog; /* the runner's argv[0], for that text */
+  int64_t started_ms;
+  int64_t time_limit_ms;
+  uint64_t timer; /* the time limit; 0 when none is pending */
+  int timed_out;  /* the time limit fired and the group was killed */
+  mqproc__loop_t *loop;
+  proc_runner_t *runner;
+  mqproc__run_done_cb done;
+  void *ud;
+};
+
+/* ---- the child's environment, built in the parent ---------------------------------- */
+
+/* The allowed part of environ + the MQPROC_* job variables. */
+static char **build_env(const mqproc__run_spec_t *spec, char *const *pass) {
+  size_t k = 0;
+  char **env = mqproc__runner_env(pass, 4);
+  if (env == NULL)
+    return NULL;
+  while (env[k] != NULL)
+    k++;
+  env[k++] = mqproc__asprintf("MQPROC_JOB_ID=%s", spec->msg->job_id);
+  env[k++] = mqproc__asprintf("MQPROC_ATTEMPT=%d", spec->attempt);
+  env[k++] = mqproc__asprintf("MQPROC_TRY=%d", spec->try_no);
+  env[k++] = mqproc__asprintf("MQPROC_LOG_FILE=%s", spec->log_path);
+  env[k] = NULL;
+  for (size_t i = k - 4; i < k; i++) {
+    if (env[i] == NULL) {
+      for (size_t j = k - 4; j < k; j++)
+        free(env[j]);
+      free(env);
+      return NULL;
+    }
+  }
+  return env;
+}
+
+static void free_env(char **env) {
+  size_t n = 0;
+  if (env == NULL)
+    return;
+  while (env[n] != NULL)
+    n++;
+  for (size_t i = n - 4; i < n; i++)
+    free(env[i]);
+  free(env);
+}
+
+/* ---- the program and limits, resolved in the parent --------------------------------- */
+
+/* Finds prog as execvp would (a name with a slash is taken as it is; otherwise the first
+ * executable regular file along $PATH, an empty entry meaning the current directory).
+ * Done in the parent because the child may not allocate. Returns a malloc'd path, or
+ * NULL with *e = ENOENT, EACCES or ENOMEM. */
+static char *resolve_program(const char *prog, int *e) {
+  const char *dirs = getenv("PATH"), *p, *end;
+  int denied = 0;
+  if (strchr(prog, '/') != NULL) {
+    char *path = mqproc__strdup(prog);
+    *e = path == NULL ? ENOMEM : 0;
+    return path;
+  }
+  for (p = dirs != NULL ? dirs : "/bin:/usr/bin";; p = end + 1) {
+    struct stat st;
+    char *cand;
+    end = strchrnul(p, ':');
+    cand = end == p ? mqproc__strdup(prog) : mqproc__asprintf("%.*s/%s", (int)(end - p), p, prog);
+    if (cand == NULL) {
+      *e = ENOMEM;
+      return NULL;
+    }
+    if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(cand, X_OK) == 0)
+        return cand;
+      denied = 1;
+    }
+    free(cand);
+    if (*end == '\0')
+      break;
+  }
+  *e = denied ? EACCES : ENOENT;
+  return NULL;
+}
+
+/* ---- starting the child ------------------------------------------------------------- */
+
+/* "cannot start X: why" into err, and into the job log for whoever reads only that. */
+static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report_t *rep,
+                        char *err) {
+  char why[MQPROC_ERR_LEN], what[160];
+  mqproc__child_report_text(rep, what, sizeof(what));
+  snprintf(why, sizeof(why), "cannot start %.300s: %s", prog, what);
+  dprintf(log_fd, "mqproc: %s\n", why);
+  return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
+}
+
+static void on_exit_(void *ud, pid_t pid, int wstatus);
+
+/* Has the spawn helper fork the supervisor and returns at once (the loop never waits for
+ * an execve); whether a step before the processor's execve failed is read from
+ * run->report_r when the supervisor has ended (on_exit_). Everything the child uses is
+ * prepared here. */
+static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t *spec,
+                 char *const *argv, int in_fd, int log_fd, char *err) {
+  mqproc__child_plan_t plan = {
+      .argv = argv, .in_fd = in_fd, .log_fd = log_fd, .max_log_bytes = spec->max_log_bytes};
+  mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
+  char *path, **env;
+  int pfd[2] = {-1, -1}, failed = 1;
+  if (r->spawner == NULL && mqproc__spawner_new(&r->spawner, run->loop, err) != MQPROC_OK)
+    return MQPROC_ERUNNER_SPAWN;
+  if ((path = resolve_program(r->argv[0], &rep.err)) == NULL)
+    return spawn_failed(r->argv[0], log_fd, &rep, err);
+  if ((env = build_env(spec, r->pass_env)) == NULL) {
+    free(path);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  plan.path = path;
+  plan.envp = env;
+  if (getrlimit(RLIMIT_CORE, &plan.core) < 0)
+    plan.core = (struct rlimit){0, 0};
+  /* the report pipe: its write end (blocking: one small write) goes to the child */
+  if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(pfd[1], F_SETFL, 0) < 0)
+    rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
+  else {
+    plan.report_fd = pfd[1];
+    failed = mqproc__spawner_spawn(r->spawner, &plan, on_exit_, run, &run->pid, &rep) < 0;
+  }
+  if (pfd[1] >= 0)
+    close(pfd[1]);
+  if (failed && pfd[0] >= 0)
+    close(pfd[0]);
+  else
+    run->report_r = pfd[0];
+  free(path);
+  free_env(env);
+  return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
+}
+
+/* ---- the try ------------------------------------------------------------------------ */
+
+static void run_free(mqproc__run_t *run) {
+  close(run->report_r);
+  close(run->log_fd);
+  free(run);
+}
+
+/* The supervisor ended (the helper killed what its group left behind). */
+static void on_exit_(void *ud, pid_t pid, int wstatus) {
+  mqproc__run_t *run = ud;
+  mqproc__run_result_t res;
+  mqproc__child_report_t rep;
+  (void)pid;
+  memset(&res, 0, sizeof(res));
+  if (run->timer != 0)
+    mqproc__loop_timer_cancel(run->loop, run->timer);
+  res.duration_ms = mqproc__loop_now(run->loop) - run->started_ms;
+  if (mqproc__runner_report_read(run->report_r, &rep)) { /* it never ran */
+    res.status = spawn_failed(run->prog, run->log_fd, &rep, res.error);
+    res.exit_code = -1;
+  } else if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+    /* a process that exited on its own just as the limit fired keeps its own status */
+    mqproc__runner_describe_timeout(run->time_limit_ms, &res);
+  else
+    mqproc__runner_describe(wstatus, &res);
+  run->done(run->ud, &res);
+  run_free(run);
+}
+
+/* The time limit: kill the group now; on_exit_ reports the timeout once the helper has
+ * reaped the supervisor. */
+static void on_time_limit(mqproc__loop_t *loop, void *ud) {
+  mqproc__run_t *run = ud;
+  (void)loop;
+  run->timer = 0;
+  run->timed_out = 1;
+  MQPROC__WARN("processor pid %d exceeded its time limit of %lld ms: killing its process group",
+               (int)run->pid, (long long)run->time_limit_ms);
+  mqproc__spawner_kill(run->runner->spawner, run->pid, SIGKILL);
+}
+
+static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
+                      mqproc__run_done_cb done, void *ud, mqproc__run_t **out, char *err) {
+  proc_runner_t *r = (proc_runner_t *)base;
+  mqproc__run_t *run = mqproc__calloc(1, sizeof(*run));
+  char **job_argv = NULL;
+  int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN;
+  if (run == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  run->loop = loop;
+  run->runner = r;
+  run->report_r = -1;
+  run->time_limit_ms = spec->time_limit_ms;
+  run->done = done;
+  run->ud = ud;
+  run->prog = r->argv[0];
+  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 ||
+      (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
+    goto out_free;
+  if ((in_fd = stdin_memfd(spec, err)) < 0 ||
+      (in_fd = mqproc__runner_lift_fd(in_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
+    goto out_close;
+  if (r->ocrd_cli) {
+    if (spec->mets_path == NULL) {
+      rc = mqproc__err(err, MQPROC_ERUNNER_SPAWN, "an OCR-D processor needs a METS");
+      goto out_close;
+    }
+    if ((rc = mqproc__ocrd_argv(r->argv, spec->msg, spec->mets_path, r->ocrd_log_level, &job_argv,
+                                err)) != MQPROC_OK)
+      goto out_close;
+  }
+  /* the time limit's timer first: once the supervisor runs, nothing may fail */
+  if (run->time_limit_ms > 0 &&
+      (run->timer = mqproc__loop_timer(loop, run->time_limit_ms, on_time_limit, run)) == 0) {
+    mqproc__argv_free(job_argv);
+    rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    goto out_close;
+  }
+  rc = spawn(r, run, spec, job_argv != NULL ? job_argv : r->argv, in_fd, log_fd, err);
+  mqproc__argv_free(job_argv);
+  if (rc != MQPROC_OK) {
+    if (run->timer != 0)
+      mqproc__loop_timer_cancel(loop, run->timer);
+    goto out_close;
+  }
+  close(in_fd);
+  run->started_ms = mqproc__now_ms();
+  run->log_fd = log_fd;
+  *out = run;
+  return MQPROC_OK;
+out_close:
+  if (in_fd >= 0)
+    close(in_fd);
+  if (log_fd >= 0)
+    close(log_fd);
+out_free:
+  free(run);
+  return rc;
+}
+
+static void proc_kill(mqproc__runner_t *base, mqproc__run_t *run, int sig) {
+  proc_runner_t *r = (proc_runner_t *)base;
+  mqproc__spawner_kill(r->spawner, run->pid, sig);
+}
+
+static void proc_destroy(mqproc__runner_t *base) {
+  proc_runner_t *r = (proc_runner_t *)base;
+  mqproc__spawner_free(r->spawner);
+  mqproc__argv_free(r->argv);
+  mqproc__argv_free(r->pass_env);
+  free(r->ocrd_log_level);
+  free(r);
+}
+
+static const struct mqproc__runner_class proc_class = {
+    "command",    /* name */
+    1,            /* killable */
+    proc_start,   /* start */
+    proc_kill,    /* kill */
+    proc_destroy, /* destroy */
+};
+
+int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
+                            const mqproc__proc_opts_t *opts, char *err) {
+  proc_runner_t *r = mqproc__calloc(1, sizeof(*r));
+  if (r == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  r->ocrd_cli = opts != NULL && opts->ocrd_cli;
+  if (mqproc__argv_copy(argv, &r->argv) < 0 || r->argv == NULL ||
+      mqproc__argv_copy(opts != NULL ? opts->pass_env : NULL, &r->pass_env) < 0 ||
+      (r->ocrd_cli && (r->ocrd_log_level = mqproc__strdup(opts->ocrd_log_level)) == NULL)) {
+    mqproc__argv_free(r->argv);
+    mqproc__argv_free(r->pass_env);
+    free(r);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  r->base.klass = &proc_class;
+  *out = &r->base;
+  return MQPROC_OK;
+}

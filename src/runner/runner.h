@@ -1,0 +1,122 @@
+/* Runner interface: run one try of a job off the event loop and report how it ended.
+ *
+ * Backends: runner_proc.c (an external command: fork + execve of an argv array, the job
+ * as JSON on stdin, output to the job's log file, in its own process group),
+ * runner_thread.c (a C processing function on a worker thread: --isolation=thread) and
+ * runner_worker.c (a C processing function in pre-started worker processes:
+ * --isolation=process). The loop learns of the end through a child watch, a work
+ * completion or a worker's reply; the runner never touches the broker or the store.
+ * What the backends share is in runner_int.h.
+ */
+#ifndef MQPROC_RUNNER_H
+#define MQPROC_RUNNER_H
+
+#include <stdint.h>
+
+#include "codec/codec.h"
+#include "loop/loop.h"
+#include "mqproc/mqproc.h"
+
+typedef struct mqproc__runner mqproc__runner_t;
+typedef struct mqproc__run mqproc__run_t; /* one try in progress */
+
+typedef struct mqproc__run_spec {
+  const mqproc__msg_t *msg; /* borrowed until done */
+  const char *request_json; /* the message as JSON text (stdin of a command) */
+  const char *headers_json; /* its AMQP headers as a JSON object text, or NULL: a command
+                               finds them under "headers" on stdin */
+  const char *mets_path;    /* path_to_mets, or the workspace_id's METS; NULL if neither */
+  int attempt;
+  int try_no;           /* over the whole job, as recorded in the store */
+  const char *log_path; /* appended to: log_dir/log_sub/log_name (runner_open_log) */
+  const char *log_dir;
+  const char *log_sub;
+  const char *log_name;
+  const char *worker_id;
+  int64_t time_limit_ms; /* 0 = none: kill the try after this long */
+  long max_log_bytes;    /* a try's output beyond this kills it (0 = no limit) */
+} mqproc__run_spec_t;
+
+typedef struct mqproc__run_result {
+  int status;      /* MQPROC_OK, MQPROC_ERUNNER_FAILED, _SPAWN or _TIMEOUT */
+  int exit_code;   /* -1 when the process did not exit normally */
+  int term_signal; /* 0 unless killed by a signal */
+  int64_t duration_ms;
+  char error[MQPROC_ERR_LEN]; /* "" on success */
+} mqproc__run_result_t;
+
+/* Called on the loop when the try ended; the run handle is freed right after. */
+typedef void (*mqproc__run_done_cb)(void *ud, const mqproc__run_result_t *r);
+
+struct mqproc__runner_class {
+  const char *name;
+  /* killable: kill() really stops a try (a process can be killed, a thread cannot). */
+  int killable;
+  /* start: begin a try; on error done is never called and *out is untouched. */
+  int (*start)(mqproc__runner_t *r, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
+               mqproc__run_done_cb done, void *ud, mqproc__run_t **out, char *err);
+  /* kill: ask a try to stop (signal for a process group; ignored by threads). */
+  void (*kill)(mqproc__runner_t *r, mqproc__run_t *run, int sig);
+  /* destroy: free the runner (no try may be in progress). */
+  void (*destroy)(mqproc__runner_t *r);
+};
+
+struct mqproc__runner {
+  const struct mqproc__runner_class *klass;
+};
+
+typedef struct mqproc__proc_opts {
+  int ocrd_cli;               /* append OCR-D's processor arguments per job (ocrd_cli.h) */
+  const char *ocrd_log_level; /* their --log-level (copied) */
+  char *const *pass_env;      /* --pass-env: NAME or PREFIX* (copied; NULL = none) */
+} mqproc__proc_opts_t;
+
+/* Whether the variable kv ("NAME=value") of the server's environment reaches processors
+ * (runner_proc.c has the list); pass as mqproc__proc_opts_t.pass_env. */
+int mqproc__env_passes(const char *kv, char *const *pass);
+
+/* argv: NULL-terminated, copied. */
+int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
+                            const mqproc__proc_opts_t *opts, char *err);
+/* processor: borrowed for the runner's lifetime. */
+int mqproc__runner_thread_new(mqproc__runner_t **out, const mqproc_processor_t *processor,
+                              mqproc__loop_t *loop, int threads, char *err);
+/* Starts n_workers worker processes running processor (borrowed) now, watched by loop
+ * (which must outlive the runner), with the environment children get (pass_env as
+ * --pass-env); fails when one cannot start. */
+int mqproc__runner_worker_new(mqproc__runner_t **out, mqproc__loop_t *loop,
+                              const mqproc_processor_t *processor, int n_workers,
+                              char *const *pass_env, char *err);
+/* The worker process's main (`<program> __mqproc-worker`, runner_worker_main.c); returns
+ * the exit code once the server closes its socket. */
+int mqproc__runner_worker_main(const mqproc_processor_t *processor);
+
+static inline int mqproc__runner_start(mqproc__runner_t *r, mqproc__loop_t *loop,
+                                       const mqproc__run_spec_t *spec, mqproc__run_done_cb done,
+                                       void *ud, mqproc__run_t **out, char *err) {
+  return r->klass->start(r, loop, spec, done, ud, out, err);
+}
+static inline void mqproc__runner_kill(mqproc__runner_t *r, mqproc__run_t *run, int sig) {
+  r->klass->kill(r, run, sig);
+}
+static inline void mqproc__runner_destroy(mqproc__runner_t *r) {
+  if (r != NULL)
+    r->klass->destroy(r);
+}
+
+/* Opens (creating its directory as needed, privately, following no link: joblog.h) the
+ * job log for appending and writes a header line for this try; returns an fd or -1 with
+ * err set. Shared by the backends. */
+int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err);
+/* The same in two halves: the header line of this try (into head, n bytes; its length),
+ * then the open and the write of head, callable from any thread (the C runner's pool
+ * threads open their jobs' logs themselves: a new file's inode is the loop's costliest
+ * system call on some filesystems). */
+int mqproc__runner_log_head(const mqproc__run_spec_t *spec, char *head, size_t n);
+int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *name, const char *head,
+                               int head_len, char *err);
+
+/* Describes a wait status ("exit status 3", "killed by signal 9 (Killed)") into r. */
+void mqproc__runner_describe(int wstatus, mqproc__run_result_t *r);
+
+#endif

@@ -1,0 +1,254 @@
+/* A server's part in the fleet (see fleet.h): its workers row, the operators' wishes,
+ * their cancels. Everything goes through the store's asynchronous beat(); nothing here
+ * waits. */
+#include "server/fleet.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "delivery/delivery.h"
+#include "base/log.h"
+#include "server/notify.h"
+#include "base/util.h"
+
+#define MAX_CURRENT 20      /* job ids shown per server */
+#define FINISH_WAIT_MS 1000 /* the last write may take this long at exit */
+
+typedef struct mqproc__fleet {
+  mqproc__server_t *srv;
+  char version[64];
+  int restarts;   /* MQPROC_RESTARTS: set by the --instances supervisor */
+  char note[128]; /* its crash-loop delay before this start, "" when none */
+  long long started_ms;
+  uint64_t timer;        /* the first refresh, at once */
+  int64_t beat_ms;       /* when the last refresh was sent */
+  uint64_t finish_timer; /* the last write's deadline */
+  int in_flight;         /* a beat is with the store */
+  int again;             /* refresh once more when it ends */
+  int finishing;         /* the server stops: the next beat is the last */
+  int paused;            /* the operators' wish: pause */
+  int store_seen;        /* a refresh went through */
+  int sent_interval_ms;  /* the interval the row was last told */
+  mqproc__beat_t beat;   /* the beat in flight (its out field is written at the end) */
+} fleet_t;
+
+static void on_timer(mqproc__loop_t *loop, void *ud);
+
+static const char *state_name(const fleet_t *f) {
+  const mqproc__server_t *srv = f->srv;
+  if (f->finishing)
+    return "stopped";
+  if (srv->stopping)
+    return "draining";
+  if (f->paused)
+    return "paused";
+  return srv->connections == 0 ? "starting" : "running";
+}
+
+static void on_cancel(void *ud, const char *job_id, int attempt) {
+  fleet_t *f = ud;
+  mqproc__delivery_t *d = mqproc__server_find_job(f->srv, job_id, attempt);
+  if (d != NULL)
+    mqproc__delivery_cancel(d);
+}
+
+/* Acts on the wish read by the last beat; returns whether the server's state changed. */
+static int apply_wish(fleet_t *f, const char *wish) {
+  mqproc__server_t *srv = f->srv;
+  if (!strcmp(wish, "drain")) {
+    if (srv->stopping)
+      return 0;
+    MQPROC__INFO("drain requested by an operator: no new jobs; exiting once the running ones "
+                 "finished");
+    mqproc__server_drain(srv);
+    return 1;
+  }
+  if (!strcmp(wish, "pause") && !f->paused) {
+    f->paused = 1;
+    MQPROC__INFO("paused by an operator: not taking new jobs (running ones finish)");
+    for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
+      next = *mqproc__delivery_next(d);
+      if (mqproc__delivery_before_claim(d)) /* prefetched, not started: back to the queue */
+        mqproc__delivery_stop(d, 0);
+    }
+    mqproc__server_update_consuming(srv, 0);
+    return 1;
+  }
+  if (wish[0] == '\0' && f->paused) {
+    f->paused = 0;
+    MQPROC__INFO("resumed by an operator");
+    mqproc__server_update_consuming(srv, 0);
+    return 1;
+  }
+  return 0;
+}
+
+static int send_beat(fleet_t *f);
+
+static void beat_done(void *ud, int rc, const char *err) {
+  fleet_t *f = ud;
+  f->in_flight = 0;
+  if (f->finishing) {
+    if (f->again) { /* the last beat waited for this one */
+      f->again = 0;
+      if (send_beat(f) == MQPROC_OK)
+        return;
+    }
+    mqproc__loop_stop(f->srv->loop);
+    return;
+  }
+  mqproc__server_db_seen(f->srv, rc == MQPROC_OK || rc == MQPROC_ESTORE_FENCED);
+  if (rc != MQPROC_OK) {
+    MQPROC__DEBUG("workers row not refreshed: %s", err);
+    f->sent_interval_ms = 0; /* the row still says the old one: the next tick says it again */
+  } else {
+    f->store_seen = 1;
+    mqproc__sd_update(f->srv); /* ready for systemd now, not at the next (idle) tick */
+    if (apply_wish(f, f->beat.wish))
+      f->again = 1; /* show the new state at once: the operator's command waits for it */
+  }
+  if (f->again) {
+    f->again = 0;
+    send_beat(f);
+  }
+}
+
+/* What the row says of the refreshes' interval: the tick's while that is longer (idle). */
+static int interval_ms(const mqproc__server_t *srv) {
+  return srv->tick_every_ms > MQPROC__FLEET_INTERVAL_MS ? (int)srv->tick_every_ms
+                                                        : MQPROC__FLEET_INTERVAL_MS;
+}
+
+static int send_beat(fleet_t *f) {
+  mqproc__server_t *srv = f->srv;
+  const char *ids[MAX_CURRENT];
+  size_t n = 0;
+  int held = 0, rc;
+  if (f->in_flight) {
+    f->again = 1;
+    return MQPROC_OK;
+  }
+  f->beat_ms = mqproc__now_ms();
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d)) {
+    const char *id = mqproc__delivery_job_held(d);
+    if (id == NULL)
+      continue;
+    held++;
+    if (n < MAX_CURRENT)
+      ids[n++] = id;
+  }
+  f->beat = (mqproc__beat_t){.worker_id = srv->worker_id,
+                             .processor = srv->processor,
+                             .host = srv->hostname,
+                             .pid = (int)getpid(),
+                             .version = f->version,
+                             .started_ms = f->started_ms,
+                             .interval_ms = f->sent_interval_ms = interval_ms(f->srv),
+                             .state = state_name(f),
+                             .concurrency = srv->cfg->concurrency,
+                             .in_flight = held,
+                             .jobs_done = (long long)srv->metrics.c[MQPROC__M_SUCCEEDED],
+                             .jobs_failed = (long long)srv->metrics.c[MQPROC__M_FAILED],
+                             .current_jobs = ids,
+                             .n_current = n,
+                             .restarts = f->restarts,
+                             .note = f->note[0] != '\0' ? f->note : NULL};
+  rc = mqproc__store_beat(srv->store, &f->beat, on_cancel, beat_done, f);
+  f->in_flight = rc == MQPROC_OK;
+  return rc;
+}
+
+static void on_timer(mqproc__loop_t *loop, void *ud) {
+  fleet_t *f = ud;
+  (void)loop;
+  f->timer = 0;
+  send_beat(f);
+}
+
+/* The refreshes ride on the server's tick (no wake-up of their own): one when the last is
+ * the interval old, give or take the tick's jitter, and one at once when the interval
+ * changes (idle, busy again), so the row never says a shorter one than its refreshes keep. */
+void mqproc__fleet_tick(mqproc__server_t *srv) {
+  fleet_t *f = srv->fleet;
+  int every = interval_ms(srv);
+  if (f != NULL && !f->finishing &&
+      (mqproc__now_ms() - f->beat_ms >= every - every / 4 || f->sent_interval_ms != every))
+    send_beat(f);
+}
+
+/* An operator's notice (payload: the processor it is for). */
+static void on_notice(void *ud, const char *payload) {
+  fleet_t *f = ud;
+  if (!f->finishing && strcmp(payload, f->srv->processor) == 0)
+    send_beat(f);
+}
+
+int mqproc__fleet_start(mqproc__server_t *srv, const char *version) {
+  fleet_t *f = mqproc__calloc(1, sizeof(*f));
+  if (f == NULL)
+    return MQPROC_ENOMEM;
+  f->srv = srv;
+  snprintf(f->version, sizeof(f->version), "%s", version);
+  f->started_ms = mqproc__wall_ms();
+  if (getenv("MQPROC_INSTANCE") != NULL && getenv("MQPROC_RESTARTS") != NULL) /* supervised */
+    f->restarts = atoi(getenv("MQPROC_RESTARTS"));
+  if (getenv("MQPROC_RESTART_DELAY_MS") != NULL && atoll(getenv("MQPROC_RESTART_DELAY_MS")) > 0)
+    snprintf(f->note, sizeof(f->note), "crash loop: restarted after a %lld ms delay",
+             atoll(getenv("MQPROC_RESTART_DELAY_MS")));
+  srv->fleet = f;
+  mqproc__store_listen(srv->store, on_notice, f);
+  f->timer = mqproc__loop_timer(srv->loop, 0, on_timer, f);
+  return MQPROC_OK;
+}
+
+void mqproc__fleet_changed(mqproc__server_t *srv) {
+  if (srv->fleet != NULL && !srv->fleet->finishing)
+    send_beat(srv->fleet);
+}
+
+int mqproc__fleet_holds_back(const mqproc__server_t *srv) {
+  return srv->fleet != NULL && srv->fleet->paused;
+}
+
+int mqproc__fleet_store_seen(const mqproc__server_t *srv) {
+  return srv->fleet != NULL && srv->fleet->store_seen;
+}
+
+static void on_finish_timeout(mqproc__loop_t *loop, void *ud) {
+  fleet_t *f = ud;
+  f->finish_timer = 0;
+  MQPROC__DEBUG("the workers row was not marked stopped in time");
+  mqproc__loop_stop(loop);
+}
+
+void mqproc__fleet_finish(mqproc__server_t *srv) {
+  fleet_t *f = srv->fleet;
+  if (f == NULL || srv->store_paused) {
+    mqproc__loop_stop(srv->loop);
+    return;
+  }
+  if (f->finishing)
+    return;
+  f->finishing = 1;
+  mqproc__loop_timer_cancel(srv->loop, f->timer);
+  f->timer = 0;
+  f->finish_timer = mqproc__loop_timer(srv->loop, FINISH_WAIT_MS, on_finish_timeout, f);
+  if (f->in_flight)
+    f->again = 1; /* beat_done sends the last one */
+  else if (send_beat(f) != MQPROC_OK)
+    mqproc__loop_stop(srv->loop);
+}
+
+void mqproc__fleet_free(mqproc__server_t *srv) {
+  fleet_t *f = srv->fleet;
+  if (f == NULL)
+    return;
+  mqproc__store_listen(srv->store, NULL, NULL);
+  mqproc__store_forget(srv->store, f);
+  mqproc__loop_timer_cancel(srv->loop, f->timer);
+  mqproc__loop_timer_cancel(srv->loop, f->finish_timer);
+  free(f);
+  srv->fleet = NULL;
+}

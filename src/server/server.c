@@ -1,0 +1,684 @@
+/* The processing server: one loop owning the broker connection, the store connection,
+ * timers, signals and the deliveries in flight.
+ *
+ * Periodic work (tick, every second; every IDLE_TICK_MS while nothing is in flight): pump
+ * the broker (this is what keeps heartbeats going while a job runs for hours), renew the
+ * leases of running jobs, sweep (sweeper.c), refresh the workers row (fleet.c), and end the
+ * loop once a requested stop has drained every delivery.
+ * Reconnects to the broker run from their own timer with exponential backoff and jitter.
+ */
+#include "server/server.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/argv.h"
+#include "broker/dirq.h"
+#include "codec/codec.h"
+#include "delivery/delivery.h"
+#include "server/fleet.h"
+#include "runner/joblog.h"
+#include "runner/ocrd_argv.h"
+#include "base/log.h"
+#include "server/on_failure.h"
+#include "server/notify.h"
+#include "server/supervisor.h"
+#include "server/sweeper.h"
+#include "server/routes.h"
+#include "base/util.h"
+
+/* A publish awaiting its confirm: for a delivery, or a sweeper's republish (job_id). */
+typedef struct mqproc__waiter {
+  uint64_t seq;
+  mqproc__delivery_t *d;
+  char *job_id;
+  struct mqproc__waiter *next;
+} waiter_t;
+
+static void schedule_connect(mqproc__server_t *srv);
+static void on_tick(mqproc__loop_t *loop, void *ud);
+
+#define TICK_MS 1000
+#define IDLE_TICK_MS 10000 /* an idle server wakes this often (or as its heartbeat needs) */
+
+/* The tick's interval: TICK_MS while anything is in flight or changing (deliveries, a
+ * publish, a sweep, a stop, a connection being made), else IDLE_TICK_MS, short enough for
+ * the AMQP heartbeat and the sweeps (every half lease). */
+static int64_t tick_every(const mqproc__server_t *srv) {
+  int64_t ms = IDLE_TICK_MS;
+  if (srv->deliveries != NULL || srv->waiters != NULL || srv->sweeping || srv->stopping ||
+      srv->abandoned > 0 || !srv->broker_up || srv->store_paused)
+    return TICK_MS;
+  if (srv->cfg->heartbeat_s > 0 && srv->cfg->heartbeat_s * 500LL < ms)
+    ms = srv->cfg->heartbeat_s * 500LL;
+  if (srv->cfg->lease_s * 500LL < ms)
+    ms = srv->cfg->lease_s * 500LL;
+  return ms < TICK_MS ? TICK_MS : ms;
+}
+
+/* The tick again in tick_every_ms (the one pending, if any, cancelled). */
+static void rearm_tick(mqproc__server_t *srv) {
+  mqproc__loop_timer_cancel(srv->loop, srv->tick_timer);
+  srv->tick_timer = mqproc__loop_timer(srv->loop, srv->tick_every_ms, on_tick, srv);
+}
+
+/* ---- broker events ------------------------------------------------------------------ */
+
+void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  int was_idle = srv->tick_every_ms > TICK_MS;
+  *mqproc__delivery_next(d) = srv->deliveries;
+  srv->deliveries = d;
+  if (was_idle) { /* work again: the busy tick, and a workers row that says so */
+    srv->tick_every_ms = tick_every(srv);
+    rearm_tick(srv);
+    mqproc__fleet_changed(srv);
+  }
+  mqproc__delivery_start(d);
+}
+
+static void on_message(void *ud, const mqproc__broker_msg_t *m) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d;
+  if (!srv->consuming || m->consumer != srv->consumer) {
+    /* pushed before our basic.cancel, to a consumer whose slots are gone: give it back */
+    mqproc__broker_nack(srv->broker, m->epoch, m->tag, 1, NULL);
+    return;
+  }
+  d = mqproc__delivery_new(&srv->host, m);
+  if (d == NULL) {
+    MQPROC__ERROR("out of memory for a delivery; it stays unacked until we reconnect");
+    return;
+  }
+  mqproc__server_add_delivery(srv, d);
+}
+
+/* The broker's state changed (connected, lost, blocked, unblocked): deliveries waiting to
+ * publish try again now. */
+static void wake_publishers(mqproc__server_t *srv) {
+  for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_broker_changed(d);
+  }
+}
+
+static void on_confirm(void *ud, uint64_t seq, int status) {
+  mqproc__server_t *srv = ud;
+  waiter_t **pp;
+  for (pp = &srv->waiters; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->seq == seq) {
+      waiter_t *w = *pp;
+      *pp = w->next;
+      if (w->d != NULL)
+        mqproc__delivery_on_confirm(w->d, status);
+      else
+        mqproc__sweeper_confirmed(srv, w->job_id, status);
+      free(w->job_id);
+      free(w);
+      return;
+    }
+  }
+}
+
+void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  for (waiter_t **pp = &srv->waiters; *pp != NULL;) {
+    waiter_t *w = *pp;
+    if (w->d == d) {
+      *pp = w->next;
+      free(w->job_id);
+      free(w);
+    } else {
+      pp = &w->next;
+    }
+  }
+}
+
+static void clear_declared(mqproc__server_t *srv) {
+  for (size_t i = 0; i < srv->n_declared; i++)
+    free(srv->declared[i]);
+  free(srv->declared);
+  srv->declared = NULL;
+  srv->n_declared = 0;
+}
+
+static void on_closing(void *ud, int fd) {
+  mqproc__server_t *srv = ud;
+  mqproc__loop_io(srv->loop, fd, NULL, NULL);
+  srv->broker_fd = -1;
+}
+
+static void on_down(void *ud, const char *reason) {
+  mqproc__server_t *srv = ud;
+  MQPROC__ERROR("broker connection lost: %s", reason);
+  mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
+  srv->broker_up = 0;
+  srv->host.broker_blocked = 0;
+  srv->consuming = 0;
+  clear_declared(srv);
+  if (!srv->stopping)
+    schedule_connect(srv);
+  wake_publishers(srv);
+}
+
+static void on_blocked(void *ud, int blocked, const char *reason) {
+  mqproc__server_t *srv = ud;
+  srv->host.broker_blocked = blocked;
+  if (blocked) {
+    MQPROC__WARN("the broker blocked publishing (%s): results and dead letters wait; jobs "
+                 "keep running",
+                 reason[0] != '\0' ? reason : "a resource alarm");
+    return;
+  }
+  MQPROC__INFO("the broker unblocked publishing: sending what waited");
+  mqproc__server_update_consuming(srv, 0);
+  wake_publishers(srv);
+}
+
+static void on_broker_fd(mqproc__loop_t *loop, int fd, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  (void)fd;
+  if (srv->broker_up)
+    mqproc__broker_pump(srv->broker, NULL);
+}
+
+/* Before the loop sleeps: frames rabbitmq-c has already read into its buffer make the
+ * socket no more readable, so they are handled now, not at the next tick. */
+static int prepare(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  if (srv->broker_up && mqproc__broker_pending(srv->broker))
+    mqproc__broker_pump(srv->broker, NULL);
+  mqproc__server_flush_acks(srv);
+  return srv->broker_up && mqproc__broker_pending(srv->broker) ? 0 : -1;
+}
+
+/* ---- connecting --------------------------------------------------------------------- */
+
+static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  char err[MQPROC_ERR_LEN];
+  int rc;
+  (void)loop;
+  srv->reconnect_timer = 0;
+  if (srv->stopping)
+    return;
+  rc = mqproc__broker_connect(srv->broker, err);
+  if (rc != MQPROC_OK) {
+    MQPROC__ERROR("cannot connect to the broker: %s", err);
+    mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
+    if ((rc == MQPROC_ECONFIG || rc == MQPROC_EBROKER_DECLARE) && srv->deliveries == NULL) {
+      MQPROC__ERROR("this will not fix itself; stopping");
+      srv->fatal = rc == MQPROC_ECONFIG ? 2 : 1;
+      mqproc__loop_stop(srv->loop);
+      return;
+    }
+    srv->reconnects++;
+    schedule_connect(srv);
+    return;
+  }
+  srv->broker_up = 1;
+  srv->reconnects = 0;
+  srv->connections++;
+  mqproc__metrics_up(&srv->metrics.broker_down_since, &srv->metrics.broker_down_ms,
+                     mqproc__now_ms());
+  srv->consuming = 0;
+  srv->broker_fd = mqproc__broker_fd(srv->broker);
+  mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
+  MQPROC__INFO("connected to the broker (connection %d): queue '%s', exchange '%s', dead "
+               "letters to '%s'",
+               srv->connections, srv->processor, srv->cfg->exchange, srv->dead_queue);
+  mqproc__server_update_consuming(srv, 0);
+  mqproc__broker_pump(srv->broker, NULL);
+  wake_publishers(srv);
+  mqproc__sd_update(srv);
+  if (srv->connections == 1)
+    mqproc__fleet_changed(srv); /* starting -> running */
+}
+
+static void schedule_connect(mqproc__server_t *srv) {
+  /* 250 ms doubling to 3 s: consuming resumes within seconds of the broker's return */
+  int64_t ms = 250;
+  for (int i = 0; i < srv->reconnects && ms < 3000; i++)
+    ms *= 2;
+  if (ms > 3000)
+    ms = 3000;
+  ms = ms / 2 + random() % (ms / 2 + 1); /* jitter: [ms/2, ms] */
+  if (srv->reconnects == 0)
+    ms = 0;
+  else
+    MQPROC__INFO("reconnecting to the broker in %lld ms", (long long)ms);
+  if (srv->reconnect_timer == 0)
+    srv->reconnect_timer = mqproc__loop_timer(srv->loop, ms, on_connect_timer, srv);
+}
+
+/* ---- services for deliveries -------------------------------------------------------- */
+
+/* Publishes p and keeps a waiter for its confirm: for delivery d, or (d NULL) for the
+ * sweeper's republish of job_id. Refused at once while the broker blocks publishing. */
+static int publish_waiter(mqproc__server_t *srv, mqproc__delivery_t *d, const char *job_id,
+                          const mqproc__publish_t *p, char *err) {
+  waiter_t *w;
+  int rc;
+  if (!srv->broker_up)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  if (srv->host.broker_blocked)
+    return mqproc__err(err, MQPROC_EBROKER_BLOCKED, "the broker blocks publishing");
+  if ((w = mqproc__calloc(1, sizeof(*w))) == NULL ||
+      (job_id != NULL && (w->job_id = mqproc__strdup(job_id)) == NULL)) {
+    free(w);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
+  if ((rc = mqproc__broker_publish(srv->broker, p, &w->seq, err)) != MQPROC_OK) {
+    free(w->job_id);
+    free(w);
+    return rc;
+  }
+  w->d = d;
+  w->next = srv->waiters;
+  srv->waiters = w;
+  return MQPROC_OK;
+}
+
+int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
+                           char *err) {
+  return publish_waiter(srv, d, NULL, p, err);
+}
+
+int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
+                               const mqproc__publish_t *p, char *err) {
+  return publish_waiter(srv, NULL, job_id, p, err);
+}
+
+/* Result queues remembered as declared; past this many, the memo starts over (a sender
+ * naming ever new queues costs declarations, not memory). */
+#define DECLARED_MAX 256
+
+int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err) {
+  char **grown;
+  int rc;
+  if (!srv->cfg->declare_result_queues)
+    return MQPROC_OK;
+  for (size_t i = 0; i < srv->n_declared; i++)
+    if (strcmp(srv->declared[i], queue) == 0)
+      return MQPROC_OK;
+  if (!srv->broker_up)
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED, "broker connection is down");
+  if ((rc = mqproc__broker_declare_queue(srv->broker, queue, err)) != MQPROC_OK)
+    return rc;
+  if (srv->n_declared >= DECLARED_MAX)
+    clear_declared(srv);
+  grown = mqproc__realloc(srv->declared, (srv->n_declared + 1) * sizeof(char *));
+  if (grown == NULL)
+    return MQPROC_OK; /* declared, just not remembered */
+  srv->declared = grown;
+  if ((grown[srv->n_declared] = mqproc__strdup(queue)) != NULL)
+    srv->n_declared++;
+  return MQPROC_OK;
+}
+
+int mqproc__server_result_queue_allowed(const mqproc__server_t *srv, const char *queue) {
+  return !srv->has_result_queue_re || regexec(&srv->result_queue_re, queue, 0, NULL, 0) == 0;
+}
+
+void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  mqproc__delivery_t **pp;
+  for (pp = &srv->deliveries; *pp != NULL; pp = mqproc__delivery_next(*pp)) {
+    if (*pp == d) {
+      *pp = *mqproc__delivery_next(d);
+      break;
+    }
+  }
+  if (mqproc__delivery_abandoned(d))
+    srv->abandoned++; /* its thread still uses it: freed when that ends, or at exit */
+  else
+    mqproc__delivery_free(d);
+  if (srv->cfg->max_jobs_per_child > 0 && !srv->stopping &&
+      (long long)(srv->metrics.c[MQPROC__M_SUCCEEDED] + srv->metrics.c[MQPROC__M_FAILED]) >=
+          srv->cfg->max_jobs_per_child) {
+    MQPROC__INFO(
+        "%lld jobs done: recycling this server (--max-jobs-per-child), taking no more",
+        (long long)(srv->metrics.c[MQPROC__M_SUCCEEDED] + srv->metrics.c[MQPROC__M_FAILED]));
+    srv->recycle = 1;
+    mqproc__server_drain(srv);
+  }
+  if (srv->stopping && srv->deliveries == NULL)
+    mqproc__fleet_finish(srv);
+  else
+    mqproc__server_update_consuming(srv, 0); /* an early-acked job's slot may be free */
+}
+
+void mqproc__server_abandoned_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
+  srv->abandoned--;
+  mqproc__delivery_free(d);
+}
+
+mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id,
+                                            int attempt) {
+  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
+    if (mqproc__delivery_holds(d, job_id, attempt))
+      return d;
+  return NULL;
+}
+
+/* ---- periodic work and signals ------------------------------------------------------ */
+
+static void on_tick(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  mqproc__delivery_t *d, *next;
+  (void)loop;
+  srv->tick_timer = 0; /* this one ran: what re-arms it below (or a delivery's arrival in
+                          the pump) must not cancel a stale id and leave two */
+  if (srv->broker_up)
+    mqproc__broker_pump(srv->broker, NULL);
+  for (d = srv->deliveries; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_tick(d);
+  }
+  mqproc__server_depth_tick(srv);
+  mqproc__sweeper_run(srv);
+  mqproc__sd_update(srv);
+  srv->tick_every_ms = tick_every(srv); /* the refresh tells the interval coming */
+  mqproc__fleet_tick(srv);
+  if (srv->stopping && srv->deliveries == NULL)
+    mqproc__fleet_finish(srv);
+  rearm_tick(srv); /* in the interval the refresh above told */
+}
+
+static void stop_all(mqproc__server_t *srv, int force) {
+  mqproc__delivery_t *d = srv->deliveries, *next;
+  for (; d != NULL; d = next) {
+    next = *mqproc__delivery_next(d);
+    mqproc__delivery_stop(d, force);
+  }
+}
+
+static void on_grace_over(mqproc__loop_t *loop, void *ud) {
+  mqproc__server_t *srv = ud;
+  (void)loop;
+  srv->grace_timer = 0;
+  MQPROC__WARN("shutdown grace of %d s over: stopping running jobs (they are requeued)",
+               srv->cfg->shutdown_grace_s);
+  stop_all(srv, 1);
+}
+
+static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
+  mqproc__server_t *srv = ud;
+  if (signo == SIGHUP) {
+    MQPROC__INFO("SIGHUP ignored");
+    return;
+  }
+  srv->signals++;
+  if (srv->signals == 1) {
+    MQPROC__INFO("%s: stopping; no new jobs, letting running jobs finish (send it again to "
+                 "stop them now)",
+                 strsignal(signo));
+    mqproc__server_drain(srv);
+    if (srv->deliveries != NULL) /* unlike an operator's drain, a signal's has a grace */
+      srv->grace_timer =
+          mqproc__loop_timer(loop, srv->cfg->shutdown_grace_s * 1000LL, on_grace_over, srv);
+    return;
+  }
+  MQPROC__INFO("%s again: stopping running jobs now", strsignal(signo));
+  mqproc__loop_timer_cancel(loop, srv->grace_timer);
+  srv->grace_timer = 0;
+  stop_all(srv, 1);
+  if (srv->signals > 2) /* the third: do not even wait for the workers row */
+    mqproc__loop_stop(loop);
+  else if (srv->deliveries == NULL)
+    mqproc__fleet_finish(srv);
+}
+
+void mqproc__server_drain(mqproc__server_t *srv) {
+  if (srv->stopping)
+    return;
+  srv->stopping = 1; /* no grace timer here: the running jobs finish, however long they take */
+  mqproc__sd_stopping(srv);
+  mqproc__server_update_consuming(srv, 0);
+  stop_all(srv, 0);
+  if (srv->deliveries == NULL)
+    mqproc__fleet_finish(srv);
+}
+
+/* ---- what a delivery sees of the server (delivery_host.h) ---------------------------- */
+
+static mqproc__server_t *of(mqproc__delivery_host_t *h) {
+  return (mqproc__server_t *)((char *)h - offsetof(mqproc__server_t, host));
+}
+
+static int h_publish(mqproc__delivery_host_t *h, mqproc__delivery_t *d, const mqproc__publish_t *p,
+                     char *err) {
+  return mqproc__server_publish(of(h), d, p, err);
+}
+static void h_forget_publish(mqproc__delivery_host_t *h, mqproc__delivery_t *d) {
+  mqproc__server_forget_publish(of(h), d);
+}
+static int h_ack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
+  return mqproc__server_ack(of(h), d, err);
+}
+static int h_take_slot(mqproc__delivery_host_t *h) {
+  return mqproc__server_take_slot(of(h));
+}
+static void h_give_slot(mqproc__delivery_host_t *h) {
+  mqproc__server_give_slot(of(h));
+}
+static int h_take_pass(mqproc__delivery_host_t *h) {
+  return mqproc__server_take_pass(of(h));
+}
+static void h_give_pass(mqproc__delivery_host_t *h) {
+  mqproc__server_give_pass(of(h));
+}
+static int h_result_queue(mqproc__delivery_host_t *h, const char *queue, char *err) {
+  return mqproc__server_result_queue(of(h), queue, err);
+}
+static int h_result_queue_allowed(mqproc__delivery_host_t *h, const char *queue) {
+  return mqproc__server_result_queue_allowed(of(h), queue);
+}
+static void h_update_consuming(mqproc__delivery_host_t *h, int extra) {
+  mqproc__server_update_consuming(of(h), extra);
+}
+static mqproc__delivery_t *h_find_job(mqproc__delivery_host_t *h, const char *job_id, int attempt) {
+  return mqproc__server_find_job(of(h), job_id, attempt);
+}
+static void h_store_down(mqproc__delivery_host_t *h) {
+  mqproc__server_store_down(of(h));
+}
+static void h_job_failed(mqproc__delivery_host_t *h, const char *job_id, int attempt,
+                         const char *error, const char *request_json, const char *log_path) {
+  mqproc__on_failure_run(of(h), job_id, attempt, error, request_json, log_path);
+}
+static void h_done(mqproc__delivery_host_t *h, mqproc__delivery_t *d) {
+  mqproc__server_delivery_done(of(h), d);
+}
+static void h_abandoned_done(mqproc__delivery_host_t *h, mqproc__delivery_t *d) {
+  mqproc__server_abandoned_done(of(h), d);
+}
+
+static const mqproc__delivery_host_ops_t HOST_OPS = {
+    .publish = h_publish,
+    .forget_publish = h_forget_publish,
+    .ack = h_ack,
+    .take_slot = h_take_slot,
+    .give_slot = h_give_slot,
+    .take_pass = h_take_pass,
+    .give_pass = h_give_pass,
+    .result_queue = h_result_queue,
+    .result_queue_allowed = h_result_queue_allowed,
+    .update_consuming = h_update_consuming,
+    .find_job = h_find_job,
+    .store_down = h_store_down,
+    .job_failed = h_job_failed,
+    .done = h_done,
+    .abandoned_done = h_abandoned_done,
+};
+
+/* The view deliveries get, once everything it points at exists. */
+static void fill_host(mqproc__server_t *srv) {
+  mqproc__delivery_host_t *h = &srv->host;
+  h->ops = &HOST_OPS;
+  h->cfg = srv->cfg;
+  h->processor = srv->processor;
+  h->dead_queue = srv->dead_queue;
+  h->worker_id = srv->worker_id;
+  h->hostname = srv->hostname;
+  h->loop = srv->loop;
+  h->broker = srv->broker;
+  h->store = srv->store;
+  h->runner = srv->runner;
+  h->metrics = &srv->metrics;
+  h->callback_allow = &srv->callback_allow;
+  h->callback_deny = &srv->callback_deny;
+  h->needs_mets = srv->needs_mets;
+}
+
+/* ---- setup (the parts that open the store, make the runner and read the limits are in
+ * server_setup.c) --------------------------------------------------------------------- */
+
+static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqproc_processor_t *proc,
+                 char *err) {
+  mqproc__broker_events_t ev = {on_message, on_confirm, on_down, on_closing, on_blocked, srv};
+  int rc;
+  srv->cfg = cfg;
+  srv->processor = cfg->processor;
+  srv->prefetch = cfg->prefetch;
+  if (gethostname(srv->hostname, sizeof(srv->hostname) - 1) != 0)
+    snprintf(srv->hostname, sizeof(srv->hostname), "localhost");
+  if (cfg->worker_id != NULL && getenv(MQPROC__INSTANCE_ENV) != NULL) /* one per instance */
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%.100s-%.8s", cfg->worker_id,
+             getenv(MQPROC__INSTANCE_ENV));
+  else if (cfg->worker_id != NULL)
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%s", cfg->worker_id);
+  else
+    snprintf(srv->worker_id, sizeof(srv->worker_id), "%.64s:%d", srv->hostname, (int)getpid());
+  mqproc__log_set_tag(srv->worker_id);
+  srv->dead_queue = cfg->dead_letter_queue != NULL ? mqproc__strdup(cfg->dead_letter_queue)
+                                                   : mqproc__asprintf("%s.dead", cfg->processor);
+  if (srv->dead_queue == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  srandom((unsigned)(getpid() ^ mqproc__wall_ms()));
+  if ((rc = mqproc__server_setup_limits(srv, cfg, err)) != MQPROC_OK ||
+      (rc = mqproc__joblog_prepare(cfg->log_dir, err)) != MQPROC_OK ||
+      (rc = mqproc__loop_new(&srv->loop, err)) != MQPROC_OK ||
+      (rc = mqproc__server_make_runner(srv, proc, err)) != MQPROC_OK ||
+      (rc = mqproc__on_failure_init(srv, err)) != MQPROC_OK ||
+      (rc = mqproc__server_open_store(srv, err)) != MQPROC_OK)
+    return rc;
+  if (mqproc__metrics_init(&srv->metrics, cfg->metrics_buckets, err) != 0)
+    return MQPROC_ECONFIG;
+  if ((rc = mqproc__serve_start(srv, err)) != MQPROC_OK)
+    return rc;
+  srv->topo = (mqproc__topology_t){.exchange = cfg->exchange,
+                                   .queue = cfg->processor,
+                                   .dead_queue = srv->dead_queue,
+                                   .durable = cfg->queue_durable,
+                                   .queue_args = (const char *const *)cfg->queue_args,
+                                   .max_priority = cfg->max_priority,
+                                   .quorum = cfg->quorum,
+                                   .delivery_limit = cfg->delivery_limit,
+                                   .heartbeat_s = cfg->heartbeat_s,
+                                   .timeout_s = cfg->broker_timeout_s,
+                                   .confirm_timeout_s = cfg->confirm_timeout_s,
+                                   .client_id = srv->worker_id,
+                                   .max_message_bytes = (size_t)cfg->max_message_bytes,
+                                   .tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key,
+                                           (mqproc__tls_verify_t)cfg->tls_verify_mode}};
+  if (mqproc__dirq_is_url(cfg->queue_url) && cfg->quorum)
+    return mqproc__err(err, MQPROC_ECONFIG, "--queue-type=quorum is for RabbitMQ, not dir://");
+  rc = mqproc__dirq_is_url(cfg->queue_url)
+           ? mqproc__broker_dir_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err)
+           : mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
+  fill_host(srv);
+  return rc;
+}
+
+static void teardown(mqproc__server_t *srv) {
+  while (srv->waiters != NULL) {
+    waiter_t *w = srv->waiters;
+    srv->waiters = w->next;
+    free(w->job_id);
+    free(w);
+  }
+  while (srv->deliveries != NULL) {
+    mqproc__delivery_t *d = srv->deliveries;
+    srv->deliveries = *mqproc__delivery_next(d);
+    mqproc__delivery_free(d);
+  }
+  mqproc__serve_stop(srv);
+  mqproc__broker_destroy(srv->broker);
+  mqproc__sd_free(srv);
+  mqproc__on_failure_free(srv);
+  if (srv->store != NULL)
+    mqproc__fleet_free(srv);
+  mqproc__store_destroy(srv->store);
+  mqproc__runner_destroy(srv->runner);
+  mqproc__loop_free(srv->loop);
+  mqproc__serve_free(srv);
+  clear_declared(srv);
+  free(srv->acks);
+  free(srv->dead_queue);
+  mqproc__cidr_list_free(&srv->callback_allow);
+  mqproc__cidr_list_free(&srv->callback_deny);
+  if (srv->has_result_queue_re)
+    regfree(&srv->result_queue_re);
+  srv->broker_fd = -1;
+}
+
+int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *proc) {
+  mqproc__server_t srv;
+  char err[MQPROC_ERR_LEN], masked_q[512], masked_db[512], version[512];
+  int rc;
+  memset(&srv, 0, sizeof(srv));
+  srv.broker_fd = -1;
+  mqproc__mask_secret(cfg->queue_url, masked_q, sizeof(masked_q));
+  mqproc__mask_secret(cfg->database, masked_db, sizeof(masked_db));
+  if ((rc = setup(&srv, cfg, proc, err)) != MQPROC_OK && srv.stopped_at_start) {
+    MQPROC__INFO("%s: stopped", err); /* asked to stop: not a failure */
+    teardown(&srv);
+    return 0;
+  }
+  if (rc != MQPROC_OK) {
+    MQPROC__ERROR("cannot start: %s", err);
+    teardown(&srv);
+    return rc == MQPROC_ECONFIG ? 2 : 1;
+  }
+  MQPROC__INFO("mqproc %s processing server for '%s' (%s runner), broker %s, database %s",
+               MQPROC_VERSION, srv.processor, srv.runner->klass->name, masked_q, masked_db);
+  if (cfg->tls_verify_mode == MQPROC__TLS_VERIFY_NONE)
+    MQPROC__WARN("--tls-verify=none: the broker's certificate is NOT checked; anyone on the "
+                 "network path can pose as the broker, read the jobs and the password");
+  mqproc__loop_set_prepare(srv.loop, prepare, &srv);
+  mqproc__loop_on_signal(srv.loop, on_signal, &srv);
+  snprintf(version, sizeof(version), "%s %s (mqproc %s)", srv.processor,
+           proc != NULL && proc->version != NULL ? proc->version : "-", MQPROC_VERSION);
+  if (mqproc__fleet_start(&srv, version) != MQPROC_OK) {
+    MQPROC__ERROR("cannot start: out of memory");
+    teardown(&srv);
+    return 1;
+  }
+  mqproc__sd_start(&srv);
+  srv.tick_every_ms = TICK_MS;
+  srv.tick_timer = mqproc__loop_timer(srv.loop, TICK_MS, on_tick, &srv);
+  schedule_connect(&srv);
+  rc = mqproc__loop_run(srv.loop);
+  mqproc__server_flush_acks(&srv);
+  if (srv.broker_up)
+    mqproc__broker_disconnect(srv.broker);
+  if (srv.abandoned > 0) {
+    /* Processing functions still running on threads cannot be stopped, and they use the
+     * loop and their jobs: their jobs are released and requeued, so end the process now
+     * instead of waiting for them. */
+    MQPROC__WARN("stopped; %d processing function(s) still running were abandoned (their "
+                 "jobs were released and requeued)",
+                 srv.abandoned);
+    mqproc__store_destroy(srv.store);
+    _exit(rc != MQPROC_OK ? 1 : srv.fatal);
+  }
+  MQPROC__INFO("stopped");
+  rc = rc != MQPROC_OK ? 1 : srv.fatal ? srv.fatal : (srv.recycle ? MQPROC__EXIT_RECYCLE : 0);
+  teardown(&srv);
+  return rc;
+}

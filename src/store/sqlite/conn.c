@@ -1,0 +1,236 @@
+/* SQLite job store, part three: the schema, `migrate`, the check at start (the schema's
+ * version, no network filesystem, and for a server a database it can write), on a
+ * connection of their own before the loop runs, as store/pg_conn.c does for PostgreSQL;
+ * the write check the engine also runs before it ends an outage (mqproc__sq_probe). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "store/sqlite/int.h"
+#include "base/util.h"
+
+#define SCHEMA_VERSION 5
+/* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
+ * not delivered yet): mq_now() exists only on the servers' connections */
+#define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
+
+/* clang-format off */
+static const char SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS mqproc_schema_migrations (version integer PRIMARY KEY,"
+    "  name text NOT NULL, applied_at integer NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS mqproc_jobs ("
+    "  job_id text PRIMARY KEY, processor_name text NOT NULL,"
+    "  state text NOT NULL DEFAULT 'QUEUED'"
+    "    CHECK (state IN ('QUEUED', 'RUNNING', 'SUCCESS', 'FAILED', 'CANCELLED')),"
+    "  attempt integer NOT NULL DEFAULT 0, tries integer NOT NULL DEFAULT 0,"
+    "  deliveries integer NOT NULL DEFAULT 0, requeues integer NOT NULL DEFAULT 0,"
+    "  worker_id text, lease_until integer, created_time integer,"
+    "  queued_at integer NOT NULL DEFAULT " NOW_MS ", start_time integer, end_time integer,"
+    "  exec_time_ms integer,"
+    "  request text, last_error text, log_path text,"
+    "  result_published integer NOT NULL DEFAULT 0,"
+    "  callback_state text CHECK (callback_state IN ('OK', 'FAILED')), callback_error text,"
+    "  updated_at integer NOT NULL DEFAULT " NOW_MS ","
+    "  delivery_acked integer NOT NULL DEFAULT 0, republish integer NOT NULL DEFAULT 0,"
+    "  request_format text NOT NULL DEFAULT 'json' CHECK (request_format IN ('json', 'yaml')),"
+    "  dead_letter_pending integer NOT NULL DEFAULT 0, request_body blob,"
+    "  headers text, priority integer, cancel_requested integer NOT NULL DEFAULT 0,"
+    "  attempt_base integer NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_state_idx ON mqproc_jobs (processor_name, state);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_sweep_idx ON mqproc_jobs (processor_name, lease_until)"
+    "  WHERE delivery_acked OR republish;"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_list_idx ON mqproc_jobs (queued_at DESC, job_id DESC);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_end_idx ON mqproc_jobs (processor_name, end_time)"
+    "  WHERE end_time IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_cancel_idx ON mqproc_jobs (worker_id)"
+    "  WHERE cancel_requested;"
+    "CREATE TABLE IF NOT EXISTS mqproc_job_tries ("
+    "  job_id text NOT NULL REFERENCES mqproc_jobs (job_id) ON DELETE CASCADE,"
+    "  try integer NOT NULL, attempt integer NOT NULL, worker_id text NOT NULL,"
+    "  started_at integer NOT NULL, ended_at integer, ok integer, exit_code integer,"
+    "  term_signal integer, duration_ms integer, error text, PRIMARY KEY (job_id, try));"
+    "CREATE TABLE IF NOT EXISTS mqproc_dead_letters ("
+    "  id integer PRIMARY KEY AUTOINCREMENT, processor_name text NOT NULL, job_id text,"
+    "  reason text NOT NULL, body blob NOT NULL, worker_id text, received_at integer NOT NULL,"
+    "  body_len integer, body_sha256 blob);"
+    "CREATE TABLE IF NOT EXISTS mqproc_workers ("
+    "  worker_id text PRIMARY KEY, processor_name text NOT NULL, host text NOT NULL,"
+    "  pid integer NOT NULL, version text NOT NULL, started_at integer NOT NULL,"
+    "  last_seen integer NOT NULL, interval_ms integer NOT NULL,"
+    "  state text NOT NULL CHECK (state IN ('starting', 'running', 'paused', 'draining',"
+    "    'stopped', 'dead')),"
+    "  concurrency integer NOT NULL, in_flight integer NOT NULL DEFAULT 0,"
+    "  jobs_done integer NOT NULL DEFAULT 0, jobs_failed integer NOT NULL DEFAULT 0,"
+    "  current_jobs text NOT NULL DEFAULT '[]', restarts integer NOT NULL DEFAULT 0, note text);"
+    "CREATE INDEX IF NOT EXISTS mqproc_workers_processor_idx"
+    "  ON mqproc_workers (processor_name, last_seen);"
+    "CREATE TABLE IF NOT EXISTS mqproc_control ("
+    "  processor_name text NOT NULL, worker_id text NOT NULL DEFAULT '',"
+    "  wish text NOT NULL CHECK (wish IN ('pause', 'drain')), set_by text NOT NULL,"
+    "  set_at integer NOT NULL, PRIMARY KEY (processor_name, worker_id));"
+    "CREATE TABLE IF NOT EXISTS mqproc_audit ("
+    "  id integer PRIMARY KEY AUTOINCREMENT, at integer NOT NULL, actor text NOT NULL,"
+    "  action text NOT NULL, target text NOT NULL, rows_affected integer NOT NULL, detail text);"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (5, 'sqlite schema', mq_now());";
+/* clang-format on */
+
+/* A database on a network filesystem is refused: WAL needs shared memory on one host,
+ * and SQLite's locks over NFS and SMB are known to fail. */
+static int network_fs(const char *path, char *err) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  const char *net;
+  int looked;
+  snprintf(dir, sizeof(dir), "%.*s", slash != NULL && slash != path ? (int)(slash - path) : 1,
+           slash != NULL ? path : ".");
+  net = mqproc__network_fs(dir, &looked);
+  if (!looked) /* no directory to put it in: not an outage to wait out */
+    return mqproc__err(err,
+                       errno == ENOENT || errno == ENOTDIR ? MQPROC_ECONFIG : MQPROC_ESTORE_CONNECT,
+                       "the database's directory %s: %s", dir, strerror(errno));
+  if (net != NULL)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "%s is on a network filesystem (%s): SQLite's write-ahead log needs "
+                       "every server on one host and its locks fail over the network; put the "
+                       "database on a local disk, or use PostgreSQL (--database "
+                       "postgresql://...)",
+                       path, net);
+  return MQPROC_OK;
+}
+
+int mqproc__sq_probe(sqlite3 *db, const char *path, int pages, char *err) {
+  /* a real write (SQLite writes the row back though nothing changes), committed: a file,
+     directory or filesystem that refuses writes fails here, as a full disk does */
+  static const char WRITE[] =
+      "UPDATE mqproc_schema_migrations SET applied_at = applied_at"
+      " WHERE version = (SELECT max(version) FROM mqproc_schema_migrations)";
+  sqlite3_stmt *st;
+  int rc;
+  if (sqlite3_db_readonly(db, "main") == 1)
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s can only be read by this server (%s)", path,
+                       access(path, W_OK) != 0 ? strerror(errno) : "opened read-only");
+  if (pages) { /* after corruption: every page, not only those a write happens to touch */
+    if (sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
+      return mqproc__sq_error(db, "check the database's pages", err);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)
+      rc = mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s is corrupt: %s", path,
+                       (const char *)sqlite3_column_text(st, 0));
+    else if (rc != SQLITE_ROW)
+      rc = mqproc__sq_error(db, "check the database's pages", err);
+    else
+      rc = MQPROC_OK;
+    sqlite3_finalize(st);
+    if (rc != MQPROC_OK)
+      return rc;
+  }
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return mqproc__sq_error(db, "write to the database", err);
+  if (sqlite3_exec(db, WRITE, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    rc = mqproc__sq_error(db, "write to the database", err);
+    if (!sqlite3_get_autocommit(db))
+      sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+  }
+  return MQPROC_OK;
+}
+
+/* A server's check at start that it can write the database: one it cannot is a
+ * configuration error (exit 2) with the reason, not a server that looks healthy while
+ * every job waits for the store. A file every user may read is said once (its mode is
+ * the operator's to choose, and kept). */
+static int server_check(sq_store_t *s, sqlite3 *db, char *err) {
+  char why[MQPROC_ERR_LEN];
+  struct stat st;
+  int rc = mqproc__sq_probe(db, s->path, 0, why);
+  if (rc == MQPROC_ESTORE_CONNECT)
+    return mqproc__err(err, MQPROC_ECONFIG,
+                       "cannot write the database: %s; this server's user needs to write the "
+                       "file and its directory (for the -wal and -shm files beside it)",
+                       why);
+  if (rc != MQPROC_OK) /* busy for the whole busy timeout: another server's long write */
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s", why);
+  if (stat(s->path, &st) == 0 && (st.st_mode & S_IROTH) != 0)
+    MQPROC__WARN("every user of this host can read %s (mode %04o), which holds the jobs' "
+                 "requests and dead letters: chmod o-rwx it (mqproc makes its files 0600, or "
+                 "0660 with --group-access, and leaves the mode of a file that exists)",
+                 s->path, (unsigned)(st.st_mode & 07777));
+  return MQPROC_OK;
+}
+
+int mqproc__sq_open(mqproc__store_t *base, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  int rc, version = 0;
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
+      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) ==
+      SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW)
+      version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  } else if (sqlite3_errcode(db) == SQLITE_NOTADB || sqlite3_errcode(db) == SQLITE_CORRUPT) {
+    rc = mqproc__err(err, MQPROC_ECONFIG, "%s: %s", s->path, sqlite3_errmsg(db));
+  }
+  /* a server (with a loop) writes; the operators' tools may only read */
+  if (rc == MQPROC_OK && version >= SCHEMA_VERSION && s->loop != NULL)
+    rc = server_check(s, db, err);
+  sqlite3_close(db);
+  if (rc != MQPROC_OK)
+    return rc;
+  if (version == 0)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY,
+                       "the mqproc schema is not in %s: run `mqproc migrate --database "
+                       "sqlite://%s` or start with --migrate",
+                       s->path, s->path);
+  if (version < SCHEMA_VERSION)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY, "%s: schema version %d, this build needs %d",
+                       s->path, version, SCHEMA_VERSION);
+  return MQPROC_OK;
+}
+
+int mqproc__store_sqlite_connect(const char *url, sqlite3 **db, char *err) {
+  mqproc__store_t *base;
+  int rc;
+  *db = NULL;
+  if ((rc = mqproc__store_sqlite_new(&base, url, NULL, err)) != MQPROC_OK)
+    return rc;
+  /* an operator's typo must not leave an empty database behind (a server makes it) */
+  if (access(((sq_store_t *)base)->path, F_OK) != 0)
+    rc = mqproc__err(err, MQPROC_ECONFIG,
+                     "no database at %s: start a server with --migrate, or run `mqproc "
+                     "migrate --database %s`",
+                     ((sq_store_t *)base)->path, url);
+  else if ((rc = mqproc__sq_open(base, err)) == MQPROC_OK)
+    rc = mqproc__sq_open_db((sq_store_t *)base, db, err);
+  mqproc__store_destroy(base);
+  return rc;
+}
+
+int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  char *msg = NULL;
+  int rc;
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
+      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
+    return MQPROC_ESTORE_QUERY;
+  }
+  sqlite3_close(db);
+  return MQPROC_OK;
+}

@@ -1,0 +1,585 @@
+/* The SQLite store's engine (store/sqlite_int.h): a thread with its own connection. The
+ * loop queues requests; the thread takes every request queued meanwhile and runs them in
+ * one BEGIN IMMEDIATE transaction (the write lock taken up front, so busy_timeout applies
+ * and several servers on one file wait their turn instead of failing with SQLITE_BUSY),
+ * each in a savepoint so one failing statement undoes only its own request; one commit
+ * (one WAL fsync with synchronous=FULL) for all of them. The finished requests go back to
+ * the loop through an eventfd. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "store/sqlite/int.h"
+#include "base/util.h"
+
+#define BUSY_TIMEOUT_MS 30000
+#define CACHE 64
+
+typedef struct sq_engine {
+  sq_store_t *store;
+  mqproc__loop_t *loop;
+  /* the engine thread's own: the database failed in a way that lasts (read-only, corrupt,
+     not a database, full, an I/O error): every request is an outage until a ping finds
+     it sound again (recover) */
+  int down;
+  int down_pages;    /* it was corrupt: a ping checks every page (quick_check) */
+  int64_t probed_ms; /* the last ping's check, at most one a second */
+  char down_err[MQPROC_ERR_LEN];
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  sq_req_t *todo, **todo_tail; /* queued by the loop */
+  sq_req_t *done, **done_tail; /* finished, for the loop */
+  sq_req_t *running;           /* the round on the thread now */
+  sq_req_t *dispatching;       /* finished ones the loop is calling back now */
+  int efd;                     /* eventfd: finished requests wait */
+  int stop;
+} sq_engine_t;
+
+/* ---- connection and statements ------------------------------------------------------ */
+
+static void now_ms(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  sqlite3_result_int64(ctx, (sqlite3_int64)mqproc__wall_ms());
+}
+
+static __thread struct {
+  sqlite3 *db;
+  const char *sql;
+  sqlite3_stmt *st;
+} cache[CACHE];
+
+sqlite3_stmt *mqproc__sq_stmt(sqlite3 *db, const char *sql, char *err) {
+  int free_slot = -1;
+  sqlite3_stmt *st;
+  for (int i = 0; i < CACHE; i++) {
+    if (cache[i].db == db && cache[i].sql == sql) {
+      sqlite3_reset(cache[i].st);
+      sqlite3_clear_bindings(cache[i].st);
+      return cache[i].st;
+    }
+    if (cache[i].db == NULL && free_slot < 0)
+      free_slot = i;
+  }
+  if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+    mqproc__sq_error(db, "cannot prepare a statement", err); /* a lasting one is noted */
+    return NULL;
+  }
+  if (free_slot >= 0) {
+    cache[free_slot].db = db;
+    cache[free_slot].sql = sql;
+    cache[free_slot].st = st;
+  }
+  return st; /* a full cache: this one leaks until the connection closes (finalized then) */
+}
+
+static void close_db(sqlite3 *db) {
+  sqlite3_stmt *st;
+  for (int i = 0; i < CACHE; i++)
+    if (cache[i].db == db)
+      cache[i].db = NULL;
+  while ((st = sqlite3_next_stmt(db, NULL)) != NULL)
+    sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+/* The primary code of the last lasting failure on this thread (0: none since the engine
+ * cleared it): a statement that failed to prepare reports MQPROC_ESTORE_QUERY to its
+ * caller, and the engine still learns the database is gone. */
+static __thread int g_lasting;
+
+int mqproc__sq_lasting(int code) {
+  switch (code & 0xff) {
+  case SQLITE_READONLY:
+  case SQLITE_CORRUPT:
+  case SQLITE_NOTADB:
+  case SQLITE_FULL:
+  case SQLITE_IOERR:
+  case SQLITE_CANTOPEN:
+  case SQLITE_PERM:
+  case SQLITE_NOLFS:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+int mqproc__sq_error(sqlite3 *db, const char *what, char *err) {
+  int code = sqlite3_errcode(db) & 0xff;
+  if (mqproc__sq_lasting(code)) {
+    g_lasting = code;
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s: %s", what, sqlite3_errmsg(db));
+  }
+  return mqproc__err(err,
+                     code == SQLITE_CONSTRAINT || code == SQLITE_MISMATCH ||
+                             code == SQLITE_TOOBIG || code == SQLITE_RANGE
+                         ? MQPROC_ESTORE_DATA
+                         : MQPROC_ESTORE_QUERY,
+                     "%s: %s", what, sqlite3_errmsg(db));
+}
+
+/* The database file itself: a regular file (a directory, a device such as /dev/null or a
+ * FIFO is a mistake in --database, never an outage to wait out), made by us when missing
+ * so it gets mqproc__file_mode() (SQLite would make it 0644, and its -wal and -shm take
+ * the database's mode); one that exists keeps its mode. */
+static int db_file(const char *path, char *err) {
+  struct stat st;
+  int fd;
+  if (stat(path, &st) == 0)
+    return S_ISREG(st.st_mode) ? MQPROC_OK
+                               : mqproc__err(err, MQPROC_ECONFIG,
+                                             "the database %s is %s, not a file: give the path "
+                                             "of a database file (made when missing)",
+                                             path,
+                                             S_ISDIR(st.st_mode)    ? "a directory"
+                                             : S_ISCHR(st.st_mode)  ? "a character device"
+                                             : S_ISBLK(st.st_mode)  ? "a block device"
+                                             : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                                    : "a socket");
+  if (errno != ENOENT) /* ENOTDIR, EACCES, ELOOP: SQLite explains it below */
+    return MQPROC_OK;
+  if ((fd = mqproc__open_new(path, O_RDWR | O_EXCL | O_CLOEXEC | O_NOFOLLOW)) >= 0)
+    close(fd);
+  return MQPROC_OK; /* EEXIST: another server made it meanwhile */
+}
+
+/* What an operator can do about a failure to open or set up the database. */
+static const char *open_hint(int code) {
+  switch (code & 0xff) {
+  case SQLITE_READONLY:
+  case SQLITE_CANTOPEN:
+  case SQLITE_PERM:
+    return "; this server's user needs to read and write the file and its directory (for the "
+           "-wal and -shm files beside it)";
+  case SQLITE_NOTADB:
+  case SQLITE_CORRUPT:
+    return "; restore it from a backup, or give another path";
+  default:
+    return "";
+  }
+}
+
+int mqproc__sq_open_db(sq_store_t *s, sqlite3 **out, char *err) {
+  sqlite3 *db = NULL;
+  char sql[160];
+  int rc;
+  *out = NULL;
+  if ((rc = db_file(s->path, err)) != MQPROC_OK)
+    return rc;
+  rc = sqlite3_open_v2(s->path, &db,
+                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot open %s: %s%s", s->path,
+                db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc), open_hint(rc));
+    sqlite3_close(db);
+    return mqproc__sq_lasting(rc) ? MQPROC_ECONFIG : MQPROC_ESTORE_CONNECT;
+  }
+  sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+  snprintf(sql, sizeof(sql),
+           "PRAGMA journal_mode = WAL; PRAGMA synchronous = %s; PRAGMA foreign_keys = ON",
+           s->sync_normal ? "NORMAL" : "FULL");
+  if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_create_function(db, "mq_now", 0, SQLITE_UTF8, NULL, now_ms, NULL, NULL) !=
+          SQLITE_OK) {
+    rc = sqlite3_errcode(db);
+    mqproc__err(err, MQPROC_ESTORE_CONNECT, "cannot set up %s: %s%s", s->path, sqlite3_errmsg(db),
+                open_hint(rc));
+    sqlite3_close(db);
+    return mqproc__sq_lasting(rc) ? MQPROC_ECONFIG : MQPROC_ESTORE_CONNECT;
+  }
+  *out = db;
+  return MQPROC_OK;
+}
+
+sq_row_t *mqproc__sq_row_add(sq_req_t *r) {
+  sq_row_t *row = calloc(1, sizeof(*row));
+  if (row == NULL)
+    return NULL;
+  if (r->rows_tail == NULL)
+    r->rows_tail = &r->rows;
+  *r->rows_tail = row;
+  r->rows_tail = &row->next;
+  return row;
+}
+
+static void req_free(sq_req_t *r) {
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(r->s); i++)
+    free(r->s[i]);
+  free(r->blob);
+  while (r->rows != NULL) {
+    sq_row_t *row = r->rows;
+    r->rows = row->next;
+    for (size_t i = 0; i < MQPROC__ARRAY_LEN(row->col); i++)
+      free(row->col[i]);
+    free(row);
+  }
+  free(r);
+}
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+/* A request: types says what follows: s text (copied into r->s in order), i int,
+ * l long long (into r->i in order), y blob (pointer, size_t; one per request). */
+sq_req_t *mqproc__sq_req(int (*run)(sqlite3 *, sq_req_t *), void *out, mqproc__store_done_cb done,
+                         void *ud, const char *types, ...) {
+  sq_req_t *r = calloc(1, sizeof(*r));
+  va_list ap;
+  int ns = 0, ni = 0, ok = r != NULL;
+  if (r == NULL)
+    return NULL;
+  r->run = run;
+  r->out = out;
+  r->done = done;
+  r->ud = ud;
+  va_start(ap, types);
+  for (int k = 0; ok && types[k] != '\0'; k++) {
+    switch (types[k]) {
+    case 's': {
+      const char *s = va_arg(ap, const char *);
+      char *clean = NULL;
+      if (s != NULL) { /* like PostgreSQL, texts are UTF-8: cuts mid-character cleaned */
+        if (mqproc__utf8_clean(s, &clean) == NULL)
+          ok = 0;
+        else if ((r->s[ns] = clean != NULL ? clean : strdup(s)) == NULL)
+          ok = 0;
+      }
+      ns++;
+      break;
+    }
+    case 'i':
+      r->i[ni++] = va_arg(ap, int);
+      break;
+    case 'l':
+      r->i[ni++] = va_arg(ap, long long);
+      break;
+    case 'y': {
+      const void *p = va_arg(ap, const void *);
+      size_t len = va_arg(ap, size_t);
+      if (p != NULL && (r->blob = malloc(len > 0 ? len : 1)) != NULL) {
+        memcpy(r->blob, p, len);
+        r->blob_len = len;
+      } else if (p != NULL) {
+        ok = 0;
+      }
+      break;
+    }
+    default:
+      ok = 0;
+    }
+  }
+  va_end(ap);
+  if (!ok) {
+    r->rows = NULL;
+    for (int k = 0; k < 16; k++)
+      free(r->s[k]);
+    free(r->blob);
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+int mqproc__sq_send(mqproc__store_t *base, sq_req_t *r) {
+  return r != NULL ? mqproc__sq_submit((sq_store_t *)base, r) : MQPROC_ENOMEM;
+}
+
+/* Binds text (NULL: SQL NULL). */
+void mqproc__sq_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s == NULL)
+    sqlite3_bind_null(st, i);
+  else
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* Steps a statement to its end (rows not read); the rows it changed, or a store error
+ * code (< 0) with err. */
+int mqproc__sq_exec(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    ;
+  if (rc != SQLITE_DONE) {
+    rc = mqproc__sq_error(db, what, err);
+    sqlite3_reset(st);
+    return rc;
+  }
+  sqlite3_reset(st);
+  return sqlite3_changes(db);
+}
+
+/* The first step: 1 a row is there (finish with mqproc__sq_exec), 0 none (reset), or a
+ * store error code (< 0) with err. Never step again after 0: SQLite would run it anew. */
+int mqproc__sq_first(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err) {
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    return 1;
+  if (rc != SQLITE_DONE)
+    rc = mqproc__sq_error(db, what, err);
+  else
+    rc = 0;
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* A fenced write changed no row: a newer attempt owns the job (s[0], i[0]: job, attempt). */
+int mqproc__sq_fenced(sq_req_t *r) {
+  return mqproc__err(r->err, MQPROC_ESTORE_FENCED, "job %s: attempt %lld no longer owns the job",
+                     r->s[0], r->i[0]);
+}
+
+/* ---- the thread --------------------------------------------------------------------- */
+
+static int exec(sqlite3 *db, const char *sql) {
+  return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+/* Every request of the round fails with rc and err (nothing of it was stored). */
+static void fail_round(sq_req_t *round, int rc, const char *err) {
+  for (sq_req_t *r = round; r != NULL; r = r->next) {
+    r->rc = rc;
+    snprintf(r->err, sizeof(r->err), "%s", err);
+  }
+}
+
+/* The database failed in a way that lasts: an outage (the server stops taking jobs, /readyz
+ * and mqproc_up say so) until recover() finds it sound; the connection is made anew then. */
+static void went_down(sq_engine_t *e, sqlite3 **dbp, int code, const char *err) {
+  e->down = 1;
+  e->down_pages = (code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_NOTADB;
+  e->probed_ms = 0;
+  snprintf(e->down_err, sizeof(e->down_err), "%s", err);
+  if (*dbp != NULL)
+    close_db(*dbp);
+  *dbp = NULL;
+}
+
+/* While down, only a ping looks at the database again, and at most once a second (a
+ * readiness probe may ask often; a page check reads the whole file): a new connection,
+ * then mqproc__sq_probe (writable, a write commits, every page sound after corruption).
+ * MQPROC_OK: the store is back on that connection; else an outage with err. */
+static int recover(sq_engine_t *e, sqlite3 **dbp, const sq_req_t *round, char *err) {
+  int64_t now = mqproc__now_ms();
+  int pinged = 0, rc;
+  for (const sq_req_t *r = round; r != NULL; r = r->next)
+    pinged |= r->probe;
+  if (!pinged || now - e->probed_ms < 1000)
+    return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s", e->down_err);
+  e->probed_ms = now;
+  if ((rc = mqproc__sq_open_db(e->store, dbp, err)) == MQPROC_OK &&
+      (rc = mqproc__sq_probe(*dbp, e->store->path, e->down_pages, err)) == MQPROC_OK) {
+    e->down = 0;
+    return MQPROC_OK;
+  }
+  if (*dbp != NULL)
+    close_db(*dbp);
+  *dbp = NULL;
+  snprintf(e->down_err, sizeof(e->down_err), "%s", err);
+  return MQPROC_ESTORE_CONNECT;
+}
+
+static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
+  char err[MQPROC_ERR_LEN];
+  sqlite3 *db = *dbp;
+  int rc = MQPROC_OK, relax = !e->store->sync_normal;
+  for (sq_req_t *r = round; relax && r != NULL; r = r->next)
+    relax = r->unsynced_ok;
+  if (e->down && recover(e, dbp, round, err) != MQPROC_OK) {
+    fail_round(round, MQPROC_ESTORE_CONNECT, err);
+    return;
+  }
+  if (*dbp == NULL && mqproc__sq_open_db(e->store, dbp, err) != MQPROC_OK) {
+    fail_round(round, MQPROC_ESTORE_CONNECT, err);
+    return;
+  }
+  db = *dbp;
+  g_lasting = 0;
+  if (relax) /* only refreshes: committed without an fsync (a later commit's covers it) */
+    exec(db, "PRAGMA synchronous = NORMAL");
+  if (exec(db, "BEGIN IMMEDIATE") != 0)
+    rc = mqproc__sq_error(db, "BEGIN IMMEDIATE", err);
+  for (sq_req_t *r = round; rc == MQPROC_OK && r != NULL; r = r->next) {
+    exec(db, "SAVEPOINT r");
+    r->rc = r->run(db, r);
+    if (r->rc != MQPROC_OK && g_lasting != 0) /* the database, not this request */
+      r->rc = MQPROC_ESTORE_CONNECT;
+    if (r->rc == MQPROC_ESTORE_CONNECT || sqlite3_get_autocommit(db)) {
+      /* gone, or SQLite rolled the whole transaction back (a full disk, an I/O error):
+         nothing of the round is kept */
+      rc = r->rc == MQPROC_ESTORE_CONNECT ? r->rc : MQPROC_ESTORE_QUERY;
+      snprintf(err, sizeof(err), "%s", r->rc != MQPROC_OK ? r->err : "the transaction ended");
+      break;
+    }
+    if (r->rc != MQPROC_OK && r->rc != MQPROC_ESTORE_FENCED)
+      exec(db, "ROLLBACK TO r");
+    exec(db, "RELEASE r");
+  }
+  if (rc == MQPROC_OK && exec(db, "COMMIT") != 0)
+    rc = mqproc__sq_error(db, "COMMIT", err);
+  if (rc != MQPROC_OK && !sqlite3_get_autocommit(db))
+    exec(db, "ROLLBACK");
+  if (relax && exec(db, "PRAGMA synchronous = FULL") != 0) { /* never left relaxed */
+    close_db(db);
+    *dbp = NULL;
+  }
+  if (rc == MQPROC_ESTORE_CONNECT || g_lasting != 0)
+    went_down(e, dbp, g_lasting, err);
+  if (rc != MQPROC_OK) /* nothing of the round was stored */
+    fail_round(round, rc == MQPROC_ESTORE_CONNECT ? rc : MQPROC_ESTORE_QUERY, err);
+}
+
+static void *engine_main(void *arg) {
+  sq_engine_t *e = arg;
+  sqlite3 *db = NULL;
+  uint64_t one = 1;
+  pthread_mutex_lock(&e->lock);
+  for (;;) {
+    sq_req_t *round;
+    while (e->todo == NULL && !e->stop)
+      pthread_cond_wait(&e->cond, &e->lock);
+    if (e->stop) /* what is still queued is dropped, never run (store.h: destroy) */
+      break;
+    round = e->todo;
+    e->todo = NULL;
+    e->todo_tail = &e->todo;
+    e->running = round;
+    pthread_mutex_unlock(&e->lock);
+    run_round(e, &db, round);
+    pthread_mutex_lock(&e->lock);
+    e->running = NULL;
+    *e->done_tail = round;
+    while (*e->done_tail != NULL)
+      e->done_tail = &(*e->done_tail)->next;
+    pthread_mutex_unlock(&e->lock); /* the loop wakes to take the lock: free it first */
+    if (write(e->efd, &one, sizeof(one)) < 0) {
+      /* the counter is full: the loop reads it anyway */
+    }
+    pthread_mutex_lock(&e->lock);
+  }
+  pthread_mutex_unlock(&e->lock);
+  if (db != NULL)
+    close_db(db);
+  return NULL;
+}
+
+/* ---- the loop's side ---------------------------------------------------------------- */
+
+static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
+  sq_engine_t *e = ud;
+  uint64_t n;
+  sq_req_t *list;
+  (void)loop;
+  if (read(fd, &n, sizeof(n)) < 0) {
+    /* EAGAIN: nothing new */
+  }
+  pthread_mutex_lock(&e->lock);
+  list = e->done;
+  e->done = NULL;
+  e->done_tail = &e->done;
+  pthread_mutex_unlock(&e->lock);
+  /* a callback may free its delivery, which forgets its other requests: those still in
+   * this list too (mqproc__sq_forget looks here) */
+  e->dispatching = list;
+  while (e->dispatching != NULL) {
+    sq_req_t *r = e->dispatching;
+    e->dispatching = r->next;
+    if (!r->forgotten) { /* the caller's memory is touched here only, on the loop */
+      if (r->rc == MQPROC_OK && r->copy_out != NULL)
+        r->copy_out(r);
+      if (r->rc == MQPROC_OK && r->rows_out != NULL)
+        r->rows_out(r);
+      if (r->done != NULL)
+        r->done(r->ud, r->rc, r->rc == MQPROC_OK ? NULL : r->err);
+    }
+    req_free(r);
+  }
+}
+
+int mqproc__sq_submit(sq_store_t *s, sq_req_t *r) {
+  sq_engine_t *e = s->engine;
+  if (e == NULL) {
+    req_free(r);
+    return MQPROC_EINVAL;
+  }
+  r->next = NULL;
+  pthread_mutex_lock(&e->lock);
+  *e->todo_tail = r;
+  e->todo_tail = &r->next;
+  pthread_mutex_unlock(&e->lock);
+  pthread_cond_signal(&e->cond); /* after the unlock: the thread does not wake into it */
+  return MQPROC_OK;
+}
+
+void mqproc__sq_forget(sq_engine_t *e, void *ud) {
+  sq_req_t *lists[4];
+  pthread_mutex_lock(&e->lock);
+  lists[0] = e->todo;
+  lists[1] = e->running;
+  lists[2] = e->done;
+  lists[3] = e->dispatching; /* the loop's own: forget runs on the loop */
+  for (int k = 0; k < 4; k++)
+    for (sq_req_t *r = lists[k]; r != NULL; r = r->next)
+      if (r->ud == ud)
+        r->forgotten = 1;
+  pthread_mutex_unlock(&e->lock);
+}
+
+int mqproc__sq_engine_new(sq_engine_t **out, sq_store_t *s, mqproc__loop_t *loop, char *err) {
+  sq_engine_t *e = calloc(1, sizeof(*e));
+  *out = NULL;
+  if (e == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  e->store = s;
+  e->loop = loop;
+  e->todo_tail = &e->todo;
+  e->done_tail = &e->done;
+  pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->cond, NULL);
+  if ((e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+      mqproc__loop_io(loop, e->efd, on_done, e) != MQPROC_OK ||
+      pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+    if (e->efd >= 0) {
+      mqproc__loop_io(loop, e->efd, NULL, NULL);
+      close(e->efd);
+    }
+    free(e);
+    return mqproc__err(err, MQPROC_ESYS, "cannot start the SQLite store's thread");
+  }
+  *out = e;
+  return MQPROC_OK;
+}
+
+/* Pending requests are dropped without a call back (store.h: destroy). */
+void mqproc__sq_engine_free(sq_engine_t *e) {
+  sq_req_t *lists[2];
+  if (e == NULL)
+    return;
+  pthread_mutex_lock(&e->lock);
+  e->stop = 1;
+  for (sq_req_t *r = e->todo; r != NULL; r = r->next)
+    r->forgotten = 1;
+  pthread_cond_signal(&e->cond);
+  pthread_mutex_unlock(&e->lock);
+  pthread_join(e->thread, NULL);
+  mqproc__loop_io(e->loop, e->efd, NULL, NULL);
+  close(e->efd);
+  lists[0] = e->todo;
+  lists[1] = e->done;
+  for (int k = 0; k < 2; k++)
+    while (lists[k] != NULL) {
+      sq_req_t *r = lists[k];
+      lists[k] = r->next;
+      req_free(r);
+    }
+  pthread_mutex_destroy(&e->lock);
+  pthread_cond_destroy(&e->cond);
+  free(e);
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# ctest: bash tests/check_layers.sh <srcdir> <builddir>
+# src/ is in layers, one folder each, and a file may include only headers of its own layer
+# or of the layers before it (docs/architecture.md, "Layers"):
+#   base loop codec broker store runner delivery ops http server, then the library's entry
+#   point src/mqproc.{c,h}, then cli/ (the mqproc program)
+# It fails when a file includes a header of a later layer, when a header a file includes
+# from src/ is in no layer, and when a source file lies in src/ outside a folder (but the
+# entry point).
+set -euo pipefail
+
+SRC=${1:?usage: check_layers.sh <srcdir> <builddir>}
+cd "$SRC/src"
+
+LAYERS=(base loop codec broker store runner delivery ops http server entry cli)
+rank() { # rank LAYER -> its index, or nothing
+  local i
+  for i in "${!LAYERS[@]}"; do
+    [ "${LAYERS[$i]}" = "$1" ] && { echo "$i"; return; }
+  done
+}
+layer_of() { # layer_of PATH (relative to src/) -> its layer's name
+  case $1 in
+  */*) echo "${1%%/*}" ;;
+  mqproc.c | mqproc.h) echo entry ;;
+  *) echo "" ;;
+  esac
+}
+
+bad=0
+files=0
+while IFS= read -r -d '' f; do
+  f=${f#./}
+  files=$((files + 1))
+  own=$(layer_of "$f")
+  own_rank=$(rank "$own")
+  if [ -z "$own_rank" ]; then
+    echo "check_layers: FAIL: $f is in no layer's folder" >&2
+    bad=1
+    continue
+  fi
+  while IFS= read -r inc; do
+    # a header beside the file (its own folder's, by a bare name) is its own layer's
+    if [ -e "$(dirname "$f")/$inc" ] && [[ $inc != */* ]]; then
+      continue
+    fi
+    [ -e "$inc" ] || continue # not one of src/'s (the public header, a system one)
+    dep=$(layer_of "$inc")
+    dep_rank=$(rank "$dep")
+    if [ -z "$dep_rank" ]; then
+      echo "check_layers: FAIL: $f includes $inc, which is in no layer" >&2
+      bad=1
+    elif [ "$dep_rank" -gt "$own_rank" ]; then
+      echo "check_layers: FAIL: $f ($own) includes $inc ($dep), a later layer" >&2
+      bad=1
+    fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+done < <(find . -name '*.[ch]' -print0 | sort -z)
+
+[ "$files" -gt 0 ] || { echo "check_layers: FAIL: no sources found" >&2; exit 1; }
+if [ "$bad" -ne 0 ]; then
+  exit 1
+fi
+echo "check_layers: OK ($files files in ${#LAYERS[@]} layers)"
