@@ -96,7 +96,17 @@ static const opt_t OPTS[] = {
     {"http-admin-token", "MQPROC_HTTP_ADMIN_TOKEN", OPT_STR, F(http_admin_token), NULL, 0, 0, 0,
      "FILE whose first line is the token (16+ characters, not world-readable) that lets the "
      "status page retry, cancel, pause and resume, audited (sign in on /login, or send "
-     "Authorization: Bearer TOKEN)"},
+     "Authorization: Bearer TOKEN); with it (or --http-read-token) a job's request and log "
+     "are shown only to those signed in"},
+    {"http-read-token", "MQPROC_HTTP_READ_TOKEN", OPT_STR, F(http_read_token), NULL, 0, 0, 0,
+     "FILE whose first line is a token (as --http-admin-token's) that shows the status page's "
+     "job requests and logs without letting it act"},
+    {"http-host", "MQPROC_HTTP_HOST", OPT_LIST, F(http_hosts), NULL, 0, 0, 0,
+     "a name clients reach --http by, repeatable (env: comma-separated): a request whose Host "
+     "is neither an IP address, localhost, the --http host nor such a name gets 421 (a web "
+     "page rebinding its name to this address cannot read the page)"},
+    {"http-session-ttl", "MQPROC_HTTP_SESSION_TTL", OPT_INT, F(http_session_ttl_s), "43200", 1,
+     2592000, 0, "seconds a status-page sign-in lasts (sign-out ends it at once)"},
     {"metrics-buckets", "MQPROC_METRICS_BUCKETS", OPT_STR, F(metrics_buckets),
      MQPROC__DEFAULT_BUCKETS, 0, 0, 0,
      "upper bounds in seconds of the queue-wait and run-time histograms of /metrics"},

@@ -29,6 +29,9 @@ typedef struct mqproc__config {
   int on_failure_max;         /* --on-failure-max: handlers running at once */
   char *http;                 /* --http ADDR:PORT: /metrics, /healthz, /readyz, the page */
   char *http_admin_token;     /* --http-admin-token FILE: the page may act */
+  char *http_read_token;      /* --http-read-token FILE: the page shows requests and logs */
+  char **http_hosts;          /* --http-host NAME (repeatable): names a Host may give */
+  int http_session_ttl_s;     /* --http-session-ttl: a signed-in browser's session */
   char *metrics_buckets;      /* --metrics-buckets: histogram bounds in seconds */
   char *isolation;            /* --isolation thread|process: where a C processor runs */
   char *ocrd_cli;             /* --ocrd-cli auto|true|false: OCR-D's processor arguments */

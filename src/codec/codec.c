@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/util.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -140,6 +141,56 @@ const char *mqproc__doc_job_id(const json_t *doc) {
   const json_t *v = json_is_object(doc) ? json_object_get(doc, "job_id") : NULL;
   const char *s = json_string_value(v);
   return s != NULL && s[0] != '\0' ? s : NULL;
+}
+
+/* ---- what operators see: passwords masked ------------------------------------------ */
+
+/* Masks the strings under v (apply) or only looks whether one would change (stops at the
+ * first); returns how many. Strings without "://" or "password" are left unread by the
+ * masker: the common message has none. */
+static int mask_walk(json_t *v, int apply) {
+  const char *key, *s;
+  json_t *x;
+  size_t i;
+  int n = 0;
+  if (json_is_object(v)) {
+    json_object_foreach(v, key, x) {
+      if ((n += mask_walk(x, apply)) > 0 && !apply)
+        return n;
+    }
+  } else if (json_is_array(v)) {
+    json_array_foreach(v, i, x) {
+      if ((n += mask_walk(x, apply)) > 0 && !apply)
+        return n;
+    }
+  } else if ((s = json_string_value(v)) != NULL &&
+             (strstr(s, "://") != NULL || strcasestr(s, "password") != NULL)) {
+    size_t cap = 2 * strlen(s) + 64; /* a mask adds at most 2 bytes per 7 it replaces */
+    char *masked = malloc(cap);
+    if (masked == NULL) /* cannot tell: hide it all */
+      return apply ? (json_string_set(v, "***"), 1) : 1;
+    mqproc__mask_secret(s, masked, cap);
+    if (strcmp(masked, s) != 0) {
+      n = 1;
+      if (apply && json_string_set(v, masked) != 0)
+        json_string_set(v, "***");
+    }
+    free(masked);
+  }
+  return n;
+}
+
+int mqproc__doc_mask(json_t *doc) {
+  return mask_walk(doc, 1);
+}
+
+json_t *mqproc__doc_masked(const json_t *doc) {
+  json_t *copy;
+  if (mask_walk((json_t *)doc, 0) == 0) /* only read */
+    return NULL;
+  if ((copy = json_deep_copy(doc)) != NULL)
+    mqproc__doc_mask(copy);
+  return copy;
 }
 
 /* ---------------------------------------------------------------------------------------

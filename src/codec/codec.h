@@ -3,6 +3,7 @@
  * API:
  *   mqproc__codec_parse()      bytes -> json_t document (syntax only), remembers the format
  *   mqproc__doc_job_id()       best-effort job_id of a document that failed validation
+ *   mqproc__doc_masked()       a document as operators may see it: URL passwords masked
  *   mqproc__msg_validate()     document -> validated mqproc__msg_t (precise reason on error)
  *   mqproc__msg_free()
  *   mqproc__result_encode()    {job_id, state, path_to_mets, workspace_id} in JSON or YAML
@@ -58,6 +59,14 @@ int mqproc__codec_parse(const void *body, size_t len, json_t **doc, mqproc__form
 /* Returns doc["job_id"] if doc is an object and that is a non-empty string, else NULL.
  * Borrowed from doc. */
 const char *mqproc__doc_job_id(const json_t *doc);
+
+/* Masks, in place, every string of doc (any depth) that holds a URL with a password
+ * ("scheme://user:PASSWORD@host") or a conninfo password=, as mqproc__mask_secret() does
+ * for log lines ("user:***@host"); returns how many strings it changed. */
+int mqproc__doc_mask(json_t *doc);
+/* A masked copy of doc (new reference) for what is stored and shown (the job table's
+ * `request`), or NULL when nothing in it needs masking (show doc itself). */
+json_t *mqproc__doc_masked(const json_t *doc);
 
 /* Validates doc against the processing-message schema (OCR-D's rules: required keys,
  * types, no unknown keys, exactly one of path_to_mets/workspace_id, processor_name ==

@@ -282,6 +282,7 @@ void mqproc__delivery_free(mqproc__delivery_t *d) {
     mqproc__loop_timer_cancel(d->host->loop, d->ack_timer);
   mqproc__msg_free(d->msg);
   free(d->request_json);
+  free(d->request_shown);
   free(d->headers_json);
   free(d->mets_path);
   free(d->job_id);

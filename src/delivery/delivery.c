@@ -73,6 +73,17 @@ static uint32_t rnd(void) {
 
 /* ---- decode and claim --------------------------------------------------------------- */
 
+/* The request as the job table keeps it for operators: callback URLs' passwords masked
+ * (request_body keeps the exact bytes for a republish). NULL when nothing is masked. */
+static int shown_request(mqproc__delivery_t *d) {
+  json_t *shown = mqproc__doc_masked(d->msg->doc);
+  if (shown == NULL)
+    return MQPROC_OK;
+  d->request_shown = json_dumps(shown, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(shown);
+  return d->request_shown != NULL ? MQPROC_OK : MQPROC_ENOMEM;
+}
+
 static int step_decode(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   json_t *doc;
@@ -131,7 +142,7 @@ static int step_decode(mqproc__delivery_t *d) {
     return 1;
   }
   d->request_json = json_dumps(d->msg->doc, JSON_COMPACT | JSON_SORT_KEYS);
-  if (d->request_json == NULL)
+  if (d->request_json == NULL || shown_request(d) != MQPROC_OK)
     return wait_timer(d, S_DEFER, 1000);
   d->state = S_CLAIM;
   return 1;
@@ -311,7 +322,8 @@ static int step_claim(mqproc__delivery_t *d) {
   d->claim = (mqproc__claim_t){.job_id = d->job_id,
                                .processor = d->host->processor,
                                .worker_id = d->host->worker_id,
-                               .request_json = d->request_json,
+                               .request_json =
+                                   d->request_shown != NULL ? d->request_shown : d->request_json,
                                .request_format = mqproc__format_name(d->msg->format),
                                .request_body = d->body,
                                .request_body_len = d->len,

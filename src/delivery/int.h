@@ -92,6 +92,8 @@ struct mqproc__delivery {
   /* the message */
   mqproc__msg_t *msg;
   char *request_json;
+  /* request_json with URL passwords masked, for the job table; NULL: the same */
+  char *request_shown;
   char *headers_json; /* the message's AMQP headers (JSON object text), NULL when none */
   int priority;       /* its AMQP priority, -1 when absent */
   char *mets_path;    /* path_to_mets, or the workspace_id's METS under --workspace-root */

@@ -31,6 +31,7 @@ typedef struct read {
   char *arg;               /* job id, or the queue */
   char *state, *processor, *after;
   int admin;       /* the page's MQPROC__PAGE_* for this request */
+  int hide;        /* R_JOB: its request and log are not for this reader (never read) */
   char action[16]; /* R_ACTION: retry cancel pause resume */
   char actor[80];  /* R_ACTION: web:ADDR */
   int api;         /* R_ACTION: a script's (JSON answer), else a browser's (redirect) */
@@ -48,7 +49,7 @@ typedef struct read {
 struct mqproc__dash {
   mqproc__loop_t *loop;
   char *database, *queue, *title, *exchange, *via;
-  mqproc__auth_t *auth; /* NULL: read-only */
+  mqproc__auth_t *auth; /* NULL: no token (read-only, and everything shown) */
   mqproc__odb_t *db;    /* the reader's: used by one read at a time */
   admin_amqp_t *amqp;   /* likewise */
   mqproc__tls_t tls;    /* for amqps://; its file names are borrowed from the caller's cfg */
@@ -57,6 +58,7 @@ struct mqproc__dash {
   read_t *running;      /* the read on the reader thread now */
   int stopped;          /* mqproc__dash_stop(): answers go nowhere */
   int depth_waiting;    /* a depth read is queued or running */
+  int page_reads;       /* reads of page requests queued or running */
 };
 
 /* ---- on the reader thread ----------------------------------------------------------- */
@@ -130,10 +132,14 @@ static json_t *overview(mqproc__dash_t *d, char *err) {
 /* An action, as the CLI does it (ops.h): the answer's status in r->status. */
 static void act(mqproc__dash_t *d, read_t *r) {
   json_t *one = json_pack("[s]", r->arg);
-  char *ids = json_dumps(one, JSON_COMPACT);
+  char *ids = one != NULL ? json_dumps(one, JSON_COMPACT) : NULL;
   json_decref(one);
   r->status = 503;
-  if (!strcmp(r->action, "retry")) {
+  if (ids == NULL && strcmp(r->action, "pause") != 0 && strcmp(r->action, "resume") != 0) {
+    /* never "no ids": that is no filter (post() refuses such ids before they get here) */
+    snprintf(r->err, sizeof(r->err), "not a job id this page can carry");
+    r->status = 400;
+  } else if (!strcmp(r->action, "retry")) {
     admin_amqp_t *a = broker(d);
     mqproc__ops_retry_t w = {.ids = ids, .exchange = d->exchange, .actor = r->actor, .via = d->via};
     if (a == NULL)
@@ -193,8 +199,12 @@ static void run_read(void *ud) {
     break;
   }
   case R_JOB:
-    if ((r->result = mqproc__ops_job(d->db, r->arg, r->err)) != NULL)
+    if ((r->result = mqproc__ops_job(d->db, r->arg, r->err)) != NULL && !r->hide)
       r->log_tail = tail_of(json_string_value(json_object_get(r->result, "log_path")));
+    else if (r->result != NULL) { /* what a reader without a token does not see */
+      json_object_del(r->result, "request");
+      json_object_del(r->result, "headers");
+    }
     break;
   case R_ACTION:
     act(d, r);
@@ -218,6 +228,8 @@ static void run_read(void *ud) {
 static void start_next(mqproc__dash_t *d);
 
 static void read_free(read_t *r) {
+  if (r->req != NULL)
+    r->dash->page_reads--;
   json_decref(r->result);
   free(r->arg);
   free(r->state);
@@ -225,6 +237,12 @@ static void read_free(read_t *r) {
   free(r->after);
   free(r->log_tail);
   free(r);
+}
+
+/* The page's options for a reader in state admin (MQPROC__PAGE_*). */
+static mqproc__page_opts_t page_opts(const mqproc__dash_t *d, int admin, int hide) {
+  return (mqproc__page_opts_t){
+      .title = d->title, .admin = admin, .acts = mqproc__auth_can_act(d->auth), .hide = hide};
 }
 
 /* A script gets JSON; a browser goes back to the page that asked (or an error page). */
@@ -261,7 +279,7 @@ static void answer_action(read_t *r, const mqproc__page_opts_t *o) {
 }
 
 static void answer(read_t *r) {
-  mqproc__page_opts_t o = {.title = r->dash->title, .admin = r->admin};
+  mqproc__page_opts_t o = page_opts(r->dash, r->admin, r->hide);
   if (r->kind == R_ACTION) {
     answer_action(r, &o);
     return;
@@ -332,6 +350,25 @@ static read_t *queue_read(mqproc__dash_t *d, int kind) {
   return r;
 }
 
+/* A read for a page request (answered from read_done), or NULL after answering req: at
+ * most MQPROC__HTTP_READS_MAX wait for the one reader, so a flood of page requests (or a
+ * stuck read) holds no more of the HTTP slots. */
+static read_t *page_read(mqproc__dash_t *d, mqproc__http_req_t *req, int kind) {
+  read_t *r;
+  if (d->page_reads >= MQPROC__HTTP_READS_MAX) {
+    mqproc__http_reply_text(req, 503, "text/plain; charset=utf-8",
+                            "the page is busy (too many requests wait for its reader)\n");
+    return NULL;
+  }
+  if ((r = queue_read(d, kind)) == NULL) {
+    mqproc__http_reply_text(req, 500, "text/plain; charset=utf-8", "out of memory\n");
+    return NULL;
+  }
+  r->req = req;
+  d->page_reads++;
+  return r;
+}
+
 static char *dup_or_null(const char *s) {
   return s != NULL && s[0] != '\0' ? strdup(s) : NULL;
 }
@@ -344,74 +381,147 @@ static void reply_page(mqproc__http_req_t *req, int status, char *html, size_t l
     mqproc__http_reply_with(req, status, "text/html; charset=utf-8", html, len, headers);
 }
 
-/* POST: sign in or out, or an action on a job or a processor (the admin token's). */
-static void post(mqproc__dash_t *d, mqproc__http_req_t *req, const char *path) {
-  mqproc__page_opts_t o = {.title = d->title, .admin = MQPROC__PAGE_SIGN_IN};
-  const char *slash = strrchr(path, '/'), *verb = slash + 1;
-  char why[300], peer[64], *arg;
-  size_t len = 0, nlen;
-  int how;
-  read_t *r;
-  if (d->auth == NULL) {
+/* Whether a name from a path can be carried as JSON text (valid UTF-8, no NUL). */
+static int carried(const char *name) {
+  json_t *t = json_string(name);
+  int ok = t != NULL && name[0] != '\0';
+  json_decref(t);
+  return ok;
+}
+
+/* 429 while peer's tokens are refused after too many wrong ones (1). */
+static int backing_off(mqproc__dash_t *d, mqproc__http_req_t *req, const char *peer) {
+  int wait = mqproc__auth_backoff(d->auth, peer);
+  char secs[16], text[200];
+  const char *hdrs[] = {"Retry-After", secs, NULL};
+  if (wait == 0)
+    return 0;
+  snprintf(secs, sizeof(secs), "%d", wait);
+  snprintf(text, sizeof(text), "too many wrong tokens from %.64s: try again in %d s\n", peer, wait);
+  mqproc__http_reply_text_with(req, 429, "text/plain; charset=utf-8", text, hdrs);
+  return 1;
+}
+
+/* POST /login: a session of its own for a right token (admin or read). */
+static void sign_in(mqproc__dash_t *d, mqproc__http_req_t *req, const char *peer) {
+  mqproc__page_opts_t o = page_opts(d, MQPROC__PAGE_SIGN_IN, 1);
+  char cookie[200], *html;
+  size_t len = 0;
+  if (backing_off(d, req, peer))
+    return;
+  if (mqproc__auth_sign_in(d->auth, mqproc__http_form(req, "token"), peer, cookie,
+                           sizeof(cookie)) != MQPROC__SCOPE_NONE) {
+    const char *set[] = {"Location", "/", "Set-Cookie", cookie, NULL};
+    mqproc__http_reply_text_with(req, 303, "text/plain; charset=utf-8", "signed in\n", set);
+    return;
+  }
+  html = mqproc__page_login("that is not the token", &o, &len);
+  reply_page(req, 403, html, len, NULL);
+}
+
+/* Whether req may act (the admin token's cookie or Bearer); else answers it. *how: the
+ * MQPROC__AUTH_* it came with. */
+static int may_act(mqproc__dash_t *d, mqproc__http_req_t *req, const char *peer, int *how) {
+  mqproc__page_opts_t o = page_opts(d, MQPROC__PAGE_SIGN_IN, 1);
+  const char *www[] = {"WWW-Authenticate", "Bearer", NULL};
+  const char *bearer = mqproc__http_header(req, "Authorization");
+  int scope;
+  size_t len = 0;
+  if (!mqproc__auth_can_act(d->auth)) {
     mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8",
                             "read-only: this page was started without --http-admin-token\n");
-    return;
+    return 0;
   }
-  if (mqproc__auth_cross_site(req, why, sizeof(why)) != NULL) {
-    mqproc__http_peer(req, peer, sizeof(peer));
-    MQPROC__WARN("http: %s %s from %s %s", mqproc__http_method(req), path, peer, why);
-    mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8", why);
-    return;
+  if (bearer != NULL && backing_off(d, req, peer)) /* a script's tries are counted too */
+    return 0;
+  *how = mqproc__auth_check(d->auth, req, &scope);
+  if (*how == MQPROC__AUTH_NONE && bearer != NULL) {
+    mqproc__auth_failed(d->auth, peer);
+    mqproc__http_reply_text_with(req, 401, "application/json",
+                                 "{\"ok\":false,\"error\":\"wrong admin token\"}\n", www);
+  } else if (*how == MQPROC__AUTH_NONE) {
+    reply_page(req, 401, mqproc__page_login("sign in first", &o, &len), len, www);
+  } else if (scope != MQPROC__SCOPE_ADMIN) {
+    mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8",
+                            "the read token cannot act: sign in with the admin token\n");
   }
-  if (!strcmp(path, "/login")) {
-    const char *set[] = {"Location", "/", "Set-Cookie", mqproc__auth_cookie(d->auth), NULL};
-    char *html;
-    if (mqproc__auth_token_ok(d->auth, mqproc__http_form(req, "token"))) {
-      mqproc__http_reply_text_with(req, 303, "text/plain; charset=utf-8", "signed in\n", set);
-      return;
-    }
-    mqproc__http_peer(req, peer, sizeof(peer));
-    MQPROC__WARN("http: a wrong admin token from %s", peer);
-    html = mqproc__page_login("that is not the token", &o, &len);
-    reply_page(req, 403, html, len, NULL);
-    return;
-  }
-  if (!strcmp(path, "/logout")) {
-    const char *clear[] = {"Location", "/", "Set-Cookie", MQPROC__AUTH_COOKIE_CLEAR, NULL};
-    mqproc__http_reply_text_with(req, 303, "text/plain; charset=utf-8", "signed out\n", clear);
-    return;
-  }
-  if ((how = mqproc__auth_check(d->auth, req)) == MQPROC__AUTH_NONE) {
-    const char *www[] = {"WWW-Authenticate", "Bearer", NULL};
-    if (mqproc__http_header(req, "Authorization") != NULL)
-      mqproc__http_reply_text_with(req, 401, "application/json",
-                                   "{\"ok\":false,\"error\":\"wrong admin token\"}\n", www);
-    else
-      reply_page(req, 401, mqproc__page_login("sign in first", &o, &len), len, www);
-    return;
-  }
-  /* /jobs/ID/retry|cancel, /processors/NAME/pause|resume (ID may hold a slash) */
-  nlen = strncmp(path, "/jobs/", 6) == 0 ? 6 : strncmp(path, "/processors/", 12) == 0 ? 12 : 0;
+  return *how != MQPROC__AUTH_NONE && scope == MQPROC__SCOPE_ADMIN;
+}
+
+/* POST /jobs/ID/retry|cancel, /processors/NAME/pause|resume (ID may hold a slash): a
+ * read for the reader thread, answered when it ran. */
+static void action(mqproc__dash_t *d, mqproc__http_req_t *req, const char *path, const char *peer,
+                   int how) {
+  const char *slash = strrchr(path, '/'), *verb = slash + 1;
+  size_t nlen = strncmp(path, "/jobs/", 6) == 0          ? 6
+                : strncmp(path, "/processors/", 12) == 0 ? 12
+                                                         : 0;
+  char *arg;
+  read_t *r;
   if (nlen == 0 || slash <= path + nlen ||
       (nlen == 6 && strcmp(verb, "retry") != 0 && strcmp(verb, "cancel") != 0) ||
       (nlen == 12 && strcmp(verb, "pause") != 0 && strcmp(verb, "resume") != 0)) {
     mqproc__http_reply_text(req, 404, "text/plain; charset=utf-8", "no such action\n");
     return;
   }
-  if ((arg = strndup(path + nlen, (size_t)(slash - path) - nlen)) == NULL ||
-      (r = queue_read(d, R_ACTION)) == NULL) {
-    free(arg);
+  if ((arg = strndup(path + nlen, (size_t)(slash - path) - nlen)) == NULL) {
     mqproc__http_reply_text(req, 500, "text/plain; charset=utf-8", "out of memory\n");
     return;
   }
+  if (!carried(arg)) { /* e.g. /jobs/%FF/retry: it names no job, so it may do nothing */
+    free(arg);
+    mqproc__http_reply_text(req, 400, "text/plain; charset=utf-8",
+                            "not a job or processor name: it is not UTF-8 text\n");
+    return;
+  }
+  if ((r = page_read(d, req, R_ACTION)) == NULL) {
+    free(arg);
+    return;
+  }
   r->arg = arg;
-  r->req = req;
   r->api = how == MQPROC__AUTH_BEARER;
   r->admin = MQPROC__PAGE_SIGNED_IN;
   snprintf(r->action, sizeof(r->action), "%s", verb);
-  mqproc__http_peer(req, peer, sizeof(peer));
   snprintf(r->actor, sizeof(r->actor), "web:%s", peer);
   start_next(d);
+}
+
+/* POST: sign in or out, or an action on a job or a processor (the admin token's). */
+static void post(mqproc__dash_t *d, mqproc__http_req_t *req, const char *path) {
+  char why[300], peer[64];
+  int how;
+  if (d->auth == NULL) {
+    mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8",
+                            "read-only: this page was started without --http-admin-token\n");
+    return;
+  }
+  mqproc__http_peer(req, peer, sizeof(peer));
+  if (mqproc__auth_cross_site(req, why, sizeof(why)) != NULL) {
+    MQPROC__WARN("http: %s %s from %s %s", mqproc__http_method(req), path, peer, why);
+    mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8", why);
+  } else if (!strcmp(path, "/login")) {
+    sign_in(d, req, peer);
+  } else if (!strcmp(path, "/logout")) { /* forgotten here, not only in the browser */
+    const char *clear[] = {"Location", "/", "Set-Cookie", MQPROC__AUTH_COOKIE_CLEAR, NULL};
+    mqproc__auth_sign_out(d->auth, req);
+    mqproc__http_reply_text_with(req, 303, "text/plain; charset=utf-8", "signed out\n", clear);
+  } else if (may_act(d, req, peer, &how)) {
+    action(d, req, path, peer, how);
+  }
+}
+
+/* What the page shows req's reader (MQPROC__PAGE_*); *hide: requests and logs hidden (a
+ * token was given, and req has none). */
+static int reader_state(const mqproc__dash_t *d, const mqproc__http_req_t *req, int *hide) {
+  int scope = MQPROC__SCOPE_NONE, how;
+  *hide = 0;
+  if (d->auth == NULL) /* no token: everyone who reaches the port reads everything */
+    return MQPROC__PAGE_READ_ONLY;
+  how = mqproc__auth_check(d->auth, req, &scope);
+  *hide = scope == MQPROC__SCOPE_NONE;
+  if (how != MQPROC__AUTH_COOKIE)
+    return MQPROC__PAGE_SIGN_IN;
+  return scope == MQPROC__SCOPE_ADMIN ? MQPROC__PAGE_SIGNED_IN : MQPROC__PAGE_READER;
 }
 
 int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req) {
@@ -437,19 +547,14 @@ int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req) {
     return 1;
   }
   if (kind == -1) {
-    mqproc__page_opts_t o = {.title = d->title, .admin = MQPROC__PAGE_SIGN_IN};
+    mqproc__page_opts_t o = page_opts(d, MQPROC__PAGE_SIGN_IN, 1);
     size_t len = 0;
     reply_page(req, 200, mqproc__page_login(NULL, &o, &len), len, NULL);
     return 1;
   }
-  if ((r = queue_read(d, kind)) == NULL) {
-    mqproc__http_reply_text(req, 500, "text/plain; charset=utf-8", "out of memory\n");
+  if ((r = page_read(d, req, kind)) == NULL)
     return 1;
-  }
-  r->req = req;
-  r->admin = d->auth == NULL                                           ? MQPROC__PAGE_READ_ONLY
-             : mqproc__auth_check(d->auth, req) == MQPROC__AUTH_COOKIE ? MQPROC__PAGE_SIGNED_IN
-                                                                       : MQPROC__PAGE_SIGN_IN;
+  r->admin = reader_state(d, req, &r->hide);
   if (kind == R_JOB)
     r->arg = strdup(path + 6); /* MHD gives the path unescaped */
   if (kind == R_JOBS) {
@@ -500,8 +605,9 @@ int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__d
     mqproc__dash_free(d);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
-  if (cfg->admin_token != NULL &&
-      (rc = mqproc__auth_new(&d->auth, cfg->admin_token, err)) != MQPROC_OK) {
+  if ((cfg->admin_token != NULL || cfg->read_token != NULL) &&
+      (rc = mqproc__auth_new(&d->auth, cfg->admin_token, cfg->read_token, cfg->session_ttl_s,
+                             err)) != MQPROC_OK) {
     mqproc__dash_free(d);
     return rc;
   }

@@ -6,6 +6,10 @@
  *   GET  /              processors, workers, last failures
  *   GET  /jobs          ?state=&processor=&after=   newest first, 50 a page
  *   GET  /jobs/ID       every column, every try, the request, the end of its log
+ *
+ * With a token given (--http-admin-token, --http-read-token), a job's request and log
+ * are shown only to a reader who signed in (or sends a token as Bearer); without one,
+ * everyone who reaches the port reads them.
  */
 #ifndef MQPROC_HTTP_DASH_H
 #define MQPROC_HTTP_DASH_H
@@ -21,6 +25,8 @@ typedef struct mqproc__dash_cfg {
   const char *queue;       /* AMQP URL for queue depths (and retry); NULL: none */
   const char *title;       /* shown on every page */
   const char *admin_token; /* --http-admin-token FILE; NULL: read-only */
+  const char *read_token;  /* --http-read-token FILE; NULL: none */
+  int session_ttl_s;       /* --http-session-ttl; <= 0: 12 h */
   const char *exchange;    /* where retry publishes (NULL: ocrd-network-default) */
   const char *via;         /* this server or dashboard, in the audit's detail */
   mqproc__tls_t tls;       /* for an amqps:// queue; its strings must outlive the page */
@@ -34,11 +40,13 @@ void mqproc__dash_stop(mqproc__dash_t *d);
 /* Frees it, after the loop was freed (its reader joined). NULL is ignored. */
 void mqproc__dash_free(mqproc__dash_t *d);
 /* Answers req when its path is one of the page's (1), else 0. Every POST is the page's:
- *   POST /login, /logout                     sign in with the admin token (a form), out
+ *   POST /login, /logout                     sign in with a token (a form): a session of
+ *                                            its own; sign out: the session is forgotten
  *   POST /jobs/ID/retry, /jobs/ID/cancel     what `mqproc jobs retry|cancel ID` does
  *   POST /processors/P/pause, .../resume     what `mqproc pause|resume P` does
- * only with the admin token (a cookie from /login, or Authorization: Bearer), never from
- * another site; each audited as web:ADDR. A script gets JSON, a browser a redirect. */
+ * the actions only with the admin token (a session from /login, or Authorization:
+ * Bearer), never from another site; each audited as web:ADDR. A script gets JSON, a
+ * browser a redirect. An ID or P that is not UTF-8 text names nothing: 400. */
 int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req);
 
 /* The depth and consumers of queue, read on the reader thread; cb runs on the loop

@@ -3,9 +3,20 @@
  * that cannot answer at once leaves the connection suspended; mqproc__http_reply() stores
  * the answer, resumes it and arms a 0 ms timer (a resume does not wake MHD's epoll fd
  * here, and MHD_run must not be entered from inside itself), so the loop runs MHD on its
- * next turn and the access callback queues the stored response. */
+ * next turn and the access callback queues the stored response.
+ *
+ * Slow clients: MHD's idle timeout restarts with every byte, so a client trickling a
+ * header line now and then would keep its slot for ever. Every connection is tracked
+ * (MHD_OPTION_NOTIFY_CONNECTION): while it has no whole request (since its accept, or
+ * since its last answer on a kept-alive connection) it is "waiting", and after each
+ * MHD_run the sweep closes the waiting ones past the head deadline and the oldest beyond
+ * the per-client and overall limits (http.h). It closes by shutdown(2): MHD sees the end
+ * of the stream on its next run and closes the connection itself. The sweep runs after
+ * MHD_run, not at accept, so a burst of connections whose requests are already in their
+ * socket buffers is served, not cut. */
 #include "http.h"
 
+#include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -19,15 +30,28 @@
 #include "mqproc/mqproc.h"
 #include "base/util.h"
 
+/* An open connection (MHD's socket context). */
+typedef struct conn {
+  struct sockaddr_storage peer; /* its client address (the port is not compared) */
+  int fd;
+  int waiting;              /* no whole request yet: since since_ms */
+  int closing;              /* shut down by the sweep; MHD closes it on its next run */
+  int64_t since_ms;         /* its accept, or its last answer */
+  struct conn *prev, *next; /* oldest first */
+} conn_t;
+
 struct mqproc__http {
   struct MHD_Daemon *d;
   mqproc__loop_t *loop;
   mqproc__http_handler handler;
   void *ud;
   int fd;         /* MHD's epoll fd, watched by the loop */
-  uint64_t timer; /* MHD's next timeout */
+  uint64_t timer; /* MHD's next timeout, or the next head deadline */
   int port;
   mqproc__http_req_t *waiting; /* suspended requests (answered with 503 on stop) */
+  char **hosts;                /* names a Host may give besides IPs and localhost */
+  conn_t *conns, *conns_tail;  /* every open connection */
+  int head_timeout_ms;
 };
 
 #define FORM_FIELDS 8
@@ -51,6 +75,7 @@ struct mqproc__http_req {
 };
 
 static void schedule(mqproc__http_t *h);
+static int64_t sweep(mqproc__http_t *h);
 
 static void drive(mqproc__http_t *h) {
   MHD_run(h->d);
@@ -70,14 +95,132 @@ static void on_readable(mqproc__loop_t *loop, int fd, void *ud) {
   drive(ud);
 }
 
-/* MHD wants to run again within its timeout (idle connections, queued responses). */
+/* MHD wants to run again within its timeout (idle connections, queued responses), and
+ * the sweep at the next head deadline. */
 static void schedule(mqproc__http_t *h) {
-  MHD_UNSIGNED_LONG_LONG ms;
+  MHD_UNSIGNED_LONG_LONG mhd;
+  int64_t ms = sweep(h);
   if (h->timer != 0)
     mqproc__loop_timer_cancel(h->loop, h->timer);
   h->timer = 0;
-  if (MHD_get_timeout(h->d, &ms) == MHD_YES)
-    h->timer = mqproc__loop_timer(h->loop, ms > 60000 ? 60000 : (int64_t)ms, on_timer, h);
+  if (MHD_get_timeout(h->d, &mhd) == MHD_YES && (ms < 0 || (MHD_UNSIGNED_LONG_LONG)ms > mhd))
+    ms = mhd > 60000 ? 60000 : (int64_t)mhd;
+  if (ms >= 0)
+    h->timer = mqproc__loop_timer(h->loop, ms, on_timer, h);
+}
+
+/* ---- connections: the head deadline and the limits on waiting ones -------------------- */
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **ctx,
+                          enum MHD_ConnectionNotificationCode what) {
+  mqproc__http_t *h = cls;
+  conn_t *c = *ctx;
+  if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *addr =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (fd == NULL || (c = calloc(1, sizeof(*c))) == NULL)
+      return; /* untracked: MHD's own idle timeout still ends it */
+    c->fd = fd->connect_fd;
+    if (addr != NULL && addr->client_addr != NULL)
+      memcpy(&c->peer, addr->client_addr,
+             addr->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                      : sizeof(struct sockaddr_in));
+    c->waiting = 1;
+    c->since_ms = mqproc__now_ms();
+    c->prev = h->conns_tail;
+    *(h->conns_tail != NULL ? &h->conns_tail->next : &h->conns) = c;
+    h->conns_tail = c;
+    *ctx = c;
+    return;
+  }
+  if (c == NULL) /* MHD_CONNECTION_NOTIFY_CLOSED */
+    return;
+  *(c->prev != NULL ? &c->prev->next : &h->conns) = c->next;
+  *(c->next != NULL ? &c->next->prev : &h->conns_tail) = c->prev;
+  free(c);
+  *ctx = NULL;
+}
+
+static conn_t *conn_of(struct MHD_Connection *mc) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci != NULL ? ci->socket_context : NULL;
+}
+
+static int same_client(const conn_t *a, const conn_t *b) {
+  if (a->peer.ss_family != b->peer.ss_family)
+    return 0;
+  if (a->peer.ss_family == AF_INET6)
+    return !memcmp(&((const struct sockaddr_in6 *)&a->peer)->sin6_addr,
+                   &((const struct sockaddr_in6 *)&b->peer)->sin6_addr, sizeof(struct in6_addr));
+  return ((const struct sockaddr_in *)&a->peer)->sin_addr.s_addr ==
+         ((const struct sockaddr_in *)&b->peer)->sin_addr.s_addr;
+}
+
+static void shut(conn_t *c) {
+  shutdown(c->fd, SHUT_RDWR);
+  c->closing = 1;
+}
+
+/* Closes the waiting connections past their head deadline, then those beyond the newest
+ * MQPROC__HTTP_WAITING_PER_CLIENT of one address or the newest MQPROC__HTTP_WAITING_MAX
+ * in all (a new client gets in; the oldest waiter goes). Returns the ms until the next
+ * deadline, -1 when none waits. */
+static int64_t sweep(mqproc__http_t *h) {
+  int64_t now = mqproc__now_ms(), next = -1;
+  int total = 0;
+  for (conn_t *c = h->conns_tail; c != NULL; c = c->prev) {
+    int mine = 1;
+    if (!c->waiting || c->closing)
+      continue;
+    if (now - c->since_ms >= h->head_timeout_ms) {
+      shut(c);
+      continue;
+    }
+    for (conn_t *n = c->next; n != NULL; n = n->next) /* the newer ones of its client */
+      mine += n->waiting && !n->closing && same_client(n, c);
+    if (mine > MQPROC__HTTP_WAITING_PER_CLIENT || ++total > MQPROC__HTTP_WAITING_MAX) {
+      shut(c);
+      continue;
+    }
+    if (next < 0 || c->since_ms + h->head_timeout_ms - now < next)
+      next = c->since_ms + h->head_timeout_ms - now;
+  }
+  return next;
+}
+
+/* Whether host (a request's Host header) names this server: an IP address, localhost, or
+ * a name it was given, with or without a port. A web page that rebinds its own name to
+ * this address sends that name, so it is refused. */
+static int host_ok(const mqproc__http_t *h, const char *host) {
+  char name[256];
+  unsigned char addr[sizeof(struct in6_addr)];
+  const char *end;
+  size_t n;
+  if (host == NULL) /* HTTP/1.0 (MHD refuses an HTTP/1.1 request without one) */
+    return 1;
+  if (host[0] == '[') { /* [V6]:PORT */
+    end = strchr(host, ']');
+    n = end != NULL ? (size_t)(end - host - 1) : 0;
+    if (n == 0 || n >= sizeof(name) || (end[1] != '\0' && end[1] != ':'))
+      return 0;
+    memcpy(name, host + 1, n);
+    name[n] = '\0';
+    return inet_pton(AF_INET6, name, addr) == 1;
+  }
+  n = (end = strchr(host, ':')) != NULL ? (size_t)(end - host) : strlen(host);
+  if (n == 0 || n >= sizeof(name))
+    return 0;
+  memcpy(name, host, n);
+  name[n - (n > 1 && host[n - 1] == '.')] = '\0'; /* "localhost." is localhost */
+  if (inet_pton(AF_INET, name, addr) == 1 || strcasecmp(name, "localhost") == 0)
+    return 1;
+  for (char **p = h->hosts; p != NULL && *p != NULL; p++)
+    if (strcasecmp(name, *p) == 0)
+      return 1;
+  return 0;
 }
 
 /* ---- requests ------------------------------------------------------------------------ */
@@ -156,17 +299,29 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     return MHD_YES;
   }
   if (!r->dispatched) {
+    conn_t *c = conn_of(conn);
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
     r->dispatched = 1;
+    if (c != NULL) /* a whole request: no head deadline until it is answered */
+      c->waiting = 0;
     if (r->form != NULL) { /* the body is complete: the last field's end comes now */
       if (MHD_destroy_post_processor(r->form) != MHD_YES)
         r->has_body = 1;
       r->form = NULL;
     }
-    if (r->has_body)
+    if (r->has_body) {
       mqproc__http_reply_text(r, 413, "text/plain; charset=utf-8",
                               "no request body here but a small form\n");
-    else
+    } else if (!host_ok(h, host)) {
+      char text[400];
+      snprintf(text, sizeof(text),
+               "refused: '%.200s' is not a name of this server (an IP address, localhost and the "
+               "names given with --http-host are)\n",
+               host);
+      mqproc__http_reply_text(r, 421, "text/plain; charset=utf-8", text);
+    } else {
       h->handler(h->ud, r);
+    }
     if (r->response == NULL) { /* answered later, from the loop */
       r->suspended = 1;
       r->next_waiting = h->waiting;
@@ -188,9 +343,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why) {
   mqproc__http_req_t *r = *con_cls;
+  conn_t *c = conn_of(conn);
   (void)cls;
-  (void)conn;
   (void)why;
+  if (c != NULL && !c->waiting) { /* kept alive: its next request has a deadline too */
+    c->waiting = 1;
+    c->since_ms = mqproc__now_ms();
+  }
   if (r == NULL)
     return;
   if (r->response != NULL)
@@ -336,8 +495,41 @@ static int resolve(const char *addr, struct sockaddr_storage *ss, char *err) {
   return MQPROC_OK;
 }
 
+/* The names a Host may give (hosts, and addr's host when it is a name), copied. */
+static int names_of(mqproc__http_t *h, const char *addr, const char *const *hosts) {
+  size_t n = 0, k = 0, hl = strcspn(addr, ":");
+  while (hosts != NULL && hosts[n] != NULL)
+    n++;
+  if ((h->hosts = calloc(n + 2, sizeof(char *))) == NULL)
+    return MQPROC_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strlen(hosts[i]);
+    len -= len > 1 && hosts[i][len - 1] == '.'; /* "name." is name */
+    if ((h->hosts[k++] = strndup(hosts[i], len)) == NULL)
+      return MQPROC_ENOMEM;
+  }
+  if (addr[0] != '[' && hl > 0 && (h->hosts[k] = strndup(addr, hl)) == NULL)
+    return MQPROC_ENOMEM;
+  return MQPROC_OK;
+}
+
+/* MQPROC_HTTP_HEAD_TIMEOUT_MS (tests, tuning), else the default. */
+static int head_timeout_ms(void) {
+  const char *v = getenv("MQPROC_HTTP_HEAD_TIMEOUT_MS");
+  long ms = v != NULL ? strtol(v, NULL, 10) : 0;
+  return ms >= 100 && ms <= 600000 ? (int)ms : MQPROC__HTTP_HEAD_TIMEOUT_MS;
+}
+
+static void free_http(mqproc__http_t *h) {
+  for (char **p = h->hosts; p != NULL && *p != NULL; p++)
+    free(*p);
+  free(h->hosts);
+  free(h);
+}
+
 int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *addr,
-                       mqproc__http_handler handler, void *ud, char *err) {
+                       const char *const *hosts, mqproc__http_handler handler, void *ud,
+                       char *err) {
   struct sockaddr_storage ss;
   mqproc__http_t *h;
   const union MHD_DaemonInfo *info;
@@ -345,19 +537,24 @@ int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *a
   *out = NULL;
   if ((rc = resolve(addr, &ss, err)) != MQPROC_OK)
     return rc;
-  if ((h = calloc(1, sizeof(*h))) == NULL)
+  if ((h = calloc(1, sizeof(*h))) == NULL || names_of(h, addr, hosts) != MQPROC_OK) {
+    if (h != NULL)
+      free_http(h);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
   h->loop = loop;
   h->handler = handler;
   h->ud = ud;
-  h->d = MHD_start_daemon(
-      MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0,
-      NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)MQPROC__HTTP_MAX_CONNECTIONS,
-      MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+  h->head_timeout_ms = head_timeout_ms();
+  h->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                              (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+                          0, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)MQPROC__HTTP_MAX_CONNECTIONS,
+                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                          (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
   if (h->d == NULL) {
-    free(h);
+    free_http(h);
     return mqproc__err(err, MQPROC_ESYS,
                        "--http %s: cannot listen (in use, or not an address here)", addr);
   }
@@ -367,7 +564,7 @@ int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *a
   h->port = info != NULL ? info->port : 0;
   if (h->fd < 0 || mqproc__loop_io(loop, h->fd, on_readable, h) != MQPROC_OK) {
     MHD_stop_daemon(h->d);
-    free(h);
+    free_http(h);
     return mqproc__err(err, MQPROC_ESYS, "--http %s: cannot watch its epoll fd", addr);
   }
   schedule(h);
@@ -388,6 +585,6 @@ void mqproc__http_stop(mqproc__http_t *h) {
   mqproc__loop_io(h->loop, h->fd, NULL, NULL);
   if (h->timer != 0)
     mqproc__loop_timer_cancel(h->loop, h->timer);
-  MHD_stop_daemon(h->d);
-  free(h);
+  MHD_stop_daemon(h->d); /* closes every connection: their contexts are freed */
+  free_http(h);
 }

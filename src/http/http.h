@@ -22,11 +22,30 @@ typedef struct mqproc__http_req mqproc__http_req_t;
  * mqproc__http_reply() exactly once, now or later (from the loop). */
 typedef void (*mqproc__http_handler)(void *ud, mqproc__http_req_t *req);
 
-#define MQPROC__HTTP_MAX_CONNECTIONS 64
+/* The connection budget: MHD closes a connection beyond MQPROC__HTTP_MAX_CONNECTIONS at
+ * once, so what may hold a slot for long is bounded below it, and an answer that comes
+ * at once (/healthz, /metrics) always finds one:
+ * - connections that have not sent a whole request yet (a new one, or a kept-alive one
+ *   between requests): at most MQPROC__HTTP_WAITING_PER_CLIENT from one client address
+ *   and MQPROC__HTTP_WAITING_MAX in all; beyond, the oldest are closed, so a slow client
+ *   never holds every slot (and /healthz from the same address still gets in). Each has
+ *   MQPROC__HTTP_HEAD_TIMEOUT_MS to send its request, however slowly its bytes trickle
+ *   (MQPROC_HTTP_HEAD_TIMEOUT_MS sets another, for tests and tuning);
+ * - /readyz calls waiting for the database: MQPROC__HTTP_READY_MAX (more get 503 at once);
+ * - page requests waiting for the page's reader: MQPROC__HTTP_READS_MAX (more get 503). */
+#define MQPROC__HTTP_MAX_CONNECTIONS 128
+#define MQPROC__HTTP_WAITING_PER_CLIENT 16
+#define MQPROC__HTTP_WAITING_MAX 48
+#define MQPROC__HTTP_HEAD_TIMEOUT_MS 10000
+#define MQPROC__HTTP_READY_MAX 32
+#define MQPROC__HTTP_READS_MAX 32
 
-/* Listens on addr ("HOST:PORT", "[V6]:PORT"); MQPROC_EINVAL/EIO with err. */
+/* Listens on addr ("HOST:PORT", "[V6]:PORT"); MQPROC_EINVAL/EIO with err. A request whose
+ * Host names neither an IP address, nor localhost, nor addr's host, nor one of hosts
+ * (NULL-terminated, copied; NULL: none) is refused with 421 (DNS rebinding); a request
+ * without Host (HTTP/1.0) is served. */
 int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *addr,
-                       mqproc__http_handler handler, void *ud, char *err);
+                       const char *const *hosts, mqproc__http_handler handler, void *ud, char *err);
 /* Answers what waits with 503 and stops listening. NULL is ignored. */
 void mqproc__http_stop(mqproc__http_t *h);
 /* The port it listens on (for ADDR:0). */

@@ -144,11 +144,12 @@ static FILE *begin(char **buf, size_t *len, const mqproc__page_opts_t *o, int re
         "<a href=\"/metrics\">metrics</a>",
         f);
   if (o->admin == MQPROC__PAGE_SIGN_IN)
-    fputs("<a class=\"g\" href=\"/login\">sign in to act</a>", f);
-  else if (o->admin == MQPROC__PAGE_SIGNED_IN)
-    fputs("<span class=\"g\">signed in</span><form method=\"post\" class=\"i\" "
-          "action=\"/logout\"><button>sign out</button></form>",
-          f);
+    fprintf(f, "<a class=\"g\" href=\"/login\">sign in to %s</a>", o->acts ? "act" : "read");
+  else if (o->admin == MQPROC__PAGE_SIGNED_IN || o->admin == MQPROC__PAGE_READER)
+    fprintf(f,
+            "<span class=\"g\">signed in%s</span><form method=\"post\" class=\"i\" "
+            "action=\"/logout\"><button>sign out</button></form>",
+            o->admin == MQPROC__PAGE_READER ? " to read" : "");
   fputs("</header><main>", f);
   return f;
 }
@@ -451,6 +452,12 @@ char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__pa
   }
   fputs("</table><h2>Tries</h2>", f);
   table(f, "tries", "try", TRY_COLS, json_object_get(job, "tries"), NULL);
+  if (o->hide) { /* a token was given: requests and logs are for those who have one */
+    fputs("<h2>Request and log</h2><p id=\"hidden\"><a href=\"/login\">sign in</a> to see the "
+          "request and log</p>",
+          f);
+    return end(f, &buf, 0);
+  }
   fputs("<h2>Request</h2><pre id=\"request\">", f);
   s = json_dumps(json_object_get(job, "request"), JSON_INDENT(2) | JSON_ENCODE_ANY);
   esc(f, s != NULL ? s : "-");
@@ -466,9 +473,11 @@ char *mqproc__page_login(const char *problem, const mqproc__page_opts_t *o, size
   FILE *f = begin(&buf, len, o, 0);
   if (f == NULL)
     return NULL;
-  fputs("<h2>Sign in to act</h2><p>Retry, cancel, pause and resume need the admin token "
-        "(the file given with <code>--http-admin-token</code>).</p>",
-        f);
+  fprintf(f,
+          "<h2>Sign in</h2><p>%sA job's request and log need a token: the admin token (the "
+          "file given with <code>--http-admin-token</code>) or the read token "
+          "(<code>--http-read-token</code>).</p>",
+          o->acts ? "Retry, cancel, pause and resume need the admin token. " : "");
   if (problem != NULL) {
     fputs("<p class=\"err\" id=\"error\">", f);
     esc(f, problem);

@@ -9,11 +9,16 @@
 #include <jansson.h>
 #include <stddef.h>
 
-enum { MQPROC__PAGE_READ_ONLY, MQPROC__PAGE_SIGN_IN, MQPROC__PAGE_SIGNED_IN };
+/* READ_ONLY: no token was given (nothing to sign in for); SIGN_IN: a token was given and
+ * the reader is not signed in; SIGNED_IN: with the admin token (buttons); READER: with
+ * the read token (no buttons). */
+enum { MQPROC__PAGE_READ_ONLY, MQPROC__PAGE_SIGN_IN, MQPROC__PAGE_SIGNED_IN, MQPROC__PAGE_READER };
 
 typedef struct mqproc__page_opts {
   const char *title; /* e.g. "mqproc: ocrd-tesserocr-recognize (host:pid)" */
   int admin;         /* MQPROC__PAGE_*: buttons (retry, cancel, pause, resume) when signed in */
+  int acts;          /* an admin token was given: signing in lets the page act */
+  int hide;          /* hide a job's request and log ("sign in to see" them instead) */
 } mqproc__page_opts_t;
 
 /* overview: {"processors": [stats + "per_minute"], "workers": [...], "failures": [...]} */
@@ -21,7 +26,8 @@ char *mqproc__page_overview(const json_t *overview, const mqproc__page_opts_t *o
 /* rows: a page of jobs; filters: the state / processor asked for (NULL: any). */
 char *mqproc__page_jobs(const json_t *rows, const char *state, const char *processor,
                         const mqproc__page_opts_t *o, size_t *len);
-/* job: mqproc__ops_job()'s object; log_tail: the end of its log, or NULL. */
+/* job: mqproc__ops_job()'s object; log_tail: the end of its log, or NULL. With o->hide,
+ * neither the request nor the log is shown. */
 char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__page_opts_t *o,
                        size_t *len);
 /* The admin token's form (problem: why the last try failed, or NULL). */

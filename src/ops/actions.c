@@ -126,9 +126,16 @@ static long long retry_batch(mqproc__odb_t *c, admin_amqp_t *amqp, const char *e
 
 json_t *mqproc__ops_retry(mqproc__odb_t *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w,
                           char *err) {
-  json_t *jobs = json_array(), *out;
+  json_t *jobs, *out;
   long long total = 0, n;
   const char *exchange = w->exchange != NULL ? w->exchange : "ocrd-network-default";
+  /* NULL ids and state would match every finished job of every processor: a caller that
+   * lost its ids (an id json_pack could not carry) must not re-run the fleet's history */
+  if (w->ids == NULL && w->state == NULL) {
+    snprintf(err, ERRLEN, "refused: a retry needs job ids or a state\n");
+    return NULL;
+  }
+  jobs = json_array();
   do {
     n = retry_batch(c, amqp, exchange, w->ids, w->ids != NULL ? NULL : w->state, w->processor, jobs,
                     err);
@@ -160,9 +167,15 @@ json_t *mqproc__ops_retry(mqproc__odb_t *c, admin_amqp_t *amqp, const mqproc__op
 json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, const char *actor,
                            const char *via, char *err) {
   const char *vals[2] = {ids, proc};
-  json_t *jobs = json_array(), *out = NULL, *notify = json_array();
+  json_t *jobs, *out = NULL, *notify;
   mqproc__ores_t *r = NULL;
   char *line = NULL;
+  if (ids == NULL) { /* a cancel names its jobs; nothing else is a filter */
+    snprintf(err, ERRLEN, "refused: a cancel needs job ids\n");
+    return NULL;
+  }
+  jobs = json_array();
+  notify = json_array();
   if (mqproc__odb_begin(c, err) != 0) {
     json_decref(jobs);
     json_decref(notify);
@@ -253,6 +266,10 @@ json_t *mqproc__ops_control(mqproc__odb_t *c, const char *cmd, const char *proc,
   mqproc__ores_t *r;
   char *line = NULL;
   json_t *out;
+  if (proc == NULL) {
+    snprintf(err, ERRLEN, "refused: %s needs a processor\n", cmd);
+    return NULL;
+  }
   if (mqproc__odb_begin(c, err) != 0)
     return NULL;
   r = wish != NULL ? mqproc__odb_q(c,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/codec.h"
 #include "ops/ops.h"
 
 #define ERRLEN 512
@@ -328,6 +329,8 @@ json_t *mqproc__ops_job(mqproc__odb_t *c, const char *id, char *err) {
   }
   json_object_set_new(job, "request", req != NULL ? req : json_null());
   json_object_set_new(job, "tries", tries != NULL ? tries : json_array());
+  /* no password is ever shown: rows stored before requests were masked, errors, headers */
+  mqproc__doc_mask(job);
   return job;
 }
 

@@ -24,6 +24,7 @@ struct mqproc__serve {
   long messages, consumers; /* the job queue, from the reader's last passive declare */
   int64_t depth_at;         /* when that read was asked for */
   struct ready *ready;      /* /readyz calls waiting for the database's answer */
+  int nready;               /* how many (at most MQPROC__HTTP_READY_MAX) */
   int pinging;              /* a ping is on its way (its answer may come after a deadline) */
   uint64_t ready_timer;     /* the deadline of the waiting calls */
 };
@@ -42,6 +43,7 @@ static void ready_answer(mqproc__serve_t *s, const char *db_problem) {
   while (s->ready != NULL) {
     ready_t *r = s->ready;
     s->ready = r->next;
+    s->nready--;
     if (db_problem != NULL)
       json_array_append_new(r->reasons, json_string(db_problem));
     mqproc__http_reply_ready(r->req, r->reasons);
@@ -70,8 +72,12 @@ static void ready_pinged(void *ud, int rc, const char *err) {
 
 static void readyz(mqproc__serve_t *s, mqproc__http_req_t *req) {
   mqproc__server_t *srv = s->srv;
-  ready_t *r = calloc(1, sizeof(*r));
-  if (r == NULL) {
+  ready_t *r;
+  if (s->nready >= MQPROC__HTTP_READY_MAX) { /* a flood of calls holds no more slots */
+    mqproc__http_reply_ready(req, json_pack("[s]", "database: too many /readyz calls waiting"));
+    return;
+  }
+  if ((r = calloc(1, sizeof(*r))) == NULL) {
     mqproc__http_reply_text(req, 500, "text/plain", "out of memory\n");
     return;
   }
@@ -85,11 +91,14 @@ static void readyz(mqproc__serve_t *s, mqproc__http_req_t *req) {
     json_array_append_new(r->reasons, json_string("stopping"));
   r->next = s->ready;
   s->ready = r;
-  if (s->pinging) /* the ping on its way answers this call too */
-    return;
-  s->pinging = 1;
+  s->nready++;
+  /* every call is answered by its deadline, also one that joins a ping sent before an
+   * earlier deadline passed (the database stalls): the list was empty, so no timer ran */
   if (s->ready_timer == 0)
     s->ready_timer = mqproc__loop_timer(srv->loop, READY_DEADLINE_MS, ready_late, s);
+  if (s->pinging) /* the ping on its way answers this call too, if in time */
+    return;
+  s->pinging = 1;
   if (mqproc__store_ping(srv->store, ready_pinged, s) != MQPROC_OK) {
     s->pinging = 0;
     ready_answer(s, "database: cannot ask");
@@ -168,10 +177,14 @@ int mqproc__serve_start(mqproc__server_t *srv, char *err) {
                                     (mqproc__tls_verify_t)srv->cfg->tls_verify_mode},
                             .title = title,
                             .admin_token = srv->cfg->http_admin_token,
+                            .read_token = srv->cfg->http_read_token,
+                            .session_ttl_s = srv->cfg->http_session_ttl_s,
                             .exchange = srv->cfg->exchange,
                             .via = srv->worker_id};
   if ((rc = mqproc__dash_new(&s->dash, srv->loop, &dc, err)) != MQPROC_OK ||
-      (rc = mqproc__http_start(&s->http, srv->loop, srv->cfg->http, handle, s, err)) != MQPROC_OK) {
+      (rc = mqproc__http_start(&s->http, srv->loop, srv->cfg->http,
+                               (const char *const *)srv->cfg->http_hosts, handle, s, err)) !=
+          MQPROC_OK) {
     mqproc__dash_free(s->dash);
     free(s);
     return rc == MQPROC_ENOMEM ? rc : MQPROC_ECONFIG;

@@ -33,7 +33,7 @@ typedef struct mqproc__claim {
   const char *job_id;
   const char *processor;
   const char *worker_id;
-  const char *request_json;   /* the decoded message as JSON text */
+  const char *request_json;   /* the decoded message as JSON text, URL passwords masked */
   const char *request_format; /* "json" or "yaml": how it was encoded */
   const void *request_body;   /* the message exactly as received (republish, outbox) */
   size_t request_body_len;
