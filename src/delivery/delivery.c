@@ -545,10 +545,14 @@ const char *mqproc__delivery_state(const mqproc__delivery_t *d) {
 void mqproc__delivery_advance(mqproc__delivery_t *d) {
   mqproc__log_job_t prev =
       mqproc__log_enter_job(&d->job_id, d->host->processor, &d->attempt, &d->try_no);
-  do /* (each state the machine is in, when traced) */
+  dstate_t at;
+  do { /* (each state the machine is in, when traced) */
+    at = d->state;
     if (mqproc__delivery_trace != NULL)
-      mqproc__delivery_trace(d, mqproc__delivery_state_names[d->state]);
-  while (step(d));
+      mqproc__delivery_trace(d, mqproc__delivery_state_names[at]);
+  } while (step(d));
+  if (mqproc__delivery_trace != NULL && d->state != at) /* and the wait it stopped in */
+    mqproc__delivery_trace(d, mqproc__delivery_state_names[d->state]);
   mqproc__log_leave_job(prev);
   if (d->state == S_DONE) {
     give_slot(d);
