@@ -248,7 +248,8 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
     mqproc__loop_timer_cancel(d->host->loop, d->timer);
     d->timer = 0;
     d->state = d->resume;
-    mqproc__delivery_advance(d); /* stop_requested: broker_down() gives up waiting */
+    mqproc__delivery_advance(
+        d); /* stop_requested: mqproc__delivery_broker_down() gives up waiting */
     break;
   case S_RUNNING:
     if (!force || d->run == NULL)
@@ -353,7 +354,7 @@ void mqproc__delivery_slot_free(mqproc__delivery_t *d) {
 }
 
 void mqproc__delivery_broker_changed(mqproc__delivery_t *d) {
-  if (d->state == S_SLOT_WAIT && d->resume == S_CLAIM && stale(d)) {
+  if (d->state == S_SLOT_WAIT && d->resume == S_CLAIM && mqproc__delivery_stale(d)) {
     d->state = S_DONE; /* not claimed, and its tag is void: the broker redelivers it */
     mqproc__delivery_advance(d);
     return;

@@ -3,21 +3,43 @@
  *
  * API (delivery.h): here only mqproc__delivery_on_confirm; what acts on a delivery from
  * outside the machine (_new, _start, _tick, --ack-after, _stop, _free, ...) is in
- * delivery_ctl.c. The struct and the state list are in delivery_int.h.
+ * control.c. The struct and the state list are in int.h. It sees its server only through
+ * host.h.
  *
- * States, in the order a successful job passes them (waits marked ~):
+ * The states (waits marked ~; docs/architecture.md links here, the one copy):
  *
- *   DECODE --invalid--------------------------------------------> DEAD_LETTER
- *     | valid                           (SLOT_WAIT~ until one of --concurrency slots is free)
- *   CLAIM --done before: ACK | SUCCESS not sent: PUBLISH | FAILED: DEAD_LETTER
- *     | new attempt                                  | RUNNING elsewhere: DEFER~ -> NACK
- *   START_TRY -> RUNNING~ -> END_TRY --failed, tries left--> BACKOFF~ -> START_TRY
- *                              | ok              | failed, no tries left
- *                           SUCCEED            FAIL --requeues left--> NACK (requeue)
- *                              | (ack now)       | FAILED
- *                              |               DEAD_LETTER -> DEAD_WAIT~ -> PUBLISH
- *   PUBLISH -> PUBLISH_WAIT~ -> PUBLISHED -> CALLBACK -> CALLBACK_WAIT~ -> CALLBACK_RECORD
- *     -> ACK (outbox done) -> DONE
+ *  DECODE --too large / undecodable / invalid---------------------------------> DEAD_LETTER
+ *    | valid (no free run slot nor claim pass: SLOT_WAIT~, unclaimed)     (record it in
+ *    v                                                                     mqproc_dead_letters,
+ *  CLAIM (one INSERT ... ON CONFLICT ... RETURNING; starts the first try)  publish it, wait
+ *    |-- SUCCESS, all sent, or its holder still sends it -----> ACK         for its confirm)
+ *    |-- SUCCESS or CANCELLED, result/callbacks not sent -----> PUBLISH
+ *    |-- FAILED ----------------------------------------------> DEAD_LETTER -> ACK
+ *    |-- out of attempts (--max-attempts) --> GIVE_UP (FAILED) --> DEAD_LETTER -> PUBLISH ...
+ *    |-- RUNNING under our own lease, its connection dead ----> adopted by the holder (DONE)
+ *    |-- RUNNING, its holder on this host with its pid gone --> holder marked dead -> CLAIM
+ *    |-- RUNNING under another live lease --> DEFER~ (until it may expire) --> NACK (requeue)
+ *    v claimed: attempt n (the fencing token); the --ack-after timer armed
+ *  START_TRY --(a retry, or a job claimed ahead, with no free slot: SLOT_WAIT~)--+
+ *    v                                                                          |
+ *  RUNNING~ --> END_TRY --failed, tries left--> BACKOFF~ --> START_TRY <---------+
+ *                 | ok       | failed, no tries left (1 + --retries), or --final-exit-code
+ *                 v          v
+ *              SUCCEED      FAIL --requeues left--> NACK (requeue)
+ *                 | ack now  | out of requeues (or the final exit code): FAILED
+ *                 |          v
+ *                 |        DEAD_LETTER --> DEAD_WAIT~ --+
+ *                 v                                     v
+ *              PUBLISH --> PUBLISH_WAIT~ --> PUBLISHED --> CALLBACK --> CALLBACK_WAIT~
+ *                                                                            |
+ *                              DONE <-- ACK <-- CALLBACK_RECORD <------------+
+ *              (acked at SUCCEED; at ACK the outbox mark is cleared: outbox_done)
+ *
+ * Side states, entered from any step: STORE_CALL~ (a store request is on its way; its
+ * answer comes back as STORE_DONE, which goes on where the request was made), STORE_WAIT~
+ * (the store is away: the same state again later), BROKER_WAIT~ (the broker blocks
+ * publishing), CANCEL (an operator cancelled the job), RELEASE (shutdown gives a claimed
+ * job back), FENCED (a write refused by the fencing token).
  *
  * A run slot is taken before the claim (SLOT_WAIT~, resuming CLAIM) and before each retry
  * (resuming START_TRY); it is given back when the try ends or the claim runs nothing.
@@ -40,13 +62,13 @@
  * the end, so a job running during a broker outage is still recorded once.
  *
  * This file: the machine, taking a job in, running it. The states that record how its
- * attempt ended (SUCCEED, CANCEL, FAIL, GIVE_UP, RELEASE, FENCED) are in delivery_end.c,
- * those that send an outcome (DEAD_LETTER to ACK) in delivery_out.c, the helpers the steps
- * share (store calls, timed waits, the broker away) in delivery_wait.c.
+ * attempt ended (SUCCEED, CANCEL, FAIL, GIVE_UP, RELEASE, FENCED) are in end.c,
+ * those that send an outcome (DEAD_LETTER to ACK) in out.c, the helpers the steps
+ * share (store calls, timed waits, the broker away) in wait.c.
  *
- * To add a state: add it to DELIVERY_STATES (delivery_int.h), write its step function
- * here (or in delivery_end.c / delivery_out.c), and add the case in step(). Waiting states return 0
- * from step() and are resumed by an event; for a new one, also see what delivery_ctl.c's shutdown
+ * To add a state: add it to DELIVERY_STATES (int.h), write its step function
+ * here (or in end.c / out.c), and add the case in step(). Waiting states return 0
+ * from step() and are resumed by an event; for a new one, also see what control.c's shutdown
  * (mqproc__delivery_stop) and accessors should make of it.
  */
 #include "delivery/int.h"
@@ -90,18 +112,18 @@ static int step_decode(mqproc__delivery_t *d) {
   mqproc__format_t fmt;
   const char *id;
   if ((long)d->len > cfg(d)->max_message_bytes) {
-    to_dead_letter(d, S_ACK, "message of %zu bytes exceeds the limit of %ld bytes", d->len,
-                   cfg(d)->max_message_bytes);
+    mqproc__delivery_to_dead_letter(d, S_ACK, "message of %zu bytes exceeds the limit of %ld bytes",
+                                    d->len, cfg(d)->max_message_bytes);
     return 1;
   }
   if (mqproc__codec_parse(d->body, d->len, &doc, &fmt, err) != MQPROC_OK) {
-    to_dead_letter(d, S_ACK, "undecodable message: %s", err);
+    mqproc__delivery_to_dead_letter(d, S_ACK, "undecodable message: %s", err);
     return 1;
   }
   id = mqproc__doc_job_id(doc);
   if (id != NULL && (d->job_id = mqproc__strdup(id)) == NULL) {
     json_decref(doc);
-    return wait_timer(d, S_DEFER, 1000); /* out of memory: give the message back */
+    return mqproc__delivery_wait_timer(d, S_DEFER, 1000); /* out of memory: give the message back */
   }
   if (id != NULL && strlen(id) > MQPROC__MAX_SHORT_STRING) {
     /* invalid (validation says so below); only its start is kept, for the dead letter's
@@ -110,40 +132,42 @@ static int step_decode(mqproc__delivery_t *d) {
     strcat(d->job_id, "...");
   }
   if (mqproc__msg_validate(doc, fmt, d->host->processor, &d->msg, err) != MQPROC_OK) {
-    to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;
   }
   if ((d->msg->path_to_mets != NULL || cfg(d)->workspace_root != NULL) &&
       mqproc__ocrd_mets_path(d->msg, cfg(d)->workspace_root, &d->mets_path, err) != MQPROC_OK) {
-    to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;
   }
   if (d->msg->result_queue_name != NULL &&
       !mqproc__host_result_queue_allowed(d->host, d->msg->result_queue_name)) {
-    to_dead_letter(d, S_ACK,
-                   "invalid message: result_queue_name '%.200s' does not match "
-                   "--result-queue-pattern '%.100s'",
-                   d->msg->result_queue_name, cfg(d)->result_queue_pattern);
+    mqproc__delivery_to_dead_letter(d, S_ACK,
+                                    "invalid message: result_queue_name '%.200s' does not match "
+                                    "--result-queue-pattern '%.100s'",
+                                    d->msg->result_queue_name, cfg(d)->result_queue_pattern);
     return 1;
   }
   if (d->msg->result_queue_name != NULL &&
       strcmp(d->msg->result_queue_name, d->host->dead_queue) == 0) {
-    to_dead_letter(d, S_ACK,
-                   "invalid message: result_queue_name '%.200s' is this server's dead-letter "
-                   "queue: a result may not pass for a dead letter",
-                   d->msg->result_queue_name);
+    mqproc__delivery_to_dead_letter(
+        d, S_ACK,
+        "invalid message: result_queue_name '%.200s' is this server's dead-letter "
+        "queue: a result may not pass for a dead letter",
+        d->msg->result_queue_name);
     return 1;
   }
   if (d->mets_path == NULL && d->host->needs_mets) {
-    to_dead_letter(d, S_ACK,
-                   "invalid message: workspace_id '%.200s' given, but this server has no "
-                   "--workspace-root to find its METS",
-                   d->msg->workspace_id);
+    mqproc__delivery_to_dead_letter(
+        d, S_ACK,
+        "invalid message: workspace_id '%.200s' given, but this server has no "
+        "--workspace-root to find its METS",
+        d->msg->workspace_id);
     return 1;
   }
   d->request_json = json_dumps(d->msg->doc, JSON_COMPACT | JSON_SORT_KEYS);
   if (d->request_json == NULL || shown_request(d) != MQPROC_OK)
-    return wait_timer(d, S_DEFER, 1000);
+    return mqproc__delivery_wait_timer(d, S_DEFER, 1000);
   d->state = S_CLAIM;
   return 1;
 }
@@ -160,7 +184,7 @@ static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
     d->state = S_ACK;
     return 1;
   }
-  if (!stale(holder))
+  if (!mqproc__delivery_stale(holder))
     return 0; /* a true duplicate in flight: hold it like any other */
   MQPROC__INFO("job %s: redelivered copy taken over by running attempt %d", jid(d), c->attempt);
   holder->epoch = d->epoch;
@@ -173,20 +197,17 @@ static int adopt_copy(mqproc__delivery_t *d, const mqproc__claim_t *c) {
 static int claimed(mqproc__delivery_t *d, int attempt) {
   d->attempt = attempt;
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_STARTED);
-  if (attempt == 1 && d->msg->created_time > 0) { /* created -> first claimed */
-    time_t waited = time(NULL) - d->msg->created_time;
-    /* a created_time in the future (a sender's clock, or a lie) waited no time: a negative
-     * wait would pull the histogram's sum down */
+  /* created -> first claimed (the histogram counts a future created_time as 0 s) */
+  if (attempt == 1 && d->msg->created_time > 0)
     mqproc__metrics_observe(d->host->metrics, &d->host->metrics->queue_wait,
-                            waited > 0 ? (double)waited : 0.0);
-  }
+                            (double)(time(NULL) - d->msg->created_time));
   if (d->delivery_count > 0)
     MQPROC__INFO("job %s: claimed, attempt %d (redelivered; x-delivery-count %ld)", jid(d), attempt,
                  d->delivery_count);
   else
     MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
                  d->redelivered ? " (redelivered)" : "");
-  mqproc__delivery_arm_ack_timer(d);   /* --ack-after, in delivery_ctl.c */
+  mqproc__delivery_arm_ack_timer(d);   /* --ack-after, in control.c */
   d->last_renew_ms = mqproc__now_ms(); /* the claim took the lease; it may wait for a slot */
   d->state = S_START_TRY;
   return 1;
@@ -243,9 +264,9 @@ static int holder_gone_here(const mqproc__delivery_t *d, const mqproc__claim_t *
 /* The store marked the dead holder's job for takeover: claim it again. */
 static int claim_again(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_TAKEOVERS);
-  return store_ok(d, S_CLAIM);
+  return mqproc__delivery_store_ok(d, S_CLAIM);
 }
 
 static int claim_done(mqproc__delivery_t *d) {
@@ -253,10 +274,11 @@ static int claim_done(mqproc__delivery_t *d) {
   mqproc__claim_action_t next;
   if (d->store_rc != MQPROC_OK) {
     give_slot(d);
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   }
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  next = mqproc__policy_after_claim(c, d->msg->result_queue_name != NULL, has_callbacks(d->msg));
+  next = mqproc__policy_after_claim(c, d->msg->result_queue_name != NULL,
+                                    mqproc__delivery_has_callbacks(d->msg));
   if (next != MQPROC__CLAIM_RUN) /* it runs nothing now: the slot goes to the next job */
     give_slot(d);
   switch (next) {
@@ -281,7 +303,8 @@ static int claim_done(mqproc__delivery_t *d) {
     d->state = S_ACK;
     return 1;
   case MQPROC__CLAIM_DEAD:
-    to_dead_letter(d, S_ACK, "job is already FAILED (attempt %d); not run again", c->attempt);
+    mqproc__delivery_to_dead_letter(d, S_ACK, "job is already FAILED (attempt %d); not run again",
+                                    c->attempt);
     return 1;
   case MQPROC__CLAIM_EXHAUSTED:
     d->attempt = c->attempt;
@@ -296,16 +319,16 @@ static int claim_done(mqproc__delivery_t *d) {
     d->holder_checked = 1;
     MQPROC__INFO("job %s: its holder %s (pid %d on this host) is gone; taking the job over", jid(d),
                  c->worker_id_now, c->holder_pid);
-    return store_call(d,
-                      mqproc__store_holder_gone(d->host->store, c->worker_id_now, c->holder_host,
-                                                c->holder_pid, d->host->worker_id,
-                                                mqproc__dl_on_store, d),
-                      claim_again);
+    return mqproc__delivery_store_call(
+        d,
+        mqproc__store_holder_gone(d->host->store, c->worker_id_now, c->holder_host, c->holder_pid,
+                                  d->host->worker_id, mqproc__delivery_on_store, d),
+        claim_again);
   }
   MQPROC__INFO("job %s: %s under a live lease of %s; holding this copy", jid(d), c->state,
                c->worker_id_now);
-  return wait_timer(d, S_DEFER,
-                    mqproc__policy_defer_ms(c->lease_left_ms, cfg(d)->lease_s * 1000, rnd()));
+  return mqproc__delivery_wait_timer(
+      d, S_DEFER, mqproc__policy_defer_ms(c->lease_left_ms, cfg(d)->lease_s * 1000, rnd()));
 }
 
 /* A job is claimed when it can start: with a run slot, so that a delivery waiting for one
@@ -333,8 +356,8 @@ static int step_claim(mqproc__delivery_t *d) {
                                .log_path = d->log_path,
                                .lease_ms = cfg(d)->lease_s * 1000,
                                .max_attempts = cfg(d)->max_attempts};
-  return store_call(d, mqproc__store_claim(d->host->store, &d->claim, mqproc__dl_on_store, d),
-                    claim_done);
+  return mqproc__delivery_store_call(
+      d, mqproc__store_claim(d->host->store, &d->claim, mqproc__delivery_on_store, d), claim_done);
 }
 
 /* ---- run with local retries --------------------------------------------------------- */
@@ -397,7 +420,7 @@ static int run_try(mqproc__delivery_t *d) {
 
 static int try_started(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return run_try(d);
 }
@@ -418,41 +441,41 @@ static int step_start_try(mqproc__delivery_t *d) {
     d->first_try_open = 0;
     return run_try(d);
   }
-  return store_call(d,
-                    mqproc__store_start_try(d->host->store, d->job_id, d->attempt,
-                                            d->host->worker_id, d->log_path, &d->try_no,
-                                            mqproc__dl_on_store, d),
-                    try_started);
+  return mqproc__delivery_store_call(
+      d,
+      mqproc__store_start_try(d->host->store, d->job_id, d->attempt, d->host->worker_id,
+                              d->log_path, &d->try_no, mqproc__delivery_on_store, d),
+      try_started);
 }
 
 static int try_ended(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   mqproc__metrics_observe(d->host->metrics, &d->host->metrics->run_time,
                           (double)d->last.duration_ms / 1000.0);
   MQPROC__WARN("job %s: attempt %d try %d failed: %s", jid(d), d->attempt, d->try_no,
                d->last.error);
   if (d->stop_requested)
-    return store_ok(d, S_RELEASE);
+    return mqproc__delivery_store_ok(d, S_RELEASE);
   switch (mqproc__policy_after_try(d->tries_in_attempt, cfg(d)->retries, d->last.exit_code,
                                    cfg(d)->final_exit_code)) {
   case MQPROC__TRY_FINAL:
     d->final_failure = 1;
-    return store_ok(d, S_FAIL);
+    return mqproc__delivery_store_ok(d, S_FAIL);
   case MQPROC__TRY_GIVE_UP:
-    return store_ok(d, S_FAIL);
+    return mqproc__delivery_store_ok(d, S_FAIL);
   case MQPROC__TRY_RETRY:
     break;
   }
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
-  return wait_timer(
+  return mqproc__delivery_wait_timer(
       d, S_BACKOFF,
       mqproc__policy_backoff_ms(cfg(d)->retry_backoff_ms, d->tries_in_attempt, rnd()));
 }
 
 /* A successful try is recorded with the job's SUCCESS in one write (step_succeed). */
 static int step_end_try(mqproc__delivery_t *d) {
-  mqproc__try_end_t e = mqproc__dl_try_end(d);
+  mqproc__try_end_t e = mqproc__delivery_try_end(d);
   give_slot(d); /* the try is over: its slot goes to the next waiting job */
   if (d->fenced) {
     d->state = S_FENCED;
@@ -466,10 +489,11 @@ static int step_end_try(mqproc__delivery_t *d) {
     d->state = S_SUCCEED;
     return 1;
   }
-  return store_call(d,
-                    mqproc__store_end_try(d->host->store, d->job_id, d->attempt, d->try_no, &e,
-                                          mqproc__dl_on_store, d),
-                    try_ended);
+  return mqproc__delivery_store_call(d,
+                                     mqproc__store_end_try(d->host->store, d->job_id, d->attempt,
+                                                           d->try_no, &e, mqproc__delivery_on_store,
+                                                           d),
+                                     try_ended);
 }
 
 /* ---- the machine -------------------------------------------------------------------- */
@@ -477,8 +501,8 @@ static int step_end_try(mqproc__delivery_t *d) {
 static int step(mqproc__delivery_t *d) {
   if (d->acking && (d->state == S_START_TRY || d->state == S_END_TRY || d->state == S_RELEASE ||
                     d->state == S_FENCED || d->state == S_CANCEL))
-    return 0; /* the early ack's write first (delivery_ctl.c resumes the machine) */
-  if ((d->state == S_DECODE || d->state == S_CLAIM) && stale(d)) {
+    return 0; /* the early ack's write first (control.c resumes the machine) */
+  if ((d->state == S_DECODE || d->state == S_CLAIM) && mqproc__delivery_stale(d)) {
     d->state = S_DONE; /* not claimed, and its tag is void: the broker redelivers it */
     return 1;
   }
@@ -492,31 +516,31 @@ static int step(mqproc__delivery_t *d) {
   case S_END_TRY:
     return step_end_try(d);
   case S_SUCCEED:
-    return mqproc__dl_step_succeed(d);
+    return mqproc__delivery_step_succeed(d);
   case S_FAIL:
-    return mqproc__dl_step_fail(d);
+    return mqproc__delivery_step_fail(d);
   case S_CANCEL:
-    return mqproc__dl_step_cancel(d);
+    return mqproc__delivery_step_cancel(d);
   case S_RELEASE:
-    return mqproc__dl_step_release(d);
+    return mqproc__delivery_step_release(d);
   case S_GIVE_UP:
-    return mqproc__dl_step_give_up(d);
+    return mqproc__delivery_step_give_up(d);
   case S_FENCED:
-    return mqproc__dl_step_fenced(d);
+    return mqproc__delivery_step_fenced(d);
   case S_DEAD_LETTER:
-    return mqproc__dl_step_dead_letter(d);
+    return mqproc__delivery_step_dead_letter(d);
   case S_PUBLISH:
-    return mqproc__dl_step_publish(d);
+    return mqproc__delivery_step_publish(d);
   case S_PUBLISHED:
-    return mqproc__dl_step_published(d);
+    return mqproc__delivery_step_published(d);
   case S_CALLBACK:
-    return mqproc__dl_step_callback(d);
+    return mqproc__delivery_step_callback(d);
   case S_CALLBACK_RECORD:
-    return mqproc__dl_step_callback_record(d);
+    return mqproc__delivery_step_callback_record(d);
   case S_ACK:
-    return mqproc__dl_step_settle(d, 1);
+    return mqproc__delivery_step_settle(d, 1);
   case S_NACK:
-    return mqproc__dl_step_settle(d, 0);
+    return mqproc__delivery_step_settle(d, 0);
   case S_STORE_DONE: /* the answer to a store request: go on where it was made */
     d->state = d->issued;
     return d->then(d);
@@ -561,5 +585,5 @@ void mqproc__delivery_advance(mqproc__delivery_t *d) {
 }
 
 void mqproc__delivery_on_confirm(mqproc__delivery_t *d, int status) {
-  mqproc__dl_confirmed(d, status);
+  mqproc__delivery_confirmed(d, status);
 }

@@ -12,7 +12,7 @@
 #include "base/util.h"
 
 /* How the last try ended, as the store records it. */
-mqproc__try_end_t mqproc__dl_try_end(const mqproc__delivery_t *d) {
+mqproc__try_end_t mqproc__delivery_try_end(const mqproc__delivery_t *d) {
   return (mqproc__try_end_t){.ok = d->last.status == MQPROC_OK,
                              .exit_code = d->last.exit_code,
                              .term_signal = d->last.term_signal,
@@ -22,7 +22,7 @@ mqproc__try_end_t mqproc__dl_try_end(const mqproc__delivery_t *d) {
 
 /* Whether the outcome still has to reach a result queue or a callback. */
 static int outcome_to_send(const mqproc__delivery_t *d) {
-  return d->msg->result_queue_name != NULL || has_callbacks(d->msg);
+  return d->msg->result_queue_name != NULL || mqproc__delivery_has_callbacks(d->msg);
 }
 
 /* SUCCESS or CANCELLED is recorded (with the outbox marks when something is to be sent):
@@ -50,7 +50,7 @@ static int ended(mqproc__delivery_t *d, const char *outcome) {
 
 static int succeeded(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
                (long long)d->last.duration_ms, d->attempt, d->try_no);
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_SUCCEEDED);
@@ -61,7 +61,7 @@ static int succeeded(mqproc__delivery_t *d) {
 
 static int cancelled(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_CANCELLED);
   MQPROC__WARN("job %s: CANCELLED by an operator (attempt %d try %d)", jid(d), d->attempt,
                d->try_no);
@@ -69,32 +69,34 @@ static int cancelled(mqproc__delivery_t *d) {
 }
 
 /* The operator's cancel reached the job between or at the end of its tries. */
-int mqproc__dl_step_cancel(mqproc__delivery_t *d) {
-  mqproc__try_end_t e = mqproc__dl_try_end(d);
-  return store_call(d,
-                    mqproc__store_cancelled(d->host->store, d->job_id, d->attempt, d->try_no, &e,
-                                            outcome_to_send(d), cfg(d)->lease_s * 1000,
-                                            mqproc__dl_on_store, d),
-                    cancelled);
+int mqproc__delivery_step_cancel(mqproc__delivery_t *d) {
+  mqproc__try_end_t e = mqproc__delivery_try_end(d);
+  return mqproc__delivery_store_call(d,
+                                     mqproc__store_cancelled(d->host->store, d->job_id, d->attempt,
+                                                             d->try_no, &e, outcome_to_send(d),
+                                                             cfg(d)->lease_s * 1000,
+                                                             mqproc__delivery_on_store, d),
+                                     cancelled);
 }
 
-int mqproc__dl_step_succeed(mqproc__delivery_t *d) {
-  mqproc__try_end_t e = mqproc__dl_try_end(d);
-  return store_call(d,
-                    mqproc__store_succeed(d->host->store, d->job_id, d->attempt, d->try_no, &e,
-                                          outcome_to_send(d), cfg(d)->lease_s * 1000,
-                                          mqproc__dl_on_store, d),
-                    succeeded);
+int mqproc__delivery_step_succeed(mqproc__delivery_t *d) {
+  mqproc__try_end_t e = mqproc__delivery_try_end(d);
+  return mqproc__delivery_store_call(d,
+                                     mqproc__store_succeed(d->host->store, d->job_id, d->attempt,
+                                                           d->try_no, &e, outcome_to_send(d),
+                                                           cfg(d)->lease_s * 1000,
+                                                           mqproc__delivery_on_store, d),
+                                     succeeded);
 }
 
 static int failed(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   if (d->requeued) {
     mqproc__metrics_inc(d->host->metrics, MQPROC__M_REQUEUED);
     MQPROC__WARN("job %s: attempt %d failed after %d tries; requeued", jid(d), d->attempt,
                  d->tries_in_attempt);
-    return store_ok(d, S_NACK);
+    return mqproc__delivery_store_ok(d, S_NACK);
   }
   d->outcome = "FAILED";
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_FAILED);
@@ -102,12 +104,13 @@ static int failed(mqproc__delivery_t *d) {
   if (d->final_failure) {
     MQPROC__ERROR("job %s: FAILED for good: %s (--final-exit-code: no retry, no requeue)", jid(d),
                   d->last.error);
-    to_dead_letter(d, S_PUBLISH, "job FAILED for good (final exit code %d): %s", d->last.exit_code,
-                   d->last.error);
+    mqproc__delivery_to_dead_letter(d, S_PUBLISH, "job FAILED for good (final exit code %d): %s",
+                                    d->last.exit_code, d->last.error);
   } else {
     MQPROC__ERROR("job %s: FAILED after attempt %d (%d tries in it): %s", jid(d), d->attempt,
                   d->tries_in_attempt, d->last.error);
-    to_dead_letter(d, S_PUBLISH, "job FAILED after %d attempts: %s", d->attempt, d->last.error);
+    mqproc__delivery_to_dead_letter(d, S_PUBLISH, "job FAILED after %d attempts: %s", d->attempt,
+                                    d->last.error);
   }
   mqproc__host_job_failed(d->host, d->job_id, d->attempt, d->last.error, d->request_json,
                           d->log_path);
@@ -115,56 +118,58 @@ static int failed(mqproc__delivery_t *d) {
   return 1;
 }
 
-int mqproc__dl_step_fail(mqproc__delivery_t *d) {
-  return store_call(d,
-                    mqproc__store_fail(d->host->store, d->job_id, d->attempt, d->last.error,
-                                       d->final_failure ? 0 : cfg(d)->max_requeues, d->acked,
-                                       &d->requeued, mqproc__dl_on_store, d),
-                    failed);
+int mqproc__delivery_step_fail(mqproc__delivery_t *d) {
+  return mqproc__delivery_store_call(
+      d,
+      mqproc__store_fail(d->host->store, d->job_id, d->attempt, d->last.error,
+                         d->final_failure ? 0 : cfg(d)->max_requeues, d->acked, &d->requeued,
+                         mqproc__delivery_on_store, d),
+      failed);
 }
 
 static int gave_up(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   MQPROC__ERROR("job %s: FAILED, %s", jid(d), d->reason);
   d->outcome = "FAILED";
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_FAILED);
   d->send_result = d->send_callbacks = 1;
-  to_dead_letter(d, S_PUBLISH, "job FAILED: out of attempts: %d of --max-attempts=%d used",
-                 d->attempt, cfg(d)->max_attempts);
+  mqproc__delivery_to_dead_letter(d, S_PUBLISH,
+                                  "job FAILED: out of attempts: %d of --max-attempts=%d used",
+                                  d->attempt, cfg(d)->max_attempts);
   mqproc__host_job_failed(d->host, d->job_id, d->attempt, d->reason, d->request_json, d->log_path);
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return 1;
 }
 
-int mqproc__dl_step_give_up(mqproc__delivery_t *d) {
+int mqproc__delivery_step_give_up(mqproc__delivery_t *d) {
   snprintf(d->reason, sizeof(d->reason), "out of attempts: %d of --max-attempts=%d used",
            d->attempt, cfg(d)->max_attempts);
-  return store_call(d,
-                    mqproc__store_give_up(d->host->store, d->job_id, d->attempt, d->reason,
-                                          mqproc__dl_on_store, d),
-                    gave_up);
+  return mqproc__delivery_store_call(d,
+                                     mqproc__store_give_up(d->host->store, d->job_id, d->attempt,
+                                                           d->reason, mqproc__delivery_on_store, d),
+                                     gave_up);
 }
 
 static int released(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   MQPROC__INFO("job %s: released (attempt %d) for another server", jid(d), d->attempt);
-  return store_ok(d, S_NACK);
+  return mqproc__delivery_store_ok(d, S_NACK);
 }
 
-int mqproc__dl_step_release(mqproc__delivery_t *d) {
-  return store_call(d,
-                    mqproc__store_release(d->host->store, d->job_id, d->attempt,
-                                          d->handed_back
-                                              ? "handed back: claimed ahead, it waited for a "
-                                                "slot behind long jobs"
-                                              : "released: the server stopped before the job ended",
-                                          d->handed_back, d->acked, mqproc__dl_on_store, d),
-                    released);
+int mqproc__delivery_step_release(mqproc__delivery_t *d) {
+  return mqproc__delivery_store_call(
+      d,
+      mqproc__store_release(d->host->store, d->job_id, d->attempt,
+                            d->handed_back ? "handed back: claimed ahead, it waited for a "
+                                             "slot behind long jobs"
+                                           : "released: the server stopped before the job ended",
+                            d->handed_back, d->acked, mqproc__delivery_on_store, d),
+      released);
 }
 
-int mqproc__dl_step_fenced(mqproc__delivery_t *d) {
+int mqproc__delivery_step_fenced(mqproc__delivery_t *d) {
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_FENCED);
   MQPROC__WARN("job %s: attempt %d was fenced off by a newer attempt: not recording, not "
                "publishing, requeueing this copy",

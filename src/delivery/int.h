@@ -138,50 +138,41 @@ void mqproc__delivery_advance(mqproc__delivery_t *d);
 /* The machine's shared helpers (delivery_wait.c), used by its steps in delivery.c and
  * delivery_out.c (the states that send an outcome: dead letter, result, callbacks,
  * settle). Each sets d->state and returns what a step returns (1 go on, 0 wait). */
-int mqproc__dl_has_callbacks(const mqproc__msg_t *m);
-int mqproc__dl_stale(const mqproc__delivery_t *d);
-int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms);
+int mqproc__delivery_has_callbacks(const mqproc__msg_t *m);
+int mqproc__delivery_stale(const mqproc__delivery_t *d);
+int mqproc__delivery_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms);
 /* The done callback of the machine's store requests (ud: the delivery). */
-void mqproc__dl_on_store(void *ud, int rc, const char *err);
+void mqproc__delivery_on_store(void *ud, int rc, const char *err);
 /* A store request was made (submitted: what the call returned): wait for its answer in
  * STORE_CALL~, then go on with then(d) in the state that made it (d->store_rc, _err). */
-int mqproc__dl_store_call(mqproc__delivery_t *d, int submitted, int (*then)(mqproc__delivery_t *));
+int mqproc__delivery_store_call(mqproc__delivery_t *d, int submitted,
+                                int (*then)(mqproc__delivery_t *));
 /* The answer d->store_rc was an error: fenced, the message's data, or an outage (park). */
-int mqproc__dl_store_failed(mqproc__delivery_t *d);
+int mqproc__delivery_store_failed(mqproc__delivery_t *d);
 /* The answer was fine: the store backoff starts over, the machine goes to next. */
-int mqproc__dl_store_ok(mqproc__delivery_t *d, dstate_t next);
-int mqproc__dl_broker_down(mqproc__delivery_t *d, const char *why);
-int mqproc__dl_broker_blocked(mqproc__delivery_t *d);
-void mqproc__dl_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
+int mqproc__delivery_store_ok(mqproc__delivery_t *d, dstate_t next);
+int mqproc__delivery_broker_down(mqproc__delivery_t *d, const char *why);
+int mqproc__delivery_broker_blocked(mqproc__delivery_t *d);
+void mqproc__delivery_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The steps' short names for them. */
-#define has_callbacks(m) mqproc__dl_has_callbacks(m)
-#define stale(d) mqproc__dl_stale(d)
-#define wait_timer(d, s, ms) mqproc__dl_wait_timer(d, s, ms)
-#define to_dead_letter mqproc__dl_to_dead_letter
-#define store_call(d, submitted, then) mqproc__dl_store_call(d, submitted, then)
-#define store_failed(d) mqproc__dl_store_failed(d)
-#define store_ok(d, next) mqproc__dl_store_ok(d, next)
-#define broker_down(d, why) mqproc__dl_broker_down(d, why)
-#define broker_blocked(d) mqproc__dl_broker_blocked(d)
 /* How the last try ended, as the store records it (delivery_end.c). */
-mqproc__try_end_t mqproc__dl_try_end(const mqproc__delivery_t *d);
+mqproc__try_end_t mqproc__delivery_try_end(const mqproc__delivery_t *d);
 /* The states that record the attempt's end (delivery_end.c). */
-int mqproc__dl_step_succeed(mqproc__delivery_t *d);
-int mqproc__dl_step_cancel(mqproc__delivery_t *d);
-int mqproc__dl_step_fail(mqproc__delivery_t *d);
-int mqproc__dl_step_give_up(mqproc__delivery_t *d);
-int mqproc__dl_step_release(mqproc__delivery_t *d);
-int mqproc__dl_step_fenced(mqproc__delivery_t *d);
+int mqproc__delivery_step_succeed(mqproc__delivery_t *d);
+int mqproc__delivery_step_cancel(mqproc__delivery_t *d);
+int mqproc__delivery_step_fail(mqproc__delivery_t *d);
+int mqproc__delivery_step_give_up(mqproc__delivery_t *d);
+int mqproc__delivery_step_release(mqproc__delivery_t *d);
+int mqproc__delivery_step_fenced(mqproc__delivery_t *d);
 /* The states that send the outcome (delivery_out.c). */
-int mqproc__dl_step_dead_letter(mqproc__delivery_t *d);
-int mqproc__dl_step_publish(mqproc__delivery_t *d);
-int mqproc__dl_step_published(mqproc__delivery_t *d);
-int mqproc__dl_step_callback(mqproc__delivery_t *d);
-int mqproc__dl_step_callback_record(mqproc__delivery_t *d);
-int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack);
+int mqproc__delivery_step_dead_letter(mqproc__delivery_t *d);
+int mqproc__delivery_step_publish(mqproc__delivery_t *d);
+int mqproc__delivery_step_published(mqproc__delivery_t *d);
+int mqproc__delivery_step_callback(mqproc__delivery_t *d);
+int mqproc__delivery_step_callback_record(mqproc__delivery_t *d);
+int mqproc__delivery_step_settle(mqproc__delivery_t *d, int ack);
 /* The confirm of the publish d waits for (DEAD_WAIT~, PUBLISH_WAIT~) arrived. */
-void mqproc__dl_confirmed(mqproc__delivery_t *d, int status);
+void mqproc__delivery_confirmed(mqproc__delivery_t *d, int status);
 /* Arms the --ack-after timer of a freshly claimed delivery, if configured (delivery_ctl.c). */
 void mqproc__delivery_arm_ack_timer(mqproc__delivery_t *d);
 

@@ -37,14 +37,14 @@ static int publish_dead_letter(mqproc__delivery_t *d) {
   MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->host->dead_queue, d->reason);
   rc = mqproc__host_publish(d->host, d, &p, err);
   if (rc == MQPROC_EBROKER_BLOCKED)
-    return broker_blocked(d);
+    return mqproc__delivery_broker_blocked(d);
   if (rc == MQPROC_EINVAL) { /* cannot be encoded: the table has it; go on */
     MQPROC__ERROR("job %s: %s; the dead letter stays in mqproc_dead_letters only", jid(d), err);
     d->state = d->after_dead;
     return 1;
   }
   if (rc != MQPROC_OK)
-    return broker_down(d, err);
+    return mqproc__delivery_broker_down(d, err);
   d->state = S_DEAD_WAIT;
   return 0;
 }
@@ -53,30 +53,31 @@ static int dead_recorded(mqproc__delivery_t *d) {
   if (d->store_rc == MQPROC_ESTORE_DATA) /* the broker still gets it, with the reason */
     MQPROC__ERROR("job %s: the dead-letter table refused the message: %s", jid(d), d->store_err);
   else if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   d->dead_recorded = 1;
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   return publish_dead_letter(d);
 }
 
-int mqproc__dl_step_dead_letter(mqproc__delivery_t *d) {
-  if (d->after_dead == S_ACK && stale(d)) { /* nothing claimed: the broker redelivers */
+int mqproc__delivery_step_dead_letter(mqproc__delivery_t *d) {
+  if (d->after_dead == S_ACK &&
+      mqproc__delivery_stale(d)) { /* nothing claimed: the broker redelivers */
     d->state = S_DONE;
     return 1;
   }
   if (d->dead_recorded)
     return publish_dead_letter(d);
-  return store_call(d,
-                    mqproc__store_record_dead(d->host->store, d->host->processor, d->job_id,
-                                              d->body, d->len, (size_t)cfg(d)->max_message_bytes,
-                                              d->reason, d->host->worker_id, mqproc__dl_on_store,
-                                              d),
-                    dead_recorded);
+  return mqproc__delivery_store_call(
+      d,
+      mqproc__store_record_dead(d->host->store, d->host->processor, d->job_id, d->body, d->len,
+                                (size_t)cfg(d)->max_message_bytes, d->reason, d->host->worker_id,
+                                mqproc__delivery_on_store, d),
+      dead_recorded);
 }
 
 /* ---- results -------------------------------------------------------------------------- */
 
-int mqproc__dl_step_publish(mqproc__delivery_t *d) {
+int mqproc__delivery_step_publish(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN], attempt[16];
   const char *q = d->msg->result_queue_name;
   /* the attempt that recorded the outcome: a re-send of this result (outbox sweep, broker
@@ -102,9 +103,9 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
     return 1;
   }
   if (d->host->broker_blocked) /* not even the declaration: it would wait for a reply */
-    return broker_blocked(d);
+    return mqproc__delivery_broker_blocked(d);
   if ((rc = mqproc__host_result_queue(d->host, q, err)) == MQPROC_EBROKER_CLOSED)
-    return broker_down(d, err);
+    return mqproc__delivery_broker_down(d, err);
   if (rc != MQPROC_OK) {
     MQPROC__ERROR("job %s: cannot declare result queue '%s': %s", jid(d), q, err);
     d->state = S_CALLBACK;
@@ -120,7 +121,7 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
   rc = mqproc__host_publish(d->host, d, &p, err);
   free(body);
   if (rc == MQPROC_EBROKER_BLOCKED)
-    return broker_blocked(d);
+    return mqproc__delivery_broker_blocked(d);
   if (rc == MQPROC_EINVAL) { /* cannot be encoded: recorded as the result's error */
     d->publish_status = rc;
     snprintf(d->publish_error, sizeof(d->publish_error), "%s", err);
@@ -129,7 +130,7 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
     return 1;
   }
   if (rc != MQPROC_OK)
-    return broker_down(d, err);
+    return mqproc__delivery_broker_down(d, err);
   d->publish_ms = mqproc__now_ms();
   d->state = S_PUBLISH_WAIT;
   return 0;
@@ -137,24 +138,25 @@ int mqproc__dl_step_publish(mqproc__delivery_t *d) {
 
 static int marked_published(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
-  return store_ok(d, S_CALLBACK);
+    return mqproc__delivery_store_failed(d);
+  return mqproc__delivery_store_ok(d, S_CALLBACK);
 }
 
-int mqproc__dl_step_published(mqproc__delivery_t *d) {
+int mqproc__delivery_step_published(mqproc__delivery_t *d) {
   if (d->publish_status == MQPROC_EBROKER_CLOSED) { /* unknown fate: send it (again) */
     d->state = S_PUBLISH;
-    return broker_down(d, "connection lost before the broker confirmed the result");
+    return mqproc__delivery_broker_down(d,
+                                        "connection lost before the broker confirmed the result");
   }
   if (d->acked) { /* recorded with the outbox mark's end, in settle */
     d->state = S_CALLBACK;
     return 1;
   }
-  return store_call(
+  return mqproc__delivery_store_call(
       d,
       mqproc__store_mark_published(d->host->store, d->job_id,
                                    d->publish_status == MQPROC_OK ? NULL : d->publish_error,
-                                   mqproc__dl_on_store, d),
+                                   mqproc__delivery_on_store, d),
       marked_published);
 }
 
@@ -195,8 +197,8 @@ static void callback_after(mqproc__loop_t *loop, void *ud) {
   mqproc__delivery_advance(d);
 }
 
-int mqproc__dl_step_callback(mqproc__delivery_t *d) {
-  if (!d->send_callbacks || !has_callbacks(d->msg)) {
+int mqproc__delivery_step_callback(mqproc__delivery_t *d) {
+  if (!d->send_callbacks || !mqproc__delivery_has_callbacks(d->msg)) {
     d->state = S_ACK;
     return 1;
   }
@@ -212,20 +214,20 @@ int mqproc__dl_step_callback(mqproc__delivery_t *d) {
 
 static int callbacks_recorded(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
-  return store_ok(d, S_ACK);
+    return mqproc__delivery_store_failed(d);
+  return mqproc__delivery_store_ok(d, S_ACK);
 }
 
-int mqproc__dl_step_callback_record(mqproc__delivery_t *d) {
+int mqproc__delivery_step_callback_record(mqproc__delivery_t *d) {
   if (d->acked) { /* recorded with the outbox mark's end, in settle */
     d->state = S_ACK;
     return 1;
   }
-  return store_call(
+  return mqproc__delivery_store_call(
       d,
       mqproc__store_record_callbacks(d->host->store, d->job_id,
                                      d->callback_error[0] != '\0' ? d->callback_error : NULL,
-                                     mqproc__dl_on_store, d),
+                                     mqproc__delivery_on_store, d),
       callbacks_recorded);
 }
 
@@ -233,26 +235,26 @@ int mqproc__dl_step_callback_record(mqproc__delivery_t *d) {
 
 static int outbox_ended(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
-    return store_failed(d);
+    return mqproc__delivery_store_failed(d);
   MQPROC__DEBUG("job %s: outbox done %lld ms after the result's publish", jid(d),
                 (long long)(mqproc__now_ms() - d->publish_ms));
   d->state = S_DONE;
   return 1;
 }
 
-int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack) {
+int mqproc__delivery_step_settle(mqproc__delivery_t *d, int ack) {
   char err[MQPROC_ERR_LEN];
   int rc;
   if (d->acked && d->outcome != NULL && !d->unsent) { /* out: the row needs us no more */
     int result_sent = d->send_result && d->msg->result_queue_name != NULL;
-    int callbacks_sent = d->send_callbacks && has_callbacks(d->msg);
-    return store_call(d,
-                      mqproc__store_outbox_done(
-                          d->host->store, d->job_id, d->attempt, result_sent,
-                          result_sent && d->publish_status != MQPROC_OK ? d->publish_error : NULL,
-                          callbacks_sent, d->callback_error[0] != '\0' ? d->callback_error : NULL,
-                          mqproc__dl_on_store, d),
-                      outbox_ended);
+    int callbacks_sent = d->send_callbacks && mqproc__delivery_has_callbacks(d->msg);
+    return mqproc__delivery_store_call(
+        d,
+        mqproc__store_outbox_done(
+            d->host->store, d->job_id, d->attempt, result_sent,
+            result_sent && d->publish_status != MQPROC_OK ? d->publish_error : NULL, callbacks_sent,
+            d->callback_error[0] != '\0' ? d->callback_error : NULL, mqproc__delivery_on_store, d),
+        outbox_ended);
   }
   d->state = S_DONE;
   if (d->acked) /* acked early; a requeued job gets a new message from the sweeper */
@@ -268,7 +270,7 @@ int mqproc__dl_step_settle(mqproc__delivery_t *d, int ack) {
 
 /* ---- confirms ----------------------------------------------------------------------- */
 
-void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
+void mqproc__delivery_confirmed(mqproc__delivery_t *d, int status) {
   if (d->state == S_DEAD_WAIT) {
     if (status == MQPROC_OK) {
       mqproc__metrics_inc(d->host->metrics, MQPROC__M_DEAD_LETTERED); /* once: on its confirm */
@@ -279,7 +281,8 @@ void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
         mqproc__store_dead_lettered(d->host->store, d->job_id, d->attempt, NULL, NULL);
     } else if (status == MQPROC_EBROKER_CLOSED) {
       d->state = S_DEAD_LETTER;
-      if (!broker_down(d, "connection lost before the broker confirmed the dead letter"))
+      if (!mqproc__delivery_broker_down(
+              d, "connection lost before the broker confirmed the dead letter"))
         return;
     } else if (d->acked) { /* no message to keep: the outcome still goes out */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); it stays in "
@@ -289,7 +292,7 @@ void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
     } else { /* the dead-letter queue refused it: keep the message, try again later */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); requeueing later",
                     jid(d), d->host->dead_queue, mqproc_strerror(status));
-      wait_timer(d, S_DEFER, 5000);
+      mqproc__delivery_wait_timer(d, S_DEFER, 5000);
       return;
     }
   } else if (d->state == S_PUBLISH_WAIT && status == MQPROC_EBROKER_NACKED &&
@@ -302,7 +305,7 @@ void mqproc__dl_confirmed(mqproc__delivery_t *d, int status) {
     MQPROC__WARN("job %s: the broker refused the result message (nack %d of %d); sending it "
                  "again in %lld ms",
                  jid(d), d->publish_nacks, RESULT_NACK_RETRIES, (long long)ms);
-    wait_timer(d, S_PUBLISH, ms);
+    mqproc__delivery_wait_timer(d, S_PUBLISH, ms);
     return;
   } else if (d->state == S_PUBLISH_WAIT) {
     d->publish_status = status;

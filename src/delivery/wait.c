@@ -20,12 +20,12 @@ const char *const mqproc__delivery_state_names[] = {
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-int mqproc__dl_has_callbacks(const mqproc__msg_t *m) {
+int mqproc__delivery_has_callbacks(const mqproc__msg_t *m) {
   return m->callback_url != NULL || m->internal_callback_url != NULL;
 }
 
 /* The broker connection this delivery came on is gone (its tag is void). */
-int mqproc__dl_stale(const mqproc__delivery_t *d) {
+int mqproc__delivery_stale(const mqproc__delivery_t *d) {
   return d->epoch != mqproc__broker_epoch(d->host->broker);
 }
 
@@ -42,7 +42,7 @@ static void on_timer(mqproc__loop_t *loop, void *ud) {
   mqproc__delivery_advance(d);
 }
 
-int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
+int mqproc__delivery_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
   d->state = state;
   d->timer = mqproc__loop_timer(d->host->loop, ms, on_timer, d);
   return 0;
@@ -50,7 +50,7 @@ int mqproc__dl_wait_timer(mqproc__delivery_t *d, dstate_t state, int64_t ms) {
 
 /* ---- store requests ----------------------------------------------------------------- */
 
-void mqproc__dl_on_store(void *ud, int rc, const char *err) {
+void mqproc__delivery_on_store(void *ud, int rc, const char *err) {
   mqproc__delivery_t *d = ud;
   d->store_rc = rc;
   snprintf(d->store_err, sizeof(d->store_err), "%s", err != NULL ? err : "");
@@ -58,12 +58,13 @@ void mqproc__dl_on_store(void *ud, int rc, const char *err) {
   mqproc__delivery_advance(d);
 }
 
-int mqproc__dl_store_call(mqproc__delivery_t *d, int submitted, int (*then)(mqproc__delivery_t *)) {
+int mqproc__delivery_store_call(mqproc__delivery_t *d, int submitted,
+                                int (*then)(mqproc__delivery_t *)) {
   if (submitted != MQPROC_OK) { /* not even queued: try again later, like an outage */
     d->store_rc = MQPROC_ESTORE_QUERY;
     snprintf(d->store_err, sizeof(d->store_err), "cannot queue a store request: %s",
              mqproc_strerror(submitted));
-    return mqproc__dl_store_failed(d);
+    return mqproc__delivery_store_failed(d);
   }
   d->issued = d->state;
   d->then = then;
@@ -75,7 +76,7 @@ int mqproc__dl_store_call(mqproc__delivery_t *d, int submitted, int (*then)(mqpr
  * refuses for its data (a value out of range, a constraint) dead-letters the message, as
  * no retry can change that; anything else parks the delivery until the store answers
  * again (nothing is acked meanwhile). */
-int mqproc__dl_store_failed(mqproc__delivery_t *d) {
+int mqproc__delivery_store_failed(mqproc__delivery_t *d) {
   int rc = d->store_rc;
   const char *err = d->store_err;
   if (rc == MQPROC_ESTORE_FENCED) {
@@ -84,7 +85,7 @@ int mqproc__dl_store_failed(mqproc__delivery_t *d) {
     return 1;
   }
   if (rc == MQPROC_ESTORE_DATA && d->state == S_CLAIM) {
-    to_dead_letter(d, S_ACK, "the job store refused this job: %s", err);
+    mqproc__delivery_to_dead_letter(d, S_ACK, "the job store refused this job: %s", err);
     return 1;
   }
   if (rc == MQPROC_ESTORE_DATA)
@@ -95,13 +96,13 @@ int mqproc__dl_store_failed(mqproc__delivery_t *d) {
   if (rc == MQPROC_ESTORE_CONNECT)
     mqproc__host_store_down(d->host);
   d->resume = d->state;
-  wait_timer(d, S_STORE_WAIT, d->store_backoff_ms);
+  mqproc__delivery_wait_timer(d, S_STORE_WAIT, d->store_backoff_ms);
   d->store_backoff_ms = d->store_backoff_ms * 2 > STORE_BACKOFF_MAX_MS ? STORE_BACKOFF_MAX_MS
                                                                        : d->store_backoff_ms * 2;
   return 0;
 }
 
-int mqproc__dl_store_ok(mqproc__delivery_t *d, dstate_t next) {
+int mqproc__delivery_store_ok(mqproc__delivery_t *d, dstate_t next) {
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   d->state = next;
   return 1;
@@ -111,11 +112,11 @@ int mqproc__dl_store_ok(mqproc__delivery_t *d, dstate_t next) {
  * delivery still unacked leaves it to its redelivered copy (the claim replays what was
  * not confirmed); an early-acked one has no copy coming, so it waits for the broker and
  * publishes itself (d->state is the step to retry). */
-int mqproc__dl_broker_down(mqproc__delivery_t *d, const char *why) {
+int mqproc__delivery_broker_down(mqproc__delivery_t *d, const char *why) {
   if (d->acked && !d->stop_requested) {
     MQPROC__WARN("job %s: broker away (%s); publishing once it is back", jid(d), why);
     d->resume = d->state;
-    return wait_timer(d, S_BROKER_WAIT, 1000);
+    return mqproc__delivery_wait_timer(d, S_BROKER_WAIT, 1000);
   }
   MQPROC__WARN("job %s: not published (%s); %s", jid(d), why,
                d->acked ? "stopping: another server's outbox sweep will send it"
@@ -132,14 +133,14 @@ int mqproc__dl_broker_down(mqproc__delivery_t *d, const char *why) {
  * loop, which goes on, until it unblocks (mqproc__delivery_broker_changed). When stopping,
  * an unacked delivery goes back to the queue, whose redelivery sends what was not sent;
  * an early-acked one is left to the outbox sweep as when the broker is away. */
-int mqproc__dl_broker_blocked(mqproc__delivery_t *d) {
+int mqproc__delivery_broker_blocked(mqproc__delivery_t *d) {
   if (d->stop_requested && !d->acked) {
     MQPROC__WARN("job %s: stopping while the broker blocks publishing; requeued", jid(d));
     d->state = S_NACK;
     return 1;
   }
   if (d->stop_requested)
-    return mqproc__dl_broker_down(d, "the broker blocks publishing");
+    return mqproc__delivery_broker_down(d, "the broker blocks publishing");
   MQPROC__INFO("job %s: waiting for the broker to unblock publishing (%s)", jid(d),
                mqproc__delivery_state_names[d->state]);
   d->resume = d->state;
@@ -147,7 +148,7 @@ int mqproc__dl_broker_blocked(mqproc__delivery_t *d) {
   return 0;
 }
 
-void mqproc__dl_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...) {
+void mqproc__delivery_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(d->reason, sizeof(d->reason), fmt, ap);

@@ -41,15 +41,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
-#include "config.h"
-#include "delivery.h"
-#include "delivery_host.h"
-#include "delivery_int.h" /* DELIVERY_STATES only: the list the coverage test checks */
-#include "loop.h"
-#include "runner.h"
-#include "store.h"
-#include "util.h"
+#include "broker/broker.h"
+#include "base/config.h"
+#include "delivery/delivery.h"
+#include "delivery/host.h"
+#include "delivery/int.h" /* DELIVERY_STATES only: the list the coverage test checks */
+#include "loop/loop.h"
+#include "runner/runner.h"
+#include "store/store.h"
+#include "base/util.h"
 
 /* ---- the machine's states ------------------------------------------------------------ */
 
