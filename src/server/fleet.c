@@ -68,11 +68,7 @@ static int apply_wish(fleet_t *f, const char *wish) {
   if (!strcmp(wish, "pause") && !f->paused) {
     f->paused = 1;
     MQPROC__INFO("paused by an operator: not taking new jobs (running ones finish)");
-    for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
-      next = *mqproc__delivery_next(d);
-      if (mqproc__delivery_before_claim(d)) /* prefetched, not started: back to the queue */
-        mqproc__delivery_stop(d, 0);
-    }
+    mqproc__inflight_requeue_unclaimed(&srv->inflight); /* prefetched, not started */
     mqproc__server_update_consuming(srv, 0);
     return 1;
   }
@@ -123,22 +119,14 @@ static int interval_ms(const mqproc__server_t *srv) {
 
 static int send_beat(fleet_t *f) {
   mqproc__server_t *srv = f->srv;
-  const char *ids[MAX_CURRENT];
-  size_t n = 0;
-  int held = 0, rc;
+  mqproc__inflight_status_t st;
+  int rc;
   if (f->in_flight) {
     f->again = 1;
     return MQPROC_OK;
   }
   f->beat_ms = mqproc__now_ms();
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d)) {
-    const char *id = mqproc__delivery_job_held(d);
-    if (id == NULL)
-      continue;
-    held++;
-    if (n < MAX_CURRENT)
-      ids[n++] = id;
-  }
+  mqproc__inflight_status(&srv->inflight, &st);
   f->beat = (mqproc__beat_t){.worker_id = srv->worker_id,
                              .processor = srv->processor,
                              .host = srv->hostname,
@@ -148,11 +136,11 @@ static int send_beat(fleet_t *f) {
                              .interval_ms = f->sent_interval_ms = interval_ms(f->srv),
                              .state = state_name(f),
                              .concurrency = srv->cfg->concurrency,
-                             .in_flight = held,
+                             .in_flight = st.held,
                              .jobs_done = (long long)srv->metrics.c[MQPROC__M_SUCCEEDED],
                              .jobs_failed = (long long)srv->metrics.c[MQPROC__M_FAILED],
-                             .current_jobs = ids,
-                             .n_current = n,
+                             .current_jobs = st.ids,
+                             .n_current = st.n_ids < MAX_CURRENT ? st.n_ids : MAX_CURRENT,
                              .restarts = f->restarts,
                              .note = f->note[0] != '\0' ? f->note : NULL};
   rc = mqproc__store_beat(srv->store, &f->beat, on_cancel, beat_done, f);

@@ -1,6 +1,7 @@
 /* The server's flow control, apart from the loop's wiring (server.c): acks batched into
- * one multiple ack per loop turn, the consumer's prefetch, the --concurrency run slots, and
- * pausing consumption while the job store is unreachable or an operator paused it.
+ * one multiple ack per loop turn, the consumer's prefetch, the --concurrency run slots and
+ * the automatic window (what the deliveries hold is counted in inflight.c), and pausing
+ * consumption while the job store is unreachable or an operator paused it.
  *
  * The bound on jobs running at once (--prefetch) is kept here, not by the broker alone:
  * basic.qos counts only the unacked deliveries of one consumer, so deliveries of an older
@@ -21,10 +22,8 @@
 /* The slots of --prefetch a consumer may still fill: those not held by a delivery it does
  * not count itself (consumer 0: no consumer, so every delivery holds one). */
 static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
-  uint64_t epoch = mqproc__broker_epoch(srv->broker);
-  int held = extra;
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-    held += mqproc__delivery_holds_slot(d, epoch, consumer);
+  int held = extra + mqproc__inflight_slots_held(&srv->inflight, mqproc__broker_epoch(srv->broker),
+                                                 consumer);
   if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv) || held >= srv->prefetch)
     return 0;
   return srv->prefetch - held;
@@ -63,68 +62,19 @@ int mqproc__server_ack(mqproc__server_t *srv, mqproc__delivery_t *d, char *err) 
     return mqproc__err(err, MQPROC_EBROKER_CLOSED,
                        "delivery belongs to a closed connection (epoch %llu)",
                        (unsigned long long)epoch);
-  if (srv->n_acks == srv->cap_acks) {
-    size_t cap = srv->cap_acks > 0 ? 2 * srv->cap_acks : 64;
-    uint64_t *grown = mqproc__realloc(srv->acks, cap * sizeof(*grown));
-    if (grown == NULL) /* no room to wait: ack it alone, now */
-      return mqproc__broker_ack(srv->broker, epoch, tag, 0, err);
-    srv->acks = grown;
-    srv->cap_acks = cap;
-  }
-  srv->acks[srv->n_acks++] = tag;
-  mqproc__delivery_settled(d);
+  if (mqproc__inflight_queue_ack(&srv->inflight, d, tag) != 0) /* no room to wait: now */
+    return mqproc__broker_ack(srv->broker, epoch, tag, 0, err);
   return MQPROC_OK;
 }
 
-static int cmp_tag(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* One multiple ack up to the highest waiting tag below every tag still being worked on
- * (the broker acks all of ours up to it: each is either waiting here or settled before),
- * single acks for the others. */
 void mqproc__server_flush_acks(mqproc__server_t *srv) {
-  uint64_t epoch, low = UINT64_MAX;
-  size_t i = 0, below = 0;
-  if (srv->n_acks == 0)
-    return;
-  if (!srv->broker_up) {
-    srv->n_acks = 0; /* the connection is gone: the broker redelivers, the claim acks */
-    return;
-  }
-  epoch = mqproc__broker_epoch(srv->broker);
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d)) {
-    uint64_t e = 0, tag = 0;
-    if (!mqproc__delivery_tag(d, &e, &tag) && e == epoch && tag < low)
-      low = tag; /* unsettled */
-  }
-  qsort(srv->acks, srv->n_acks, sizeof(uint64_t), cmp_tag);
-  while (below < srv->n_acks && srv->acks[below] < low)
-    below++;
-  if (below > 0)
-    mqproc__broker_ack(srv->broker, epoch, srv->acks[below - 1], below > 1, NULL);
-  for (i = below; i < srv->n_acks; i++)
-    mqproc__broker_ack(srv->broker, epoch, srv->acks[i], 0, NULL);
-  srv->n_acks = 0;
+  mqproc__inflight_flush_acks(&srv->inflight, srv->broker_up ? srv->broker : NULL);
 }
 
 /* ---- run slots (--concurrency) ------------------------------------------------------ */
 
 int mqproc__server_take_slot(mqproc__server_t *srv) {
-  if (srv->running >= srv->cfg->concurrency)
-    return 0;
-  srv->running++;
-  return 1;
-}
-
-/* The oldest delivery waiting in SLOT_WAIT for `what` (delivery.h), or NULL. */
-static mqproc__delivery_t *oldest_waiting(mqproc__server_t *srv, int what) {
-  mqproc__delivery_t *oldest = NULL;
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-    if (mqproc__delivery_waits_for_slot(d) == what)
-      oldest = d; /* the list is newest first */
-  return oldest;
+  return mqproc__inflight_take_slot(&srv->inflight, srv->cfg->concurrency);
 }
 
 /* ---- the automatic window (cfg->depth_auto; policy.h says the rule) ------------------ */
@@ -168,23 +118,12 @@ static void slot_starved(mqproc__server_t *srv) {
 
 static int hand_back(mqproc__server_t *srv) {
   int64_t now = mqproc__now_ms();
-  int waiting = 0, stuck = 0, n = 0;
-  mqproc__delivery_t *d, *next;
-  for (d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d)) {
-    int64_t waited = mqproc__delivery_ahead_waited_ms(d, now);
-    waiting += waited >= 0;
-    stuck |= waited > HAND_BACK_MS;
-  }
+  int stuck, n;
+  mqproc__inflight_ahead_waiting(&srv->inflight, now, HAND_BACK_MS, &stuck);
   if (!stuck)
     return 0;
   set_depth(srv, srv->cfg->prefetch);
-  for (d = srv->deliveries; d != NULL && waiting > claim_ahead(srv); d = next) {
-    next = *mqproc__delivery_next(d); /* the list is newest first; d may end here */
-    if (mqproc__delivery_ahead_waited_ms(d, now) >= 0 && mqproc__delivery_hand_back(d)) {
-      waiting--;
-      n++;
-    }
-  }
+  n = mqproc__inflight_hand_back(&srv->inflight, now, claim_ahead(srv)); /* the newest */
   if (n > 0)
     MQPROC__INFO("handed back %d job(s) claimed ahead that waited over %d ms for a slot (long "
                  "jobs behind short ones): the window is back at %d",
@@ -195,7 +134,7 @@ static int hand_back(mqproc__server_t *srv) {
 void mqproc__server_depth_tick(mqproc__server_t *srv) {
   if (!srv->cfg->depth_auto)
     return;
-  if (srv->deliveries == NULL)
+  if (mqproc__inflight_empty(&srv->inflight))
     set_depth(srv, srv->cfg->prefetch); /* idle: the next burst grows it again */
   else if (!srv->stopping && !hand_back(srv) && !srv->starved)
     set_depth(srv, mqproc__policy_depth_shrink(srv->prefetch, srv->cfg->prefetch));
@@ -212,13 +151,13 @@ static void on_slot_free(mqproc__loop_t *loop, void *ud) {
   srv->slot_timer = 0;
   for (;;) {
     mqproc__delivery_t *next = NULL;
-    if (srv->running < srv->cfg->concurrency) { /* a slot */
-      if ((next = oldest_waiting(srv, 2)) == NULL) {
+    if (srv->inflight.running < srv->cfg->concurrency) { /* a slot */
+      if ((next = mqproc__inflight_oldest_waiting(&srv->inflight, 2)) == NULL) {
         starved = 1;
-        next = oldest_waiting(srv, 1);
+        next = mqproc__inflight_oldest_waiting(&srv->inflight, 1);
       }
-    } else if (srv->ahead < claim_ahead(srv)) /* a pass */
-      next = oldest_waiting(srv, 1);
+    } else if (srv->inflight.ahead < claim_ahead(srv)) /* a pass */
+      next = mqproc__inflight_oldest_waiting(&srv->inflight, 1);
     if (next == NULL)
       break;
     mqproc__delivery_slot_free(next); /* it leaves SLOT_WAIT with a slot or a pass, or ends */
@@ -228,22 +167,17 @@ static void on_slot_free(mqproc__loop_t *loop, void *ud) {
 }
 
 void mqproc__server_give_slot(mqproc__server_t *srv) {
-  if (srv->running > 0)
-    srv->running--;
+  mqproc__inflight_give_slot(&srv->inflight);
   if (srv->slot_timer == 0)
     srv->slot_timer = mqproc__loop_timer(srv->loop, 0, on_slot_free, srv);
 }
 
 int mqproc__server_take_pass(mqproc__server_t *srv) {
-  if (srv->ahead >= claim_ahead(srv))
-    return 0;
-  srv->ahead++;
-  return 1;
+  return mqproc__inflight_take_pass(&srv->inflight, claim_ahead(srv));
 }
 
 void mqproc__server_give_pass(mqproc__server_t *srv) {
-  if (srv->ahead > 0)
-    srv->ahead--;
+  mqproc__inflight_give_pass(&srv->inflight);
   if (srv->slot_timer == 0)
     srv->slot_timer = mqproc__loop_timer(srv->loop, 0, on_slot_free, srv);
 }
@@ -264,10 +198,7 @@ static void store_pinged(void *ud, int rc, const char *err) {
   mqproc__server_db_seen(srv, 1);
   MQPROC__INFO("job store reachable again; renewing leases, recording what waited, consuming "
                "again");
-  for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
-    next = *mqproc__delivery_next(d);
-    mqproc__delivery_store_back(d);
-  }
+  mqproc__inflight_store_back(&srv->inflight);
   mqproc__server_update_consuming(srv, 0);
 }
 
@@ -281,15 +212,10 @@ static void on_store_ping(mqproc__loop_t *loop, void *ud) {
 /* Runs from a timer, not from the failing delivery's own step (which it may requeue). */
 static void on_store_pause(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
-  mqproc__delivery_t *d, *next;
   MQPROC__WARN("job store unreachable: not consuming; deliveries not yet claimed go back to "
                "the queue; running jobs keep running and are recorded when it returns");
   mqproc__server_update_consuming(srv, 0);
-  for (d = srv->deliveries; d != NULL; d = next) {
-    next = *mqproc__delivery_next(d);
-    if (mqproc__delivery_before_claim(d))
-      mqproc__delivery_stop(d, 0);
-  }
+  mqproc__inflight_requeue_unclaimed(&srv->inflight);
   srv->ping_timer = mqproc__loop_timer(loop, 1000, on_store_ping, srv);
 }
 

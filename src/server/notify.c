@@ -94,11 +94,11 @@ static void status_of(const mqproc__server_t *srv, char *out, size_t n) {
   else if (srv->store_paused)
     snprintf(out, n, "database down: waiting for it");
   else if (srv->stopping)
-    snprintf(out, n, "draining: %d job(s) left", srv->running);
+    snprintf(out, n, "draining: %d job(s) left", srv->inflight.running);
   else if (mqproc__fleet_holds_back(srv))
-    snprintf(out, n, "paused%s", srv->running > 0 ? ": finishing the jobs in hand" : "");
-  else if (srv->running > 0)
-    snprintf(out, n, "%d job(s) running", srv->running);
+    snprintf(out, n, "paused%s", srv->inflight.running > 0 ? ": finishing the jobs in hand" : "");
+  else if (srv->inflight.running > 0)
+    snprintf(out, n, "%d job(s) running", srv->inflight.running);
   else
     snprintf(out, n, "idle");
 }
@@ -123,8 +123,9 @@ void mqproc__sd_stopping(mqproc__server_t *srv) {
   if (srv->sd == NULL || srv->sd->stopping)
     return;
   srv->sd->stopping = 1;
-  send_text(srv, srv->running > 0 ? "STOPPING=1\nSTATUS=stopping: finishing the jobs in hand"
-                                  : "STOPPING=1\nSTATUS=stopping");
+  send_text(srv, srv->inflight.running > 0
+                     ? "STOPPING=1\nSTATUS=stopping: finishing the jobs in hand"
+                     : "STOPPING=1\nSTATUS=stopping");
 }
 
 void mqproc__sd_free(mqproc__server_t *srv) {

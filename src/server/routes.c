@@ -115,16 +115,15 @@ static void depth_read(void *ud, long messages, long consumers) {
 
 static void metrics(mqproc__serve_t *s, mqproc__http_req_t *req) {
   mqproc__server_t *srv = s->srv;
-  int held = 0;
+  mqproc__inflight_status_t st;
   mqproc__metrics_now_t now;
   char *text;
   size_t len;
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-    held += mqproc__delivery_job_held(d) != NULL;
+  mqproc__inflight_status(&srv->inflight, &st);
   now =
       (mqproc__metrics_now_t){.processor = srv->processor,
                               .broker_reconnects = srv->connections > 1 ? srv->connections - 1 : 0,
-                              .in_flight = held,
+                              .in_flight = st.held,
                               .concurrency = srv->cfg->concurrency,
                               .paused = mqproc__fleet_holds_back(srv),
                               .draining = srv->stopping,

@@ -51,8 +51,8 @@ static void on_tick(mqproc__loop_t *loop, void *ud);
  * the AMQP heartbeat and the sweeps (every half lease). */
 static int64_t tick_every(const mqproc__server_t *srv) {
   int64_t ms = IDLE_TICK_MS;
-  if (srv->deliveries != NULL || srv->waiters != NULL || srv->sweeping || srv->stopping ||
-      srv->abandoned > 0 || !srv->broker_up || srv->store_paused)
+  if (!mqproc__inflight_empty(&srv->inflight) || srv->waiters != NULL || srv->sweeping ||
+      srv->stopping || srv->abandoned > 0 || !srv->broker_up || srv->store_paused)
     return TICK_MS;
   if (srv->cfg->heartbeat_s > 0 && srv->cfg->heartbeat_s * 500LL < ms)
     ms = srv->cfg->heartbeat_s * 500LL;
@@ -71,8 +71,7 @@ static void rearm_tick(mqproc__server_t *srv) {
 
 void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
   int was_idle = srv->tick_every_ms > TICK_MS;
-  *mqproc__delivery_next(d) = srv->deliveries;
-  srv->deliveries = d;
+  mqproc__inflight_add(&srv->inflight, d);
   if (was_idle) { /* work again: the busy tick, and a workers row that says so */
     srv->tick_every_ms = tick_every(srv);
     rearm_tick(srv);
@@ -100,10 +99,7 @@ static void on_message(void *ud, const mqproc__broker_msg_t *m) {
 /* The broker's state changed (connected, lost, blocked, unblocked): deliveries waiting to
  * publish try again now. */
 static void wake_publishers(mqproc__server_t *srv) {
-  for (mqproc__delivery_t *d = srv->deliveries, *next; d != NULL; d = next) {
-    next = *mqproc__delivery_next(d);
-    mqproc__delivery_broker_changed(d);
-  }
+  mqproc__inflight_broker_changed(&srv->inflight);
 }
 
 static void on_confirm(void *ud, uint64_t seq, int status) {
@@ -211,7 +207,8 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   if (rc != MQPROC_OK) {
     MQPROC__ERROR("cannot connect to the broker: %s", err);
     mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
-    if ((rc == MQPROC_ECONFIG || rc == MQPROC_EBROKER_DECLARE) && srv->deliveries == NULL) {
+    if ((rc == MQPROC_ECONFIG || rc == MQPROC_EBROKER_DECLARE) &&
+        mqproc__inflight_empty(&srv->inflight)) {
       MQPROC__ERROR("this will not fix itself; stopping");
       srv->fatal = rc == MQPROC_ECONFIG ? 2 : 1;
       mqproc__loop_stop(srv->loop);
@@ -326,13 +323,7 @@ int mqproc__server_result_queue_allowed(const mqproc__server_t *srv, const char 
 }
 
 void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
-  mqproc__delivery_t **pp;
-  for (pp = &srv->deliveries; *pp != NULL; pp = mqproc__delivery_next(*pp)) {
-    if (*pp == d) {
-      *pp = *mqproc__delivery_next(d);
-      break;
-    }
-  }
+  mqproc__inflight_remove(&srv->inflight, d);
   if (mqproc__delivery_abandoned(d))
     srv->abandoned++; /* its thread still uses it: freed when that ends, or at exit */
   else
@@ -346,7 +337,7 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
     srv->recycle = 1;
     mqproc__server_drain(srv);
   }
-  if (srv->stopping && srv->deliveries == NULL)
+  if (srv->stopping && mqproc__inflight_empty(&srv->inflight))
     mqproc__fleet_finish(srv);
   else
     mqproc__server_update_consuming(srv, 0); /* an early-acked job's slot may be free */
@@ -359,42 +350,31 @@ void mqproc__server_abandoned_done(mqproc__server_t *srv, mqproc__delivery_t *d)
 
 mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id,
                                             int attempt) {
-  for (mqproc__delivery_t *d = srv->deliveries; d != NULL; d = *mqproc__delivery_next(d))
-    if (mqproc__delivery_holds(d, job_id, attempt))
-      return d;
-  return NULL;
+  return mqproc__inflight_find_job(&srv->inflight, job_id, attempt);
 }
 
 /* ---- periodic work and signals ------------------------------------------------------ */
 
 static void on_tick(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
-  mqproc__delivery_t *d, *next;
   (void)loop;
   srv->tick_timer = 0; /* this one ran: what re-arms it below (or a delivery's arrival in
                           the pump) must not cancel a stale id and leave two */
   if (srv->broker_up)
     mqproc__broker_pump(srv->broker, NULL);
-  for (d = srv->deliveries; d != NULL; d = next) {
-    next = *mqproc__delivery_next(d);
-    mqproc__delivery_tick(d);
-  }
+  mqproc__inflight_tick(&srv->inflight);
   mqproc__server_depth_tick(srv);
   mqproc__sweeper_run(srv);
   mqproc__sd_update(srv);
   srv->tick_every_ms = tick_every(srv); /* the refresh tells the interval coming */
   mqproc__fleet_tick(srv);
-  if (srv->stopping && srv->deliveries == NULL)
+  if (srv->stopping && mqproc__inflight_empty(&srv->inflight))
     mqproc__fleet_finish(srv);
   rearm_tick(srv); /* in the interval the refresh above told */
 }
 
 static void stop_all(mqproc__server_t *srv, int force) {
-  mqproc__delivery_t *d = srv->deliveries, *next;
-  for (; d != NULL; d = next) {
-    next = *mqproc__delivery_next(d);
-    mqproc__delivery_stop(d, force);
-  }
+  mqproc__inflight_stop(&srv->inflight, force);
 }
 
 static void on_grace_over(mqproc__loop_t *loop, void *ud) {
@@ -418,7 +398,8 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
                  "stop them now)",
                  strsignal(signo));
     mqproc__server_drain(srv);
-    if (srv->deliveries != NULL) /* unlike an operator's drain, a signal's has a grace */
+    if (!mqproc__inflight_empty(
+            &srv->inflight)) /* unlike an operator's drain, a signal's has a grace */
       srv->grace_timer =
           mqproc__loop_timer(loop, srv->cfg->shutdown_grace_s * 1000LL, on_grace_over, srv);
     return;
@@ -429,7 +410,7 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
   stop_all(srv, 1);
   if (srv->signals > 2) /* the third: do not even wait for the workers row */
     mqproc__loop_stop(loop);
-  else if (srv->deliveries == NULL)
+  else if (mqproc__inflight_empty(&srv->inflight))
     mqproc__fleet_finish(srv);
 }
 
@@ -440,7 +421,7 @@ void mqproc__server_drain(mqproc__server_t *srv) {
   mqproc__sd_stopping(srv);
   mqproc__server_update_consuming(srv, 0);
   stop_all(srv, 0);
-  if (srv->deliveries == NULL)
+  if (mqproc__inflight_empty(&srv->inflight))
     mqproc__fleet_finish(srv);
 }
 
@@ -602,11 +583,7 @@ static void teardown(mqproc__server_t *srv) {
     free(w->job_id);
     free(w);
   }
-  while (srv->deliveries != NULL) {
-    mqproc__delivery_t *d = srv->deliveries;
-    srv->deliveries = *mqproc__delivery_next(d);
-    mqproc__delivery_free(d);
-  }
+  mqproc__inflight_free(&srv->inflight);
   mqproc__serve_stop(srv);
   mqproc__broker_destroy(srv->broker);
   mqproc__sd_free(srv);
@@ -618,7 +595,6 @@ static void teardown(mqproc__server_t *srv) {
   mqproc__loop_free(srv->loop);
   mqproc__serve_free(srv);
   clear_declared(srv);
-  free(srv->acks);
   free(srv->dead_queue);
   mqproc__cidr_list_free(&srv->callback_allow);
   mqproc__cidr_list_free(&srv->callback_deny);

@@ -10,6 +10,7 @@
 #include "delivery/callback.h"
 #include "base/config.h"
 #include "delivery/host.h"
+#include "server/inflight.h"
 #include "loop/loop.h"
 #include "base/metrics.h"
 #include "mqproc/mqproc.h"
@@ -35,7 +36,7 @@ typedef struct mqproc__server {
   mqproc__delivery_host_t host;       /* what its deliveries see of it (broker_blocked is there) */
   /* private */
   mqproc__topology_t topo;
-  mqproc__delivery_t *deliveries;
+  mqproc__inflight_t inflight; /* the deliveries in flight, their slots, passes and acks */
   int broker_up;
   int reconnects;    /* consecutive failed connects, for the backoff */
   int connections;   /* connections made so far (a test's "never reconnected") */
@@ -62,14 +63,10 @@ typedef struct mqproc__server {
                            configuration, e.g. a queue directory that is a link; 1: a declare error) */
   int stopped_at_start; /* SIGTERM/SIGINT while the start waited for the database */
   int abandoned;        /* deliveries released while their thread still runs */
-  int running;          /* run slots taken (--concurrency bounds them) */
-  int ahead;            /* claim passes taken (--claim-ahead bounds them) */
   int prefetch;         /* deliveries in flight at most: --prefetch, or the
                            automatic window (cfg->depth_auto, server_flow.c) */
   int starved;          /* a slot starved with the window full since the tick */
-  uint64_t *acks;       /* tags to ack at the next flush (mqproc__server_ack) */
-  size_t n_acks, cap_acks;
-  uint64_t slot_timer;         /* wakes the oldest delivery waiting for a slot */
+  uint64_t slot_timer;  /* wakes the oldest delivery waiting for a slot */
   struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */
   struct mqproc__sd *sd;       /* sdnotify.c: what systemd was told; NULL when not under it */
   struct mqproc__on_failure *on_failure; /* on_failure.c: --on-failure; NULL without it */
