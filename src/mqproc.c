@@ -55,9 +55,7 @@ static int cmd_migrate(mqproc__config_t *cfg) {
     fprintf(stderr, "migrate: --database (or MQPROC_DATABASE) is required\n");
     return 2;
   }
-  rc = mqproc__store_is_sqlite(cfg->database)
-           ? mqproc__store_sqlite_new(&store, cfg->database, NULL, err)
-           : mqproc__store_pg_new(&store, cfg->database, NULL, err);
+  rc = mqproc__store_new(&store, cfg->database, NULL, cfg->database_pooler, err);
   if (rc == MQPROC_OK)
     rc = mqproc__store_migrate(store, err);
   if (rc == MQPROC_OK)

@@ -494,21 +494,13 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
     /* --prefetch alone bounds the jobs running at once, as before --concurrency came;
      * --concurrency alone gets twice its deliveries, so the next job waits delivered */
     int given = cfg->concurrency != 0;
-    int dir = mqproc__url_has_scheme(cfg->queue_url, "dir");
-    /* (not with --max-jobs-per-child: a window deeper than the jobs left would run more) */
-    cfg->depth_auto =
-        dir && cfg->prefetch == 0 && cfg->claim_ahead < 0 && cfg->max_jobs_per_child == 0;
+    /* (what the queue's backend makes of --prefetch and --claim-ahead left unset, the
+     * server asks it: server/setup.c, mqproc__server_setup_window) */
+    cfg->prefetch_given = cfg->prefetch != 0;
     if (!given)
       cfg->concurrency = cfg->prefetch > 0 ? (cfg->prefetch < 1024 ? cfg->prefetch : 1024) : 1;
     if (cfg->prefetch == 0)
       cfg->prefetch = given && cfg->concurrency > 1 ? 2 * cfg->concurrency : cfg->concurrency;
-    if (cfg->claim_ahead < 0)
-      cfg->claim_ahead = dir ? cfg->concurrency : 0;
-    /* a directory per queue name: on dir://, a message makes one only where the operator
-     * said which names may be made (--result-queue-pattern); else results go to queues
-     * that exist (made by their servers, by mqproc submit, or by hand) */
-    if (dir && cfg->result_queue_pattern == NULL)
-      cfg->declare_result_queues = 0;
   }
   return rc;
 }

@@ -48,8 +48,9 @@ typedef struct mqproc__config {
   int instances;              /* --instances: servers run by a supervisor (1 = no supervisor) */
   int max_jobs_per_child;     /* --max-jobs-per-child: recycle after so many jobs, 0 = never */
   int concurrency;            /* --concurrency: tries running at once */
-  int claim_ahead;            /* --claim-ahead: jobs claimed while every slot runs one */
-  int depth_auto;             /* dir:// without --prefetch or --claim-ahead: adapt both */
+  int claim_ahead;            /* --claim-ahead: jobs claimed while every slot runs one (-1:
+                                 not given: the queue's backend says, server/setup.c) */
+  int prefetch_given;         /* --prefetch was given (else it was derived here) */
   int retries;                /* --retries: extra local tries after a failure */
   int retry_backoff_ms;       /* --retry-backoff-ms: first wait, doubled per retry */
   int max_requeues;           /* --max-requeues */

@@ -528,21 +528,23 @@ static void amqp_destroy_(mqproc__broker_t *base) {
 }
 
 static const struct mqproc__broker_class amqp_class = {
-    "amqp",               /* name */
-    amqp_connect_,        /* connect */
-    amqp_fd_,             /* fd */
-    amqp_pending_,        /* pending */
-    amqp_pump_,           /* pump */
-    amqp_ack_,            /* ack */
-    amqp_nack_,           /* nack */
-    mqproc__amqp_publish, /* publish */
-    amqp_declare_queue_,  /* declare_queue */
-    amqp_cancel_,         /* cancel */
-    amqp_consume_,        /* consume */
-    NULL,                 /* resize: basic.qos changes only later consumers' prefetch */
-    amqp_epoch_,          /* epoch */
-    amqp_disconnect_,     /* disconnect */
-    amqp_destroy_,        /* destroy */
+    .name = "amqp",
+    .claim_ahead = 0,           /* the broker spreads the queue over the servers */
+    .declare_needs_pattern = 0, /* a declared queue is the broker's to keep */
+    .connect = amqp_connect_,
+    .fd = amqp_fd_,
+    .pending = amqp_pending_,
+    .pump = amqp_pump_,
+    .ack = amqp_ack_,
+    .nack = amqp_nack_,
+    .publish = mqproc__amqp_publish,
+    .declare_queue = amqp_declare_queue_,
+    .cancel = amqp_cancel_,
+    .consume = amqp_consume_,
+    .resize = NULL, /* basic.qos changes only later consumers' prefetch */
+    .epoch = amqp_epoch_,
+    .disconnect = amqp_disconnect_,
+    .destroy = amqp_destroy_,
 };
 
 int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,

@@ -124,6 +124,14 @@ typedef struct mqproc__topology {
 
 struct mqproc__broker_class {
   const char *name;
+  /* What the server asks of a backend (never the URL's scheme):
+     claim_ahead: claim jobs ahead of a free run slot unless --claim-ahead says otherwise
+     (dir://: a claim's commit then overlaps the runs before it; docs/dir-queue.md);
+     declare_needs_pattern: a declared queue stays behind as a directory, so a message may
+     make one only where --result-queue-pattern allows (dir://). Whether its consumer's
+     window can grow and shrink in place is whether resize is set. */
+  int claim_ahead;
+  int declare_needs_pattern;
   /* connect: open the connection and declare the topology (consume() starts consuming). */
   int (*connect)(mqproc__broker_t *b, char *err);
   /* fd: the socket to watch, -1 when not connected. */
@@ -161,6 +169,12 @@ struct mqproc__broker_class {
 struct mqproc__broker {
   const struct mqproc__broker_class *klass;
 };
+
+/* The backend url's scheme names (amqp://, amqps://, a broker list; dir://): url is copied,
+ * topology strings must outlive the broker. MQPROC_ECONFIG with err when the URL or the
+ * topology cannot work with it. */
+int mqproc__broker_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
+                       const mqproc__broker_events_t *ev, char *err);
 
 /* The AMQP backend. url is copied; topology strings must outlive the broker. */
 int mqproc__broker_amqp_new(mqproc__broker_t **out, const char *url, const mqproc__topology_t *topo,
@@ -204,6 +218,10 @@ static inline int mqproc__broker_cancel(mqproc__broker_t *b, char *err) {
 static inline int mqproc__broker_consume(mqproc__broker_t *b, int prefetch, uint64_t *consumer,
                                          char *err) {
   return b->klass->consume(b, prefetch, consumer, err);
+}
+/* Whether the consumer's prefetch can change in place (resize is set). */
+static inline int mqproc__broker_can_resize(const mqproc__broker_t *b) {
+  return b->klass->resize != NULL;
 }
 static inline int mqproc__broker_resize(mqproc__broker_t *b, int prefetch, char *err) {
   return b->klass->resize != NULL ? b->klass->resize(b, prefetch, err) : MQPROC_EINVAL;

@@ -524,6 +524,8 @@ static void d_destroy(mqproc__broker_t *base) {
 
 static const struct mqproc__broker_class DIR_CLASS = {
     .name = "dir",
+    .claim_ahead = 1,
+    .declare_needs_pattern = 1,
     .connect = d_connect,
     .fd = d_fd,
     .pending = d_pending,
@@ -545,6 +547,8 @@ int mqproc__broker_dir_new(mqproc__broker_t **out, const char *url, const mqproc
   dirb_t *b;
   int rc;
   *out = NULL;
+  if (topo->quorum)
+    return mqproc__err(err, MQPROC_ECONFIG, "--queue-type=quorum is for RabbitMQ, not dir://");
   if ((b = calloc(1, sizeof(*b))) == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   if ((rc = mqproc__dirq_spool(url, b->spool, &b->durable, err)) != MQPROC_OK ||

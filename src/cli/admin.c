@@ -192,11 +192,15 @@ int mqproc__admin_tls(const args_t *a, mqproc__tls_t *tls) {
   return 0;
 }
 
-admin_amqp_t *mqproc__admin_amqp(const args_t *a) {
+mqproc__qclient_t *mqproc__admin_amqp(const args_t *a) {
   mqproc__tls_t tls;
+  mqproc__qclient_t *q;
+  char err[MQPROC_ERR_LEN];
   if (mqproc__admin_tls(a, &tls) < 0)
     return NULL;
-  return mqproc__amqp_open(mqproc__arg(a, "queue"), &tls);
+  if ((q = mqproc__qclient_open(mqproc__arg(a, "queue"), &tls, err)) == NULL)
+    fprintf(stderr, "mqproc: %s\n", err);
+  return q;
 }
 
 /* ---- database ----------------------------------------------------------------------- */

@@ -69,9 +69,9 @@ long long mqproc__parse_duration(const char *s);
 /* The TLS settings of --tls-* (for amqps://); -1 after printing why --tls-verify is
  * wrong. The strings are a's. */
 int mqproc__admin_tls(const args_t *a, mqproc__tls_t *tls);
-/* Connects to --queue with the --tls-* settings (ops.h's mqproc__amqp_open); NULL after
+/* Connects to --queue with the --tls-* settings (ops.h's mqproc__qclient_open); NULL after
  * printing why not. */
-admin_amqp_t *mqproc__admin_amqp(const args_t *a);
+mqproc__qclient_t *mqproc__admin_amqp(const args_t *a);
 
 /* Connects to --database / MQPROC_DATABASE, PostgreSQL or SQLite (prints why not and
  * returns NULL). */

@@ -98,7 +98,7 @@ static void print_stats(json_t *o) {
 int mqproc__cmd_stats(int argc, char **argv) {
   args_t a;
   mqproc__odb_t *c;
-  admin_amqp_t *amqp = NULL;
+  mqproc__qclient_t *amqp = NULL;
   json_t *all = json_array();
   const char *proc;
   size_t i;
@@ -135,7 +135,7 @@ int mqproc__cmd_stats(int argc, char **argv) {
     }
     json_decref(procs);
   }
-  mqproc__amqp_close(amqp);
+  mqproc__qclient_close(amqp);
   mqproc__odb_close(c);
   if (mqproc__has(&a, "json")) {
     mqproc__print_json(all);

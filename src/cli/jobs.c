@@ -188,7 +188,7 @@ static int retry(mqproc__odb_t *c, const args_t *a) {
                            .exchange = mqproc__arg(a, "exchange"),
                            .actor = mqproc__admin_actor()};
   char *ids = a->npos > 1 ? id_json(a) : NULL, err[512];
-  admin_amqp_t *amqp;
+  mqproc__qclient_t *amqp;
   json_t *out, *v;
   long long total;
   size_t i;
@@ -215,7 +215,7 @@ static int retry(mqproc__odb_t *c, const args_t *a) {
   }
   w.ids = ids;
   out = mqproc__ops_retry(c, amqp, &w, err);
-  mqproc__amqp_close(amqp);
+  mqproc__qclient_close(amqp);
   if (out == NULL) {
     fprintf(stderr, "mqproc jobs retry: %s", err);
     free(ids);
@@ -227,9 +227,12 @@ static int retry(mqproc__odb_t *c, const args_t *a) {
       printf("%s\n", id);
     else
       fprintf(stderr,
-              "mqproc jobs retry: %s: not published; a server's sweep publishes it "
+              "mqproc jobs retry: %s: not published (%s); a server's sweep publishes it "
               "within a minute\n",
-              id);
+              id,
+              json_string_value(json_object_get(v, "error")) != NULL
+                  ? json_string_value(json_object_get(v, "error"))
+                  : "no reason given");
   }
   mqproc__print_audit(out);
   total = json_integer_value(json_object_get(out, "retried"));

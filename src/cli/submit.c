@@ -172,7 +172,7 @@ int mqproc__cmd_submit(int argc, char **argv) {
   mqproc__format_t fmt = MQPROC__FMT_JSON;
   args_t a;
   json_t *msg, *ids;
-  admin_amqp_t *amqp;
+  mqproc__qclient_t *amqp;
   long count = 1;
   int rc, prio = -1;
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "submit")) != 0)
@@ -220,13 +220,16 @@ int mqproc__cmd_submit(int argc, char **argv) {
   }
   exchange =
       mqproc__arg(&a, "exchange") != NULL ? mqproc__arg(&a, "exchange") : "ocrd-network-default";
+  char why[MQPROC_ERR_LEN];
   ids = json_array();
   rc = 0;
   /* dir://: the result queue is made here (servers make one only where the operator's
    * --result-queue-pattern allows) */
   if (mqproc__arg(&a, "result-queue") != NULL &&
-      mqproc__amqp_make_queue(amqp, mqproc__arg(&a, "result-queue")) != 0)
+      mqproc__qclient_make_queue(amqp, mqproc__arg(&a, "result-queue"), why) != 0) {
+    fprintf(stderr, "mqproc submit: %s\n", why);
     rc = 1;
+  }
   for (long i = 0; i < count && rc == 0; i++) {
     char id[300], err[256], *body = NULL;
     size_t len;
@@ -242,18 +245,19 @@ int mqproc__cmd_submit(int argc, char **argv) {
       rc = 2;
       break;
     }
-    if (mqproc__amqp_send(amqp, exchange, mqproc__arg(&a, "processor"), body, len,
-                          fmt == MQPROC__FMT_YAML ? "application/yaml" : "application/json", id,
-                          prio, headers, n_headers) != 0)
+    if (mqproc__qclient_send(amqp, exchange, mqproc__arg(&a, "processor"), body, len,
+                             fmt == MQPROC__FMT_YAML ? "application/yaml" : "application/json", id,
+                             prio, headers, n_headers, why) != 0) {
+      fprintf(stderr, "mqproc submit: %s\n", why);
       rc = 1;
-    else {
+    } else {
       printf("%s\n", id);
       json_array_append_new(ids, json_string(id));
     }
     free(body);
   }
   fflush(stdout);
-  mqproc__amqp_close(amqp);
+  mqproc__qclient_close(amqp);
   json_decref(msg);
   if (rc == 0 && mqproc__has(&a, "wait"))
     rc = wait_all(&a, ids);

@@ -49,16 +49,16 @@ typedef struct read {
 struct mqproc__dash {
   mqproc__loop_t *loop;
   char *database, *queue, *title, *exchange, *via;
-  mqproc__auth_t *auth; /* NULL: no token (read-only, and everything shown) */
-  mqproc__odb_t *db;    /* the reader's: used by one read at a time */
-  admin_amqp_t *amqp;   /* likewise */
-  mqproc__tls_t tls;    /* for amqps://; its file names are borrowed from the caller's cfg */
-  time_t amqp_failed;   /* when connecting last failed (retried after AMQP_RETRY_S) */
-  read_t *head, *tail;  /* waiting reads */
-  read_t *running;      /* the read on the reader thread now */
-  int stopped;          /* mqproc__dash_stop(): answers go nowhere */
-  int depth_waiting;    /* a depth read is queued or running */
-  int page_reads;       /* reads of page requests queued or running */
+  mqproc__auth_t *auth;    /* NULL: no token (read-only, and everything shown) */
+  mqproc__odb_t *db;       /* the reader's: used by one read at a time */
+  mqproc__qclient_t *amqp; /* likewise */
+  mqproc__tls_t tls;       /* for amqps://; its file names are borrowed from the caller's cfg */
+  time_t amqp_failed;      /* when connecting last failed (retried after AMQP_RETRY_S) */
+  read_t *head, *tail;     /* waiting reads */
+  read_t *running;         /* the read on the reader thread now */
+  int stopped;             /* mqproc__dash_stop(): answers go nowhere */
+  int depth_waiting;       /* a depth read is queued or running */
+  int page_reads;          /* reads of page requests queued or running */
 };
 
 /* ---- on the reader thread ----------------------------------------------------------- */
@@ -75,11 +75,14 @@ static int db(mqproc__dash_t *d, char *err) {
   return 0;
 }
 
-static admin_amqp_t *broker(mqproc__dash_t *d) {
+static mqproc__qclient_t *broker(mqproc__dash_t *d) {
   if (d->queue == NULL || d->amqp != NULL || time(NULL) - d->amqp_failed < AMQP_RETRY_S)
     return d->amqp;
-  if ((d->amqp = mqproc__amqp_open(d->queue, &d->tls)) == NULL)
-    d->amqp_failed = time(NULL);
+  char err[MQPROC_ERR_LEN];
+  if ((d->amqp = mqproc__qclient_open(d->queue, &d->tls, err)) == NULL) {
+    d->amqp_failed = time(NULL); /* said once per try, every AMQP_RETRY_S at most */
+    MQPROC__WARN("status page: the queue is not reachable (depths and retries wait): %s", err);
+  }
   return d->amqp;
 }
 
@@ -140,7 +143,7 @@ static void act(mqproc__dash_t *d, read_t *r) {
     snprintf(r->err, sizeof(r->err), "not a job id this page can carry");
     r->status = 400;
   } else if (!strcmp(r->action, "retry")) {
-    admin_amqp_t *a = broker(d);
+    mqproc__qclient_t *a = broker(d);
     mqproc__ops_retry_t w = {.ids = ids, .exchange = d->exchange, .actor = r->actor, .via = d->via};
     if (a == NULL)
       snprintf(r->err, sizeof(r->err), "not retried: the broker is %s",
@@ -150,7 +153,7 @@ static void act(mqproc__dash_t *d, read_t *r) {
     if (r->status == 200 &&
         !json_is_true(json_object_get(json_array_get(json_object_get(r->result, "jobs"), 0),
                                       "published"))) { /* the sweep publishes it; reconnect */
-      mqproc__amqp_close(d->amqp);
+      mqproc__qclient_close(d->amqp);
       d->amqp = NULL;
     }
     if (r->status == 409)
@@ -173,10 +176,10 @@ static void run_read(void *ud) {
   mqproc__dash_t *d = r->dash;
   r->status = 503;
   if (r->kind == R_DEPTH) {
-    admin_amqp_t *a = broker(d);
-    int rc = a != NULL ? mqproc__amqp_depth(a, r->arg, &r->messages, &r->consumers) : -2;
+    mqproc__qclient_t *a = broker(d);
+    int rc = a != NULL ? mqproc__qclient_depth(a, r->arg, &r->messages, &r->consumers) : -2;
     if (rc == -2 && a != NULL) { /* the connection is gone: again next time */
-      mqproc__amqp_close(a);
+      mqproc__qclient_close(a);
       d->amqp = NULL;
     }
     if (rc != 0)
@@ -641,7 +644,7 @@ void mqproc__dash_free(mqproc__dash_t *d) {
   if (d->running != NULL)
     read_free(d->running);
   mqproc__odb_close(d->db);
-  mqproc__amqp_close(d->amqp);
+  mqproc__qclient_close(d->amqp);
   free(d->database);
   free(d->queue);
   free(d->title);

@@ -63,7 +63,7 @@ static size_t stored_headers(const char *text, char *kv[32]) {
  * row keeps its history (tries, attempt: the fencing token only grows); its attempt
  * budget and requeues start afresh. A request not published is published by a server's
  * sweep within a minute (republish). */
-static long long retry_batch(mqproc__odb_t *c, admin_amqp_t *amqp, const char *exchange,
+static long long retry_batch(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char *exchange,
                              const char *ids, const char *state, const char *proc, json_t *jobs,
                              char *err) {
   const char *vals[3] = {ids, state, proc};
@@ -102,12 +102,13 @@ static long long retry_batch(mqproc__odb_t *c, admin_amqp_t *amqp, const char *e
     const char *ctype =
         !strcmp(mqproc__ores_get(r, i, 3), "yaml") ? "application/yaml" : "application/json";
     const char *id[1] = {mqproc__ores_get(r, i, 0)};
-    char *kv[32], e2[ERRLEN];
+    char *kv[32], e2[ERRLEN], why[MQPROC_ERR_LEN] = "the stored request is empty";
     size_t nh = stored_headers(mqproc__ores_get(r, i, 5), kv);
     /* the request as it came, with its priority and headers (as text) */
-    int sent = body != NULL &&
-               mqproc__amqp_send(amqp, exchange, mqproc__ores_get(r, i, 1), body, len, ctype, id[0],
-                                 atoi(mqproc__ores_get(r, i, 4)), (const char *const *)kv, nh) == 0;
+    int sent =
+        body != NULL && mqproc__qclient_send(amqp, exchange, mqproc__ores_get(r, i, 1), body, len,
+                                             ctype, id[0], atoi(mqproc__ores_get(r, i, 4)),
+                                             (const char *const *)kv, nh, why) == 0;
     if (sent)
       mqproc__ores_free(mqproc__odb_q(c,
                                       "UPDATE mqproc_jobs SET republish = false, lease_until = NULL"
@@ -115,7 +116,9 @@ static long long retry_batch(mqproc__odb_t *c, admin_amqp_t *amqp, const char *e
                                       "UPDATE mqproc_jobs SET republish = 0, lease_until = NULL"
                                       " WHERE job_id = ?1 AND state = 'QUEUED' AND republish",
                                       1, id, e2));
-    json_array_append_new(jobs, json_pack("{s:s, s:b}", "job_id", id[0], "published", sent));
+    json_array_append_new(
+        jobs, sent ? json_pack("{s:s, s:b}", "job_id", id[0], "published", 1)
+                   : json_pack("{s:s, s:b, s:s}", "job_id", id[0], "published", 0, "error", why));
     free(body);
     while (nh > 0)
       free(kv[--nh]);
@@ -124,7 +127,7 @@ static long long retry_batch(mqproc__odb_t *c, admin_amqp_t *amqp, const char *e
   return n;
 }
 
-json_t *mqproc__ops_retry(mqproc__odb_t *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w,
+json_t *mqproc__ops_retry(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqproc__ops_retry_t *w,
                           char *err) {
   json_t *jobs, *out;
   long long total = 0, n;

@@ -1,35 +1,16 @@
-/* What operators' tools share, the CLI (src/cli/) and the status page (src/http/): a
- * blocking broker client (publish with confirms, passive declares), the job store's reads
- * and actions over a blocking connection (ops/odb.h: PostgreSQL or SQLite), rows as
- * JSON. All block: a server calls them only from a reader thread, never on its loop. */
+/* What operators' tools share, the CLI (src/cli/) and the status page (src/http/): the job
+ * store's reads and actions over a blocking connection (store/odb.h: PostgreSQL or SQLite),
+ * publishing through the blocking queue client (broker/client.h), rows as JSON. All block:
+ * a server calls them only from a reader thread, never on its loop. They print nothing:
+ * errors come back in err buffers (only src/cli/ prints). */
 #ifndef MQPROC_OPS_H
 #define MQPROC_OPS_H
 
 #include <jansson.h>
 #include <stddef.h>
 
-#include "broker/broker.h"
-#include "ops/odb.h"
-
-/* ---- broker ------------------------------------------------------------------------- */
-
-typedef struct admin_amqp admin_amqp_t;
-/* Connects (--queue / MQPROC_QUEUE: a URL, a broker list, dir://) with confirms on, over
- * TLS with tls for amqps:// (NULL: the defaults); NULL after printing why not. */
-admin_amqp_t *mqproc__amqp_open(const char *url, const mqproc__tls_t *tls);
-/* Publishes with mandatory and waits for the confirm: 0, or -1 after printing why not
- * (unroutable, nacked, connection lost). priority < 0: none. headers: "k=v" or NULL. */
-int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, const void *body,
-                      size_t len, const char *content_type, const char *message_id, int priority,
-                      const char *const *headers, size_t n_headers);
-/* Passive declare: ready messages and consumers; -1 when the queue does not exist (the
- * channel is opened again), -2 when the connection is gone. */
-int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers);
-/* dir://: makes the queue's directory (a result queue a job names: servers make one only
- * where --result-queue-pattern allows); AMQP: nothing (servers declare result queues).
- * 0, or -1 after printing why. */
-int mqproc__amqp_make_queue(admin_amqp_t *a, const char *queue);
-void mqproc__amqp_close(admin_amqp_t *a);
+#include "broker/client.h"
+#include "store/odb.h"
 
 /* ---- rows --------------------------------------------------------------------------- */
 
@@ -55,7 +36,7 @@ json_t *mqproc__ops_workers(mqproc__odb_t *c, const char *processor, int all, ch
 /* The processors with a server seen in the last day (no scan of the job table). */
 json_t *mqproc__ops_processors(mqproc__odb_t *c, char *err);
 /* One processor's figures (`mqproc stats`); amqp NULL: depth and consumers unknown. */
-json_t *mqproc__ops_stats(mqproc__odb_t *c, admin_amqp_t *amqp, const char *proc);
+json_t *mqproc__ops_stats(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char *proc);
 /* Jobs finished per minute over the last hour, oldest minute first (60 numbers). */
 json_t *mqproc__ops_per_minute(mqproc__odb_t *c, const char *proc, char *err);
 
@@ -90,7 +71,7 @@ typedef struct mqproc__ops_retry {
 /* FAILED, CANCELLED or SUCCESS jobs back to QUEUED, their stored requests published again
  * (priority and headers kept), 1000 rows per transaction: {"jobs": [{job_id, published}],
  * "retried": N, "audit"}; an unpublished one is published by a server's sweep. */
-json_t *mqproc__ops_retry(mqproc__odb_t *c, admin_amqp_t *amqp, const mqproc__ops_retry_t *w,
+json_t *mqproc__ops_retry(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqproc__ops_retry_t *w,
                           char *err);
 /* QUEUED jobs become CANCELLED, RUNNING ones are stopped by their holder (told at once on
  * PostgreSQL, with its next beat on SQLite); with proc, ids not delivered yet get a

@@ -104,13 +104,13 @@ static json_t *sq_percentile(mqproc__odb_t *c, const char *proc, long long n, do
   return out;
 }
 
-json_t *mqproc__ops_stats(mqproc__odb_t *c, admin_amqp_t *amqp, const char *proc) {
+json_t *mqproc__ops_stats(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char *proc) {
   const char *vals[1] = {proc};
   json_t *o = json_pack("{s:s}", "processor", proc), *states = json_object();
   long msgs, cons;
   char err[ERRLEN];
   mqproc__ores_t *r;
-  if (amqp != NULL && mqproc__amqp_depth(amqp, proc, &msgs, &cons) == 0) {
+  if (amqp != NULL && mqproc__qclient_depth(amqp, proc, &msgs, &cons) == 0) {
     json_object_set_new(o, "queue_depth", json_integer(msgs));
     json_object_set_new(o, "consumers", cons >= 0 ? json_integer(cons) : json_null());
   } else {

@@ -77,12 +77,12 @@ int mqproc__server_take_slot(mqproc__server_t *srv) {
   return mqproc__inflight_take_slot(&srv->inflight, srv->cfg->concurrency);
 }
 
-/* ---- the automatic window (cfg->depth_auto; policy.h says the rule) ------------------ */
+/* ---- the automatic window (srv->depth_auto; policy.h says the rule) ------------------ */
 
 /* Claim passes at most: --claim-ahead, or all of the automatic window beyond the slots. */
 static int claim_ahead(const mqproc__server_t *srv) {
   int beyond = srv->prefetch - srv->cfg->concurrency;
-  return srv->cfg->depth_auto && beyond > srv->cfg->claim_ahead ? beyond : srv->cfg->claim_ahead;
+  return srv->depth_auto && beyond > srv->claim_ahead ? beyond : srv->claim_ahead;
 }
 
 static void set_depth(mqproc__server_t *srv, int depth) {
@@ -101,7 +101,7 @@ static void set_depth(mqproc__server_t *srv, int depth) {
 /* A run slot is left without a claimed job to run: grow the window if it is full (with
  * room in it, the queue is what is short), counted as the consumer's prefetch is. */
 static void slot_starved(mqproc__server_t *srv) {
-  if (!srv->cfg->depth_auto || srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv))
+  if (!srv->depth_auto || srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv))
     return;
   if (free_slots(srv, 0, 0) > 0)
     return;
@@ -132,7 +132,7 @@ static int hand_back(mqproc__server_t *srv) {
 }
 
 void mqproc__server_depth_tick(mqproc__server_t *srv) {
-  if (!srv->cfg->depth_auto)
+  if (!srv->depth_auto)
     return;
   if (mqproc__inflight_empty(&srv->inflight))
     set_depth(srv, srv->cfg->prefetch); /* idle: the next burst grows it again */

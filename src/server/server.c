@@ -298,7 +298,7 @@ int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
 int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *err) {
   char **grown;
   int rc;
-  if (!srv->cfg->declare_result_queues)
+  if (!srv->declare_results)
     return MQPROC_OK;
   for (size_t i = 0; i < srv->n_declared; i++)
     if (strcmp(srv->declared[i], queue) == 0)
@@ -567,13 +567,11 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .max_message_bytes = (size_t)cfg->max_message_bytes,
                                    .tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key,
                                            (mqproc__tls_verify_t)cfg->tls_verify_mode}};
-  if (mqproc__dirq_is_url(cfg->queue_url) && cfg->quorum)
-    return mqproc__err(err, MQPROC_ECONFIG, "--queue-type=quorum is for RabbitMQ, not dir://");
-  rc = mqproc__dirq_is_url(cfg->queue_url)
-           ? mqproc__broker_dir_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err)
-           : mqproc__broker_amqp_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err);
+  if ((rc = mqproc__broker_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err)) != MQPROC_OK)
+    return rc;
+  mqproc__server_setup_window(srv);
   fill_host(srv);
-  return rc;
+  return MQPROC_OK;
 }
 
 static void teardown(mqproc__server_t *srv) {

@@ -63,8 +63,13 @@ typedef struct mqproc__server {
                            configuration, e.g. a queue directory that is a link; 1: a declare error) */
   int stopped_at_start; /* SIGTERM/SIGINT while the start waited for the database */
   int abandoned;        /* deliveries released while their thread still runs */
+  int claim_ahead;      /* claim passes at most beside the window's (mqproc__server_setup_window) */
+  int depth_auto;       /* the window adapts to the jobs: neither --prefetch nor --claim-ahead
+                           given, and the backend can resize its consumer in place */
+  int declare_results;  /* result queues are declared (--declare-result-queues, and a
+                           pattern where the backend needs one) */
   int prefetch;         /* deliveries in flight at most: --prefetch, or the
-                           automatic window (cfg->depth_auto, server_flow.c) */
+                           automatic window (depth_auto, server/flow.c) */
   int starved;          /* a slot starved with the window full since the tick */
   uint64_t slot_timer;  /* wakes the oldest delivery waiting for a slot */
   struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */
@@ -115,7 +120,7 @@ mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *j
  * prefetch only counts unacked deliveries). extra: early acks about to be sent. */
 void mqproc__server_update_consuming(mqproc__server_t *srv, int extra);
 /* The automatic window at a busy tick: shrunk unless a slot starved since the last one;
- * back at its start when idle (cfg->depth_auto only). */
+ * back at its start when idle (depth_auto only). */
 void mqproc__server_depth_tick(mqproc__server_t *srv);
 /* Stop taking jobs, let the running ones finish however long they take, then exit 0
  * (an operator's `mqproc drain`). */
@@ -127,6 +132,10 @@ void mqproc__server_drain(mqproc__server_t *srv);
 int mqproc__server_open_store(mqproc__server_t *srv, char *err);
 /* The runner of proc (a C processor: threads or worker processes), else of --exec. */
 int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, char *err);
+/* What the queue's backend makes of the window options left unset (--claim-ahead,
+ * --prefetch) and of --declare-result-queues: srv->claim_ahead, depth_auto and
+ * declare_results, asked of the broker (broker.h), not read off its URL. */
+void mqproc__server_setup_window(mqproc__server_t *srv);
 /* --callback-allow, --callback-deny and --result-queue-pattern. */
 int mqproc__server_setup_limits(mqproc__server_t *srv, const mqproc__config_t *cfg, char *err);
 /* Whether a store request reached the database (ok 1) or not (0): /readyz and the

@@ -17,15 +17,27 @@
 #include "server/server.h"
 #include "base/util.h"
 
+void mqproc__server_setup_window(mqproc__server_t *srv) {
+  const mqproc__config_t *cfg = srv->cfg;
+  srv->claim_ahead = cfg->claim_ahead >= 0             ? cfg->claim_ahead
+                     : srv->broker->klass->claim_ahead ? cfg->concurrency
+                                                       : 0;
+  /* (not with --max-jobs-per-child: a window deeper than the jobs left would run more) */
+  srv->depth_auto = mqproc__broker_can_resize(srv->broker) && !cfg->prefetch_given &&
+                    cfg->claim_ahead < 0 && cfg->max_jobs_per_child == 0;
+  /* a backend whose queues are directories: a message makes one only where the operator
+   * said which names may be made; else results go to queues that exist */
+  srv->declare_results =
+      cfg->declare_result_queues &&
+      (!srv->broker->klass->declare_needs_pattern || cfg->result_queue_pattern != NULL);
+}
+
 int mqproc__server_open_store(mqproc__server_t *srv, char *err) {
   char masked[512];
   sigset_t stop;
   int sig;
-  int rc = mqproc__store_is_sqlite(srv->cfg->database)
-               ? mqproc__store_sqlite_new(&srv->store, srv->cfg->database, srv->loop, err)
-               : mqproc__store_pg_new(&srv->store, srv->cfg->database, srv->loop, err);
-  if (rc == MQPROC_OK && srv->cfg->database_pooler && !mqproc__store_is_sqlite(srv->cfg->database))
-    mqproc__store_pg_pooled(srv->store);
+  int rc =
+      mqproc__store_new(&srv->store, srv->cfg->database, srv->loop, srv->cfg->database_pooler, err);
   for (int tries = 0; rc == MQPROC_OK; tries++) {
     if (srv->cfg->migrate)
       rc = mqproc__store_migrate(srv->store, err);

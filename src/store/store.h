@@ -238,6 +238,12 @@ struct mqproc__store {
   const struct mqproc__store_class *klass;
 };
 
+/* The backend url names (sqlite:///PATH, else a PostgreSQL URL or conninfo); loop: the
+ * loop that drives its connection (NULL: only the synchronous open and migrate); pooled:
+ * PostgreSQL is reached through a pooler in transaction mode (--database-pooler). */
+int mqproc__store_new(mqproc__store_t **out, const char *url, mqproc__loop_t *loop, int pooled,
+                      char *err);
+
 /* The PostgreSQL backend; conninfo is a libpq URI or key=value string (copied). loop: the
  * loop that drives its connection (NULL: only the synchronous open and migrate). */
 /* The PostgreSQL store is reached through a pooler in transaction mode (PgBouncer 1.18):

@@ -225,7 +225,7 @@ Test(http_hardening, an_id_that_cannot_be_carried_acts_on_nothing) {
   int port = it_http_port(srv);
   mqproc__ops_retry_t no_filter = {.processor = proc, .actor = "test:hardening"};
   mqproc__odb_t *c;
-  admin_amqp_t *amqp;
+  mqproc__qclient_t *amqp;
   json_t *res;
   submit(proc, "carry-ok-1");
   cr_assert(it_sql_becomes("SELECT state FROM mqproc_jobs WHERE job_id = 'carry-ok-1'", "SUCCESS"));
@@ -239,8 +239,8 @@ Test(http_hardening, an_id_that_cannot_be_carried_acts_on_nothing) {
   /* the actions themselves refuse to run without a filter, whoever calls them */
   c = mqproc__odb_open(it_db_url(), 5000, err);
   cr_assert_not_null(c, "%s", err);
-  amqp = mqproc__amqp_open(it_amqp_url(), NULL);
-  cr_assert_not_null(amqp);
+  amqp = mqproc__qclient_open(it_amqp_url(), NULL, err);
+  cr_assert_not_null(amqp, "%s", err);
   res = mqproc__ops_retry(c, amqp, &no_filter, err);
   cr_expect_null(res, "a retry without ids or a state ran");
   cr_expect(strstr(err, "refused") != NULL, "%s", err);
@@ -248,7 +248,7 @@ Test(http_hardening, an_id_that_cannot_be_carried_acts_on_nothing) {
   res = mqproc__ops_cancel(c, NULL, proc, "test:hardening", NULL, err);
   cr_expect_null(res, "a cancel without ids ran");
   json_decref(res);
-  mqproc__amqp_close(amqp);
+  mqproc__qclient_close(amqp);
   mqproc__odb_close(c);
   cr_expect_eq(it_mq(&out, "jobs", "retry", NULL), 2, "the CLI asks for ids or --state");
 

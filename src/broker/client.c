@@ -1,22 +1,25 @@
-/* The operator commands' broker client: a blocking rabbitmq-c connection with publisher
+/* The operators' blocking queue client (client.h): a rabbitmq-c connection with publisher
  * confirms (a command waits for its broker; a server's loop never does), or, for a
  * dir:// URL, the directory queue (broker/dirq.h): a publish is a durable file in the
- * queue's new/ (written, fsynced, renamed, the directory fsynced). */
+ * queue's new/ (written, fsynced, renamed, the directory fsynced). It prints nothing: each
+ * call says why it failed in err, and its caller decides who reads it. */
 #include <amqp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
+#include "broker/client.h"
+
+#include "base/log.h"
+#include "base/util.h"
 #include "broker/amqp_conn.h"
 #include "broker/dirq.h"
-#include "base/log.h"
 #include "mqproc/mqproc.h"
-#include "ops/ops.h"
 
 #define TIMEOUT_S 10
 
-struct admin_amqp {
+struct mqproc__qclient {
   amqp_connection_state_t conn; /* NULL: a directory queue */
   uint64_t seq;
   char spool[MQPROC__DIRQ_SPOOL_MAX];
@@ -26,24 +29,24 @@ struct admin_amqp {
 
 /* ---- dir:// ------------------------------------------------------------------------- */
 
-static admin_amqp_t *dir_open(const char *url) {
-  char err[MQPROC_ERR_LEN];
-  admin_amqp_t *a = calloc(1, sizeof(*a));
-  if (a == NULL)
+static mqproc__qclient_t *dir_open(const char *url, char *err) {
+  mqproc__qclient_t *a = calloc(1, sizeof(*a));
+  if (a == NULL) {
+    mqproc__err(err, MQPROC_ENOMEM, "out of memory");
     return NULL;
+  }
   mqproc__dirq_init(&a->q);
   if (mqproc__dirq_spool(url, a->spool, NULL, err) != MQPROC_OK) {
-    fprintf(stderr, "mqproc: %s\n", err);
     free(a);
     return NULL;
   }
   return a;
 }
 
-static int dir_send(admin_amqp_t *a, const char *rk, const void *body, size_t len,
+static int dir_send(mqproc__qclient_t *a, const char *rk, const void *body, size_t len,
                     const char *content_type, const char *message_id, int priority,
-                    const char *const *headers, size_t n_headers) {
-  char err[MQPROC_ERR_LEN], name[MQPROC__DIRQ_NAME_MAX], *hj = NULL;
+                    const char *const *headers, size_t n_headers, char *err) {
+  char why[MQPROC_ERR_LEN], name[MQPROC__DIRQ_NAME_MAX], *hj = NULL;
   mqproc__dirq_msg_t m = {.body = body,
                           .len = len,
                           .content_type = content_type,
@@ -71,14 +74,14 @@ static int dir_send(admin_amqp_t *a, const char *rk, const void *body, size_t le
   } else {
     mqproc__dirq_close(&a->q);
     a->made[0] = '\0';
-    if ((rc = mqproc__dirq_open(a->spool, rk, 1, &a->q, err)) == MQPROC_OK)
+    if ((rc = mqproc__dirq_open(a->spool, rk, 1, &a->q, why)) == MQPROC_OK)
       snprintf(a->made, sizeof(a->made), "%s", rk);
   }
   if (rc == MQPROC_OK)
-    rc = mqproc__dirq_put(&a->q, MQPROC__DIRQ_NEW, &m, 1, name, err);
+    rc = mqproc__dirq_put(&a->q, MQPROC__DIRQ_NEW, &m, 1, name, why);
   free(hj);
   if (rc != MQPROC_OK) {
-    fprintf(stderr, "mqproc: not queued: %s\n", err);
+    mqproc__err(err, rc, "not queued: %s", why);
     return -1;
   }
   a->seq++;
@@ -87,47 +90,48 @@ static int dir_send(admin_amqp_t *a, const char *rk, const void *body, size_t le
 
 /* ---- AMQP --------------------------------------------------------------------------- */
 
-static int rpc_ok(amqp_rpc_reply_t r, const char *what) {
+static int rpc_ok(amqp_rpc_reply_t r, const char *what, char *err) {
   if (r.reply_type == AMQP_RESPONSE_NORMAL)
     return 1;
   if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
       (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD || r.reply.id == AMQP_CONNECTION_CLOSE_METHOD)) {
     amqp_channel_close_t *c = r.reply.decoded; /* same layout for the connection's close */
-    fprintf(stderr, "mqproc: %s: %.*s\n", what, (int)c->reply_text.len,
-            (const char *)c->reply_text.bytes);
+    mqproc__err(err, MQPROC_EBROKER_CONNECT, "%s: %.*s", what, (int)c->reply_text.len,
+                (const char *)c->reply_text.bytes);
   } else {
-    fprintf(stderr, "mqproc: %s failed (%s)\n", what,
-            r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? amqp_error_string2(r.library_error)
-                                                            : "broker error");
+    mqproc__err(err, MQPROC_EBROKER_CONNECT, "%s failed (%s)", what,
+                r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
+                    ? amqp_error_string2(r.library_error)
+                    : "broker error");
   }
   return 0;
 }
 
 /* Connects to one broker: socket (TCP or TLS), login, channel 1 with confirms. */
-static int open_one(admin_amqp_t *a, const char *url, const mqproc__tls_t *tls) {
+static int open_one(mqproc__qclient_t *a, const char *url, const mqproc__tls_t *tls, char *err) {
   struct amqp_connection_info info;
   struct timeval tv = {TIMEOUT_S, 0};
-  char *copy = strdup(url), err[MQPROC_ERR_LEN];
+  char *copy = strdup(url);
   int ok;
   if (copy == NULL)
-    return 0;
+    return mqproc__err(err, 0, "out of memory");
   amqp_default_connection_info(&info);
   amqp_parse_url(copy, &info); /* checked by mqproc__amqp_urls() */
   if ((a->conn = amqp_new_connection()) == NULL) {
-    fprintf(stderr, "mqproc: out of memory\n");
     free(copy);
-    return 0;
+    return mqproc__err(err, 0, "out of memory");
   }
   if (mqproc__amqp_socket_open(a->conn, &info, tls, TIMEOUT_S, err) != MQPROC_OK) {
-    fprintf(stderr, "mqproc: %s\n", err);
     ok = 0;
   } else {
     amqp_set_rpc_timeout(a->conn, &tv);
     ok = rpc_ok(amqp_login(a->conn, info.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
                            info.password),
-                "login") &&
-         amqp_channel_open(a->conn, 1) != NULL && rpc_ok(amqp_get_rpc_reply(a->conn), "channel") &&
-         amqp_confirm_select(a->conn, 1) != NULL && rpc_ok(amqp_get_rpc_reply(a->conn), "confirms");
+                "login", err) &&
+         amqp_channel_open(a->conn, 1) != NULL &&
+         rpc_ok(amqp_get_rpc_reply(a->conn), "channel", err) &&
+         amqp_confirm_select(a->conn, 1) != NULL &&
+         rpc_ok(amqp_get_rpc_reply(a->conn), "confirms", err);
   }
   if (!ok) {
     amqp_destroy_connection(a->conn);
@@ -137,27 +141,27 @@ static int open_one(admin_amqp_t *a, const char *url, const mqproc__tls_t *tls) 
   return ok;
 }
 
-admin_amqp_t *mqproc__amqp_open(const char *url, const mqproc__tls_t *tls) {
-  char **urls, err[MQPROC_ERR_LEN];
+mqproc__qclient_t *mqproc__qclient_open(const char *url, const mqproc__tls_t *tls, char *err) {
+  char **urls;
   size_t n, order[64];
-  admin_amqp_t *a;
+  mqproc__qclient_t *a;
   if (url == NULL || url[0] == '\0') {
-    fprintf(stderr, "mqproc: --queue (or MQPROC_QUEUE) is required\n");
+    mqproc__err(err, MQPROC_ECONFIG, "--queue (or MQPROC_QUEUE) is required");
     return NULL;
   }
   if (mqproc__dirq_is_url(url))
-    return dir_open(url);
-  if (mqproc__amqp_urls(url, &urls, &n, err) != MQPROC_OK) {
-    fprintf(stderr, "mqproc: %s\n", err);
+    return dir_open(url, err);
+  if (mqproc__amqp_urls(url, &urls, &n, err) != MQPROC_OK)
     return NULL;
-  }
   if ((a = calloc(1, sizeof(*a))) == NULL) {
     mqproc__amqp_urls_free(urls);
+    mqproc__err(err, MQPROC_ENOMEM, "out of memory");
     return NULL;
   }
-  mqproc__amqp_shuffle(order, n); /* a broker list: the first that lets us in */
+  mqproc__amqp_shuffle(order, n); /* a broker list: the first that lets us in (err: why
+                                     the last one did not) */
   for (size_t i = 0; i < n && a->conn == NULL; i++)
-    open_one(a, urls[order[i]], tls);
+    open_one(a, urls[order[i]], tls, err);
   mqproc__amqp_urls_free(urls);
   if (a->conn == NULL) {
     free(a);
@@ -166,15 +170,16 @@ admin_amqp_t *mqproc__amqp_open(const char *url, const mqproc__tls_t *tls) {
   return a;
 }
 
-int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, const void *body,
-                      size_t len, const char *content_type, const char *message_id, int priority,
-                      const char *const *headers, size_t n_headers) {
+int mqproc__qclient_send(mqproc__qclient_t *a, const char *exchange, const char *rk,
+                         const void *body, size_t len, const char *content_type,
+                         const char *message_id, int priority, const char *const *headers,
+                         size_t n_headers, char *err) {
   amqp_basic_properties_t p = {0};
   amqp_table_entry_t entries[32];
   struct timeval tv = {TIMEOUT_S, 0};
   int returned = 0;
   if (a->conn == NULL)
-    return dir_send(a, rk, body, len, content_type, message_id, priority, headers, n_headers);
+    return dir_send(a, rk, body, len, content_type, message_id, priority, headers, n_headers, err);
   p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
   p.delivery_mode = 2;
   p.content_type = amqp_cstring_bytes(content_type);
@@ -202,8 +207,7 @@ int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, con
   }
   if (amqp_basic_publish(a->conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes(rk), 1, 0, &p,
                          (amqp_bytes_t){len, (void *)body}) != AMQP_STATUS_OK) {
-    fprintf(stderr, "mqproc: publish failed: connection lost\n");
-    return -1;
+    return mqproc__err(err, -1, "publish failed: connection lost");
   }
   a->seq++;
   for (;;) { /* basic.return (unroutable) comes before the ack of the same message */
@@ -212,8 +216,7 @@ int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, con
     amqp_maybe_release_buffers(a->conn);
     rc = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
     if (rc != AMQP_STATUS_OK) {
-      fprintf(stderr, "mqproc: no confirm from the broker: %s\n", amqp_error_string2(rc));
-      return -1;
+      return mqproc__err(err, -1, "no confirm from the broker: %s", amqp_error_string2(rc));
     }
     if (f.frame_type != AMQP_FRAME_METHOD)
       continue; /* the returned message's header and body */
@@ -222,29 +225,27 @@ int mqproc__amqp_send(admin_amqp_t *a, const char *exchange, const char *rk, con
       continue;
     }
     if (f.payload.method.id == AMQP_BASIC_NACK_METHOD) {
-      fprintf(stderr, "mqproc: the broker refused the message (nack)\n");
-      return -1;
+      return mqproc__err(err, -1, "the broker refused the message (nack)");
     }
     if (f.payload.method.id == AMQP_BASIC_ACK_METHOD) {
       if (returned) {
-        fprintf(stderr,
-                "mqproc: unroutable: no queue is bound to exchange '%s' with routing key '%s' "
-                "(no server of that processor ever ran?)\n",
-                exchange, rk);
-        return -1;
+        return mqproc__err(err, -1,
+                           "unroutable: no queue is bound to exchange '%s' with routing key '%s' "
+                           "(no server of that processor ever ran?)",
+                           exchange, rk);
       }
       return 0;
     }
     if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
       amqp_channel_close_t *c = f.payload.method.decoded;
-      fprintf(stderr, "mqproc: the broker closed the channel: %.*s\n", (int)c->reply_text.len,
-              (const char *)c->reply_text.bytes);
-      return -1;
+      return mqproc__err(err, -1, "the broker closed the channel: %.*s", (int)c->reply_text.len,
+                         (const char *)c->reply_text.bytes);
     }
   }
 }
 
-int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long *consumers) {
+int mqproc__qclient_depth(mqproc__qclient_t *a, const char *queue, long *messages,
+                          long *consumers) {
   amqp_queue_declare_ok_t *ok;
   if (a->conn == NULL) { /* a directory queue keeps no list of its consumers */
     char err[MQPROC_ERR_LEN];
@@ -273,18 +274,14 @@ int mqproc__amqp_depth(admin_amqp_t *a, const char *queue, long *messages, long 
   return 0;
 }
 
-int mqproc__amqp_make_queue(admin_amqp_t *a, const char *queue) {
-  char err[MQPROC_ERR_LEN], qdir[MQPROC__DIRQ_QDIR_MAX];
+int mqproc__qclient_make_queue(mqproc__qclient_t *a, const char *queue, char *err) {
+  char qdir[MQPROC__DIRQ_QDIR_MAX];
   if (a->conn != NULL) /* the servers declare result queues on AMQP */
     return 0;
-  if (mqproc__dirq_make(a->spool, queue, qdir, err) != MQPROC_OK) {
-    fprintf(stderr, "mqproc: %s\n", err);
-    return -1;
-  }
-  return 0;
+  return mqproc__dirq_make(a->spool, queue, qdir, err) == MQPROC_OK ? 0 : -1;
 }
 
-void mqproc__amqp_close(admin_amqp_t *a) {
+void mqproc__qclient_close(mqproc__qclient_t *a) {
   if (a == NULL)
     return;
   if (a->conn == NULL) {

@@ -1,6 +1,6 @@
 /* Operators' connection to the job store (odb.h): libpq's results as they come, SQLite's
  * rows copied into a table of text cells that reads the same way. */
-#include "ops/odb.h"
+#include "store/odb.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
