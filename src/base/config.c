@@ -1,4 +1,5 @@
-/* Configuration: one table of options drives defaults, environment, argv and --help. */
+/* Configuration: one table of options drives defaults, environment, argv and --help; the
+ * operator commands' tables (cli/) share its row type and MQPROC__OPTS_SHARED (config.h). */
 #include "base/config.h"
 
 #include <errno.h>
@@ -293,7 +294,7 @@ static int parse_bool(const char *v, int *out) {
 }
 
 const char *mqproc__opt_choices(const mqproc__opt_t *o, const char *sep, char *buf, size_t cap) {
-  const char *names[16];
+  const char *names[16]; /* an enum has a handful of choices */
   size_t n = 0, len = 0;
   for (const mqproc__opt_choice_t *c = o->choices; c->name != NULL && n < 16; c++) {
     const mqproc__opt_choice_t *first = o->choices;

@@ -167,11 +167,11 @@ typedef enum mqproc__opt_for {
  * named is an alias, accepted but not listed (--log-level=warning). */
 typedef struct mqproc__opt_choice {
   const char *name;
-  int value;
+  int value; /* >= 0: the enum's constant */
 } mqproc__opt_choice_t;
 
-/* One option: a row of the server's table (config.c) or of an operator command's
- * (in cli/, which keep the values as text and leave offset, min, max and only unset). */
+/* One option: a row of the server's table (config.c) or of an operator command's (in
+ * cli/, which keeps the values as text: offset, min, max and only mean nothing there). */
 typedef struct mqproc__opt {
   const char *name; /* --name */
   const char *env;  /* MQPROC_…, or NULL */

@@ -134,13 +134,13 @@ int mqproc__arg_enum(const args_t *a, const char *name) {
   const mqproc__opt_t *o = find(a->opts, name, strlen(name), 0);
   const char *v = mqproc__arg(a, name);
   char src[80], err[MQPROC_ERR_LEN];
-  int value;
+  int value, given;
   if (o == NULL || o->type != MQPROC__OPT_ENUM) { /* not reached: the command's own row */
     fprintf(stderr, "mqproc %s: --%s is no option of this command\n", a->cmd, name);
     return -1;
   }
-  snprintf(src, sizeof(src), "%s%s", mqproc__has(a, name) || o->env == NULL ? "--" : "",
-           mqproc__has(a, name) || o->env == NULL ? o->name : o->env);
+  given = mqproc__has(a, name) || o->env == NULL; /* else the text is its variable's */
+  snprintf(src, sizeof(src), "%s%s", given ? "--" : "", given ? o->name : o->env);
   if ((value = mqproc__opt_enum_parse(o, v != NULL ? v : o->def, src, err)) < 0)
     fprintf(stderr, "mqproc %s: %s\n", a->cmd, err);
   return value;
