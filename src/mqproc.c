@@ -75,7 +75,7 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
   const char *prog = kind == MQPROC__CLI_C ? proc->name : "mqproc";
   char err[MQPROC_ERR_LEN];
   mqproc__config_t cfg;
-  int rc, level;
+  int rc;
   if (argc < 2) {
     usage(stderr, prog, kind, proc);
     return 2;
@@ -109,18 +109,8 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     mqproc__config_free(&cfg);
     return 2;
   }
-  if ((level = mqproc__log_level_parse(cfg.log_level)) < 0) {
-    fprintf(stderr, "%s: --log-level: expected debug, info, warn or error\n", prog);
-    mqproc__config_free(&cfg);
-    return 2;
-  }
-  mqproc__log_set_level((mqproc__log_level_t)level);
-  if ((level = mqproc__log_format_parse(cfg.log_format)) < 0) {
-    fprintf(stderr, "%s: --log-format: expected text or json\n", prog);
-    mqproc__config_free(&cfg);
-    return 2;
-  }
-  mqproc__log_set_json(level);
+  mqproc__log_set_level(cfg.log_level);
+  mqproc__log_set_json(cfg.log_format == MQPROC__LOG_JSON);
   mqproc__set_group_access(cfg.group_access); /* before the first file is made */
   if (cfg.warning != NULL)
     MQPROC__WARN("%s", cfg.warning);

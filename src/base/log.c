@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -191,17 +190,6 @@ void mqproc__log_set_level(mqproc__log_level_t level) {
     atomic_store(&log_level, (int)level);
 }
 
-int mqproc__log_level_parse(const char *s) {
-  if (s == NULL)
-    return -1;
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(level_names); i++)
-    if (strcasecmp(s, level_names[i]) == 0)
-      return (int)i;
-  if (strcasecmp(s, "warning") == 0)
-    return MQPROC__LOG_WARN;
-  return -1;
-}
-
 void mqproc__log_set_tag(const char *tag) {
   pthread_mutex_lock(&log_tag_lock);
   snprintf(log_tag, sizeof(log_tag), "%s", tag == NULL ? "" : tag);
@@ -210,16 +198,6 @@ void mqproc__log_set_tag(const char *tag) {
 
 void mqproc__log_set_json(int json) {
   atomic_store(&log_json, json != 0);
-}
-
-int mqproc__log_format_parse(const char *s) {
-  if (s == NULL)
-    return -1;
-  if (strcasecmp(s, "text") == 0)
-    return 0;
-  if (strcasecmp(s, "json") == 0)
-    return 1;
-  return -1;
 }
 
 mqproc__log_job_t mqproc__log_enter_job(char *const *job_id, const char *processor,

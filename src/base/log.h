@@ -11,16 +11,18 @@ typedef enum mqproc__log_level {
   MQPROC__LOG_ERROR
 } mqproc__log_level_t;
 
+/* --log-format (base/config.c parses it, as --log-level). */
+typedef enum mqproc__log_format {
+  MQPROC__LOG_TEXT = 0, /* one text line per event */
+  MQPROC__LOG_JSON      /* one JSON object per line */
+} mqproc__log_format_t;
+
 void mqproc__log_set_level(mqproc__log_level_t level);
-/* Parses "debug|info|warn|error"; returns -1 when unknown. */
-int mqproc__log_level_parse(const char *s);
 /* Tag printed on every line (worker id); copied. */
 void mqproc__log_set_tag(const char *tag);
 /* --log-format: 0 = text lines, 1 = one JSON object per line ({"ts", "level", "worker_id",
  * "msg"} and, on job lines, "job_id", "attempt", "try", "processor"). */
 void mqproc__log_set_json(int json);
-/* Parses "text|json" into 0|1; -1 when unknown. */
-int mqproc__log_format_parse(const char *s);
 
 /* The job this thread works for now: its lines carry the job's fields in JSON logs, read
  * through these pointers when a line is written (so they follow the job as it is decoded,

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/config.h"
 #include "mqproc/mqproc.h"
 
 typedef struct mqproc__broker mqproc__broker_t;
@@ -85,14 +86,8 @@ typedef struct mqproc__publish {
                       flag, never by the name, which a message's result queue could take */
 } mqproc__publish_t;
 
-/* TLS to an amqps:// broker (broker/amqp_conn.h); --tls-verify's values (base/config.h
- * parses them: mqproc__tls_verify_parse). */
-typedef enum mqproc__tls_verify {
-  MQPROC__TLS_VERIFY_FULL = 0, /* chain and host name */
-  MQPROC__TLS_VERIFY_CA,       /* chain only */
-  MQPROC__TLS_VERIFY_NONE      /* nothing (testing only) */
-} mqproc__tls_verify_t;
-
+/* TLS to an amqps:// broker (broker/amqp_conn.h); verify is --tls-verify's value
+ * (base/config.h). */
 typedef struct mqproc__tls {
   const char *ca;   /* PEM file of the CAs to trust; NULL: the system's bundle */
   const char *cert; /* client certificate (PEM), with key; NULL: none */

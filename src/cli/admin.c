@@ -14,7 +14,8 @@
 
 /* ---- arguments ---------------------------------------------------------------------- */
 
-static const aopt_t *find(const aopt_t *opts, const char *name, size_t len, char shrt) {
+static const mqproc__opt_t *find(const mqproc__opt_t *opts, const char *name, size_t len,
+                                 char shrt) {
   for (; opts->name != NULL; opts++)
     if ((shrt != 0 && opts->shrt == shrt) ||
         (shrt == 0 && strlen(opts->name) == len && strncmp(opts->name, name, len) == 0))
@@ -28,7 +29,7 @@ static const aopt_t *find(const aopt_t *opts, const char *name, size_t len, char
 static int url_from_file(args_t *a, const char *name, int slot, const char *cmd) {
   static char text[2][8200];
   char file_opt[32], err[512], *url;
-  const aopt_t *u, *f;
+  const mqproc__opt_t *u, *f;
   const char *path = NULL;
   int others;
   snprintf(file_opt, sizeof(file_opt), "%s-file", name);
@@ -58,13 +59,15 @@ static int url_from_file(args_t *a, const char *name, int slot, const char *cmd)
   return 0;
 }
 
-int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, const char *cmd) {
+int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **argv,
+                       const char *cmd) {
   int rc;
   memset(a, 0, sizeof(*a));
   a->opts = opts;
+  a->cmd = cmd;
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i], *eq, *val = NULL;
-    const aopt_t *o;
+    const mqproc__opt_t *o;
     if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
       a->names[a->n] = "help";
       a->vals[a->n++] = "";
@@ -85,13 +88,13 @@ int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, con
       fprintf(stderr, "mqproc %s: unknown option '%s' (see --help)\n", cmd, s);
       return 2;
     }
-    if (o->has_arg && val == NULL) {
+    if (o->type != MQPROC__OPT_BOOL && val == NULL) {
       if (i + 1 >= argc) {
         fprintf(stderr, "mqproc %s: --%s needs a value\n", cmd, o->name);
         return 2;
       }
       val = argv[++i];
-    } else if (!o->has_arg && val != NULL) {
+    } else if (o->type == MQPROC__OPT_BOOL && val != NULL) {
       fprintf(stderr, "mqproc %s: --%s takes no value\n", cmd, o->name);
       return 2;
     }
@@ -121,10 +124,26 @@ const char *mqproc__arg(const args_t *a, const char *name) {
   for (int i = a->n - 1; i >= 0; i--)
     if (!strcmp(a->names[i], name))
       return a->vals[i];
-  for (const aopt_t *o = a->opts; o != NULL && o->name != NULL; o++)
+  for (const mqproc__opt_t *o = a->opts; o != NULL && o->name != NULL; o++)
     if (!strcmp(o->name, name) && o->env != NULL)
       return getenv(o->env);
   return NULL;
+}
+
+int mqproc__arg_enum(const args_t *a, const char *name) {
+  const mqproc__opt_t *o = find(a->opts, name, strlen(name), 0);
+  const char *v = mqproc__arg(a, name);
+  char src[80], err[MQPROC_ERR_LEN];
+  int value, given;
+  if (o == NULL || o->type != MQPROC__OPT_ENUM) { /* not reached: the command's own row */
+    fprintf(stderr, "mqproc %s: --%s is no option of this command\n", a->cmd, name);
+    return -1;
+  }
+  given = mqproc__has(a, name) || o->env == NULL; /* else the text is its variable's */
+  snprintf(src, sizeof(src), "%s%s", given ? "--" : "", given ? o->name : o->env);
+  if ((value = mqproc__opt_enum_parse(o, v != NULL ? v : o->def, src, err)) < 0)
+    fprintf(stderr, "mqproc %s: %s\n", a->cmd, err);
+  return value;
 }
 
 int mqproc__has(const args_t *a, const char *name) {
@@ -141,16 +160,24 @@ const char *mqproc__arg_nth(const args_t *a, const char *name, int k) {
   return NULL;
 }
 
-void mqproc__args_usage(const char *usage, const aopt_t *opts) {
+void mqproc__args_usage(const char *usage, const mqproc__opt_t *opts) {
   printf("%s\nOptions:\n", usage);
   for (; opts->name != NULL; opts++) {
-    char flag[64];
+    char flag[128], meta[96] = " X";
+    const char *def = opts->type != MQPROC__OPT_BOOL ? opts->def : NULL; /* a flag is off */
+    if (opts->type == MQPROC__OPT_BOOL)
+      meta[0] = '\0';
+    else if (opts->type == MQPROC__OPT_ENUM) /* --tls-verify full|ca|none */
+      mqproc__opt_choices(opts, "|", meta + 1, sizeof(meta) - 1);
     snprintf(flag, sizeof(flag), "%s%c%s--%s%s", opts->shrt ? "-" : "",
-             opts->shrt ? opts->shrt : ' ', opts->shrt ? ", " : "  ", opts->name,
-             opts->has_arg ? " X" : "");
+             opts->shrt ? opts->shrt : ' ', opts->shrt ? ", " : "  ", opts->name, meta);
     printf("  %-28s %s", opts->shrt ? flag : flag + 1, opts->help);
-    if (opts->env != NULL)
+    if (opts->env != NULL && def != NULL)
+      printf(" (env %s; default %s)", opts->env, def);
+    else if (opts->env != NULL)
       printf(" (env %s)", opts->env);
+    else if (def != NULL)
+      printf(" (default %s)", def);
     putchar('\n');
   }
   printf("  %-28s %s\n", " --help", "this text");
@@ -182,11 +209,9 @@ long long mqproc__parse_duration(const char *s) {
 /* ---- broker ------------------------------------------------------------------------- */
 
 int mqproc__admin_tls(const args_t *a, mqproc__tls_t *tls) {
-  int v = mqproc__tls_verify_parse(mqproc__arg(a, "tls-verify"));
-  if (v < 0) {
-    fprintf(stderr, "mqproc: --tls-verify: expected full, ca or none\n");
+  int v = mqproc__arg_enum(a, "tls-verify");
+  if (v < 0)
     return -1;
-  }
   *tls = (mqproc__tls_t){mqproc__arg(a, "tls-ca"), mqproc__arg(a, "tls-cert"),
                          mqproc__arg(a, "tls-key"), (mqproc__tls_verify_t)v};
   return 0;

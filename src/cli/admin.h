@@ -8,41 +8,25 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "base/config.h"
 #include "ops/ops.h"
 
 /* ---- arguments ---------------------------------------------------------------------- */
 
-typedef struct aopt {
-  const char *name; /* --name */
-  char shrt;        /* -c, or 0 */
-  int has_arg;
-  const char *env; /* MQPROC_… default, or NULL */
-  const char *help;
-} aopt_t;
-
-/* The rows of --database-file and --queue-file, in every command that takes --database and
- * --queue: the URLs in files, so a password stays out of /proc/PID/cmdline; the TLS
- * settings; --group-access, the modes of what a command makes (util.h), which
- * mqproc__args_parse applies. */
-/* clang-format off */
-#define MQPROC__URL_FILE_OPTS                                                                     \
-  {"database-file", 0, 1, "MQPROC_DATABASE_FILE",                                                \
-   "read --database from FILE (keeps a password off the command line)"},                          \
-  {"queue-file", 0, 1, "MQPROC_QUEUE_FILE", "read --queue from FILE"},                            \
-  {"tls-ca", 0, 1, "MQPROC_TLS_CA", "amqps://: CAs to trust (PEM; default: the system's)"},       \
-  {"tls-cert", 0, 1, "MQPROC_TLS_CERT", "amqps://: client certificate (PEM)"},                    \
-  {"tls-key", 0, 1, "MQPROC_TLS_KEY", "amqps://: its key (PEM)"},                                 \
-  {"tls-verify", 0, 1, "MQPROC_TLS_VERIFY", "amqps://: full (default), ca or none"},          \
-  {"group-access", 0, 0, "MQPROC_GROUP_ACCESS",                                                   \
-   "files and directories made here (a dir:// queue's, the -control file) 0660/0770 for the "     \
-   "group, not 0600/0700"}
-/* clang-format on */
+/* An operator command's options are rows of the server's type (base/config.h's
+ * mqproc__opt_t): .name, .env (read when the option is not given), .help, .shrt (-c) and
+ * .type: MQPROC__OPT_STR (the default: --name X, kept as text), MQPROC__OPT_BOOL (a flag,
+ * --name) or MQPROC__OPT_ENUM (--name X, one of .choices, which --help lists). A table
+ * ends with a zero row. The rows the commands share with the server (the URL files, TLS,
+ * --group-access) are MQPROC__OPTS_SHARED; mqproc__args_parse reads the URL files and
+ * applies --group-access. */
 
 #define ARGS_MAX 256
 
 typedef struct args {
-  const aopt_t *opts;
-  const char *names[ARGS_MAX]; /* option given (its aopt_t name) */
+  const mqproc__opt_t *opts;
+  const char *cmd;             /* the command, for messages */
+  const char *names[ARGS_MAX]; /* option given (its row's name) */
   const char *vals[ARGS_MAX];  /* its value ("" for flags) */
   int n;
   const char *pos[ARGS_MAX]; /* positional arguments */
@@ -52,14 +36,18 @@ typedef struct args {
 /* Parses argv (after the command words) against opts (terminated by a zero entry);
  * prints the error and returns 2 on a bad line, 0 otherwise. --help is an option of every
  * command (has(a, "help")). */
-int mqproc__args_parse(args_t *a, const aopt_t *opts, int argc, char **argv, const char *cmd);
+int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **argv,
+                       const char *cmd);
 /* The last value of an option, else its environment variable, else NULL. */
 const char *mqproc__arg(const args_t *a, const char *name);
 int mqproc__has(const args_t *a, const char *name);
+/* The value of enum option name (its row's choice; its default when not given); -1 after
+ * printing why the text given is none of the choices. */
+int mqproc__arg_enum(const args_t *a, const char *name);
 /* The i-th value of a repeatable option (NULL past the end). */
 const char *mqproc__arg_nth(const args_t *a, const char *name, int i);
 /* Prints usage and the option list. */
-void mqproc__args_usage(const char *usage, const aopt_t *opts);
+void mqproc__args_usage(const char *usage, const mqproc__opt_t *opts);
 /* A duration like 30s, 15m, 2h, 30d (or plain seconds) in seconds; -1 when invalid. */
 #define MQPROC__DURATION_MAX_S (100LL * 365 * 86400) /* a century */
 long long mqproc__parse_duration(const char *s);

@@ -17,27 +17,37 @@
 #include "mqproc/mqproc.h"
 #include "base/util.h"
 
-static const aopt_t OPTS[] = {
-    {"database", 0, 1, "MQPROC_DATABASE",
-     "job store: postgresql://... or sqlite:///PATH (required)"},
-    {"queue", 0, 1, "MQPROC_QUEUE",
-     "AMQP URL: queue depths and consumers on the page, and where retry publishes"},
-    MQPROC__URL_FILE_OPTS,
-    {"exchange", 0, 1, "MQPROC_EXCHANGE",
-     "exchange retry publishes to (default ocrd-network-default)"},
-    {"http", 0, 1, "MQPROC_HTTP", "ADDR:PORT to serve on (default 127.0.0.1:9464)"},
-    {"http-admin-token", 0, 1, "MQPROC_HTTP_ADMIN_TOKEN",
-     "FILE whose first line is the token (16+ characters, not world-readable) that lets the "
-     "page retry, cancel, pause and resume, audited; without it the page is read-only; with "
-     "it (or --http-read-token) a job's request and log are shown only to those signed in"},
-    {"http-read-token", 0, 1, "MQPROC_HTTP_READ_TOKEN",
-     "FILE with a token that shows job requests and logs without letting the page act"},
-    {"http-host", 0, 1, "MQPROC_HTTP_HOST",
-     "a name clients reach the page by (repeatable, or comma-separated): other Host names "
-     "than IP addresses and localhost get 421"},
-    {"http-session-ttl", 0, 1, "MQPROC_HTTP_SESSION_TTL",
-     "seconds a sign-in lasts (default 43200)"},
-    {NULL, 0, 0, NULL, NULL}};
+static const mqproc__opt_t OPTS[] = {
+    {.name = "database",
+     .env = "MQPROC_DATABASE",
+     .help = "job store: postgresql://... or sqlite:///PATH (required)"},
+    {.name = "queue",
+     .env = "MQPROC_QUEUE",
+     .help = "AMQP URL: queue depths and consumers on the page, and where retry publishes"},
+    MQPROC__OPTS_SHARED,
+    {.name = "exchange",
+     .env = "MQPROC_EXCHANGE",
+     .help = "exchange retry publishes to (default ocrd-network-default)"},
+    {.name = "http",
+     .env = "MQPROC_HTTP",
+     .help = "ADDR:PORT to serve on (default 127.0.0.1:9464)"},
+    {.name = "http-admin-token",
+     .env = "MQPROC_HTTP_ADMIN_TOKEN",
+     .help =
+         "FILE whose first line is the token (16+ characters, not world-readable) that lets the "
+         "page retry, cancel, pause and resume, audited; without it the page is read-only; with it "
+         "(or --http-read-token) a job's request and log are shown only to those signed in"},
+    {.name = "http-read-token",
+     .env = "MQPROC_HTTP_READ_TOKEN",
+     .help = "FILE with a token that shows job requests and logs without letting the page act"},
+    {.name = "http-host",
+     .env = "MQPROC_HTTP_HOST",
+     .help = "a name clients reach the page by (repeatable, or comma-separated): other Host names "
+             "than IP addresses and localhost get 421"},
+    {.name = "http-session-ttl",
+     .env = "MQPROC_HTTP_SESSION_TTL",
+     .help = "seconds a sign-in lasts (default 43200)"},
+    {0}};
 
 static const char USAGE[] =
     "Usage: mqproc dashboard --database URL [--queue URL] [--http ADDR:PORT]\n"

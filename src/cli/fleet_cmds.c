@@ -10,16 +10,23 @@
 #include "admin.h"
 #include "base/util.h"
 
-static const aopt_t OPTS[] = {
-    {"database", 0, 1, "MQPROC_DATABASE", "job store: postgresql://... or sqlite:///PATH"},
-    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL or dir:///SPOOL (stats: queue depth and consumers)"},
-    MQPROC__URL_FILE_OPTS,
-    {"processor", 0, 1, NULL, "only this processor"},
-    {"worker", 0, 1, NULL, "pause/resume/drain: only this server (its worker id)"},
-    {"timeout", 0, 1, NULL, "pause/resume/drain: seconds to wait for confirmations (default 5)"},
-    {"all", 0, 0, NULL, "workers: also servers stopped or dead for more than an hour"},
-    {"json", 0, 0, NULL, "machine-readable output"},
-    {NULL, 0, 0, NULL, NULL}};
+static const mqproc__opt_t OPTS[] = {
+    {.name = "database",
+     .env = "MQPROC_DATABASE",
+     .help = "job store: postgresql://... or sqlite:///PATH"},
+    {.name = "queue",
+     .env = "MQPROC_QUEUE",
+     .help = "AMQP URL or dir:///SPOOL (stats: queue depth and consumers)"},
+    MQPROC__OPTS_SHARED,
+    {.name = "processor", .help = "only this processor"},
+    {.name = "worker", .help = "pause/resume/drain: only this server (its worker id)"},
+    {.name = "timeout",
+     .help = "pause/resume/drain: seconds to wait for confirmations (default 5)"},
+    {.name = "all",
+     .type = MQPROC__OPT_BOOL,
+     .help = "workers: also servers stopped or dead for more than an hour"},
+    {.name = "json", .type = MQPROC__OPT_BOOL, .help = "machine-readable output"},
+    {0}};
 
 static const char *const WORKER_COLS[] = {"worker_id",   "processor_name", "state",     "host",
                                           "pid",         "concurrency",    "in_flight", "jobs_done",

@@ -14,23 +14,30 @@
 
 #define BATCH 1000
 
-static const aopt_t OPTS[] = {
-    {"database", 0, 1, "MQPROC_DATABASE", "job store: postgresql://... or sqlite:///PATH"},
-    {"queue", 0, 1, "MQPROC_QUEUE",
-     "AMQP URL or dir:///SPOOL (retry publishes the stored request)"},
-    MQPROC__URL_FILE_OPTS,
-    {"exchange", 0, 1, "MQPROC_EXCHANGE",
-     "exchange jobs are published to (default ocrd-network-default)"},
-    {"state", 0, 1, NULL, "only jobs in this state (QUEUED RUNNING SUCCESS FAILED CANCELLED)"},
-    {"processor", 0, 1, NULL, "only jobs of this processor"},
-    {"since", 0, 1, NULL, "list: only jobs queued within this duration (30s, 15m, 2h, 7d)"},
-    {"limit", 0, 1, NULL, "list: at most this many rows (default 50)"},
-    {"after", 0, 1, NULL, "list: the page after this cursor (printed with the previous page)"},
-    {"older-than", 0, 1, NULL, "purge: finished longer ago than this duration (required)"},
-    {"force", 0, 0, NULL, "purge: allow --older-than under an hour"},
-    {"yes", 'y', 0, NULL, "bulk forms: act (without it they only count)"},
-    {"json", 0, 0, NULL, "machine-readable output"},
-    {NULL, 0, 0, NULL, NULL}};
+static const mqproc__opt_t OPTS[] = {
+    {.name = "database",
+     .env = "MQPROC_DATABASE",
+     .help = "job store: postgresql://... or sqlite:///PATH"},
+    {.name = "queue",
+     .env = "MQPROC_QUEUE",
+     .help = "AMQP URL or dir:///SPOOL (retry publishes the stored request)"},
+    MQPROC__OPTS_SHARED,
+    {.name = "exchange",
+     .env = "MQPROC_EXCHANGE",
+     .help = "exchange jobs are published to (default ocrd-network-default)"},
+    {.name = "state", .help = "only jobs in this state (QUEUED RUNNING SUCCESS FAILED CANCELLED)"},
+    {.name = "processor", .help = "only jobs of this processor"},
+    {.name = "since", .help = "list: only jobs queued within this duration (30s, 15m, 2h, 7d)"},
+    {.name = "limit", .help = "list: at most this many rows (default 50)"},
+    {.name = "after", .help = "list: the page after this cursor (printed with the previous page)"},
+    {.name = "older-than", .help = "purge: finished longer ago than this duration (required)"},
+    {.name = "force", .type = MQPROC__OPT_BOOL, .help = "purge: allow --older-than under an hour"},
+    {.name = "yes",
+     .shrt = 'y',
+     .type = MQPROC__OPT_BOOL,
+     .help = "bulk forms: act (without it they only count)"},
+    {.name = "json", .type = MQPROC__OPT_BOOL, .help = "machine-readable output"},
+    {0}};
 
 static const char USAGE[] =
     "Usage: mqproc jobs list [--state S] [--processor P] [--since D] [--limit N] [--after C]\n"

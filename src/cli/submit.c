@@ -10,32 +10,48 @@
 #include "admin.h"
 #include "codec/codec.h"
 
-static const aopt_t OPTS[] = {
-    {"queue", 0, 1, "MQPROC_QUEUE", "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},
-    {"database", 0, 1, "MQPROC_DATABASE",
-     "job store: postgresql://... or sqlite:///PATH (for --wait)"},
-    MQPROC__URL_FILE_OPTS,
-    {"exchange", 0, 1, "MQPROC_EXCHANGE", "exchange (default ocrd-network-default)"},
-    {"processor", 0, 1, NULL, "processor = queue name (required)"},
-    {"mets", 0, 1, NULL, "path_to_mets of the job"},
-    {"workspace-id", 0, 1, NULL, "workspace_id of the job (instead of --mets)"},
-    {"input-file-grp", 'I', 1, NULL, "input file group, repeatable"},
-    {"output-file-grp", 'O', 1, NULL, "output file group, repeatable"},
-    {"page-id", 0, 1, NULL, "page_id"},
-    {"param", 0, 1, NULL, "parameter k=v, repeatable (v read as JSON when it is, else a string)"},
-    {"parameters", 0, 1, NULL, "parameters as a JSON object"},
-    {"result-queue", 0, 1, NULL, "result_queue_name"},
-    {"callback", 0, 1, NULL, "callback_url"},
-    {"priority", 0, 1, NULL,
-     "AMQP priority 0-255 (orders delivery only on a queue declared with --max-priority, up "
-     "to that value; a dir:// queue orders by 0-99, above 99 counts as 99)"},
-    {"job-id", 0, 1, NULL, "job id (default: a random UUID; with --count, ID-1 ... ID-N)"},
-    {"header", 0, 1, NULL, "AMQP header k=v, repeatable"},
-    {"format", 0, 1, NULL, "json (default) or yaml (as OCR-D's Python side sends)"},
-    {"count", 0, 1, NULL, "publish this many jobs (for load)"},
-    {"wait", 0, 0, NULL, "wait for the final states: exit 0 all SUCCESS, 1 any FAILED/CANCELLED"},
-    {"timeout", 0, 1, NULL, "with --wait: give up after this many seconds (exit 2; default 3600)"},
-    {NULL, 0, 0, NULL, NULL}};
+static const mqproc__opt_choice_t FORMATS[] = {
+    {"json", MQPROC__FMT_JSON}, {"yaml", MQPROC__FMT_YAML}, {NULL, 0}};
+
+static const mqproc__opt_t OPTS[] = {
+    {.name = "queue",
+     .env = "MQPROC_QUEUE",
+     .help = "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},
+    {.name = "database",
+     .env = "MQPROC_DATABASE",
+     .help = "job store: postgresql://... or sqlite:///PATH (for --wait)"},
+    MQPROC__OPTS_SHARED,
+    {.name = "exchange",
+     .env = "MQPROC_EXCHANGE",
+     .help = "exchange (default ocrd-network-default)"},
+    {.name = "processor", .help = "processor = queue name (required)"},
+    {.name = "mets", .help = "path_to_mets of the job"},
+    {.name = "workspace-id", .help = "workspace_id of the job (instead of --mets)"},
+    {.name = "input-file-grp", .shrt = 'I', .help = "input file group, repeatable"},
+    {.name = "output-file-grp", .shrt = 'O', .help = "output file group, repeatable"},
+    {.name = "page-id", .help = "page_id"},
+    {.name = "param",
+     .help = "parameter k=v, repeatable (v read as JSON when it is, else a string)"},
+    {.name = "parameters", .help = "parameters as a JSON object"},
+    {.name = "result-queue", .help = "result_queue_name"},
+    {.name = "callback", .help = "callback_url"},
+    {.name = "priority",
+     .help = "AMQP priority 0-255 (orders delivery only on a queue declared with --max-priority, "
+             "up to that value; a dir:// queue orders by 0-99, above 99 counts as 99)"},
+    {.name = "job-id", .help = "job id (default: a random UUID; with --count, ID-1 ... ID-N)"},
+    {.name = "header", .help = "AMQP header k=v, repeatable"},
+    {.name = "format",
+     .type = MQPROC__OPT_ENUM,
+     .def = "json",
+     .choices = FORMATS,
+     .help = "the jobs' encoding (yaml: as OCR-D's Python side sends)"},
+    {.name = "count", .help = "publish this many jobs (for load)"},
+    {.name = "wait",
+     .type = MQPROC__OPT_BOOL,
+     .help = "wait for the final states: exit 0 all SUCCESS, 1 any FAILED/CANCELLED"},
+    {.name = "timeout",
+     .help = "with --wait: give up after this many seconds (exit 2; default 3600)"},
+    {0}};
 
 static void uuid(char out[37]) {
   unsigned char b[16];
@@ -167,9 +183,9 @@ static int wait_all(const args_t *a, json_t *ids) {
 }
 
 int mqproc__cmd_submit(int argc, char **argv) {
-  const char *fmt_s, *prio_s, *count_s, *exchange, *headers[32], *v;
+  const char *prio_s, *count_s, *exchange, *headers[32], *v;
   size_t n_headers = 0;
-  mqproc__format_t fmt = MQPROC__FMT_JSON;
+  mqproc__format_t fmt;
   args_t a;
   json_t *msg, *ids;
   mqproc__qclient_t *amqp;
@@ -183,14 +199,9 @@ int mqproc__cmd_submit(int argc, char **argv) {
                        OPTS);
     return 0;
   }
-  if ((fmt_s = mqproc__arg(&a, "format")) != NULL) {
-    if (!strcmp(fmt_s, "yaml"))
-      fmt = MQPROC__FMT_YAML;
-    else if (strcmp(fmt_s, "json") != 0) {
-      fprintf(stderr, "mqproc submit: --format: expected json or yaml\n");
-      return 2;
-    }
-  }
+  if ((rc = mqproc__arg_enum(&a, "format")) < 0)
+    return 2;
+  fmt = (mqproc__format_t)rc;
   if ((prio_s = mqproc__arg(&a, "priority")) != NULL &&
       ((prio = atoi(prio_s)) < 0 || prio > 255 || strspn(prio_s, "0123456789") != strlen(prio_s))) {
     fprintf(stderr, "mqproc submit: --priority: expected 0-255\n");

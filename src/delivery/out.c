@@ -83,9 +83,9 @@ int mqproc__delivery_step_publish(mqproc__delivery_t *d) {
   /* the attempt that recorded the outcome: a re-send of this result (outbox sweep, broker
    * reconnect) carries the same one, a second outcome of the job could not */
   mqproc__broker_header_t hdr = {"x-mqproc-attempt", attempt};
-  mqproc__format_t fmt = cfg(d)->result_fmt == MQPROC__RESULT_AUTO   ? d->msg->format
-                         : cfg(d)->result_fmt == MQPROC__RESULT_JSON ? MQPROC__FMT_JSON
-                                                                     : MQPROC__FMT_YAML;
+  mqproc__format_t fmt = cfg(d)->result_format == MQPROC__RESULT_AUTO   ? d->msg->format
+                         : cfg(d)->result_format == MQPROC__RESULT_JSON ? MQPROC__FMT_JSON
+                                                                        : MQPROC__FMT_YAML;
   mqproc__publish_t p = {.exchange = cfg(d)->exchange,
                          .routing_key = q,
                          .content_type =

@@ -172,8 +172,10 @@ int mqproc__serve_start(mqproc__server_t *srv, char *err) {
   snprintf(title, sizeof(title), "mqproc: %.100s (%.150s)", srv->processor, srv->worker_id);
   dc = (mqproc__dash_cfg_t){.database = srv->cfg->database,
                             .queue = srv->cfg->queue_url,
-                            .tls = {srv->cfg->tls_ca, srv->cfg->tls_cert, srv->cfg->tls_key,
-                                    (mqproc__tls_verify_t)srv->cfg->tls_verify_mode},
+                            .tls = {.ca = srv->cfg->tls_ca,
+                                    .cert = srv->cfg->tls_cert,
+                                    .key = srv->cfg->tls_key,
+                                    .verify = srv->cfg->tls_verify},
                             .title = title,
                             .admin_token = srv->cfg->http_admin_token,
                             .read_token = srv->cfg->http_read_token,

@@ -558,15 +558,17 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .durable = cfg->queue_durable,
                                    .queue_args = (const char *const *)cfg->queue_args,
                                    .max_priority = cfg->max_priority,
-                                   .quorum = cfg->quorum,
+                                   .quorum = cfg->queue_type == MQPROC__QUEUE_QUORUM,
                                    .delivery_limit = cfg->delivery_limit,
                                    .heartbeat_s = cfg->heartbeat_s,
                                    .timeout_s = cfg->broker_timeout_s,
                                    .confirm_timeout_s = cfg->confirm_timeout_s,
                                    .client_id = srv->worker_id,
                                    .max_message_bytes = (size_t)cfg->max_message_bytes,
-                                   .tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key,
-                                           (mqproc__tls_verify_t)cfg->tls_verify_mode}};
+                                   .tls = {.ca = cfg->tls_ca,
+                                           .cert = cfg->tls_cert,
+                                           .key = cfg->tls_key,
+                                           .verify = cfg->tls_verify}};
   if ((rc = mqproc__broker_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err)) != MQPROC_OK)
     return rc;
   mqproc__server_setup_window(srv);
@@ -621,7 +623,7 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   }
   MQPROC__INFO("mqproc %s processing server for '%s' (%s runner), broker %s, database %s",
                MQPROC_VERSION, srv.processor, srv.runner->klass->name, masked_q, masked_db);
-  if (cfg->tls_verify_mode == MQPROC__TLS_VERIFY_NONE)
+  if (cfg->tls_verify == MQPROC__TLS_VERIFY_NONE)
     MQPROC__WARN("--tls-verify=none: the broker's certificate is NOT checked; anyone on the "
                  "network path can pose as the broker, read the jobs and the password");
   mqproc__loop_set_prepare(srv.loop, prepare, &srv);

@@ -65,7 +65,7 @@ int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *
   mqproc__proc_opts_t opts;
   char **argv;
   int argc, rc;
-  if (proc != NULL && srv->cfg->isolate_process)
+  if (proc != NULL && srv->cfg->isolation == MQPROC__ISOLATION_PROCESS)
     return mqproc__runner_worker_new(&srv->runner, srv->loop, proc, srv->cfg->concurrency,
                                      srv->cfg->pass_env, err);
   if (proc != NULL) {
@@ -76,8 +76,9 @@ int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *
   }
   if ((rc = mqproc__argv_split(srv->cfg->exec, &argv, &argc, err)) != MQPROC_OK)
     return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.400s", err);
-  opts.ocrd_cli = strcmp(srv->cfg->ocrd_cli, "true") == 0 ||
-                  (strcmp(srv->cfg->ocrd_cli, "auto") == 0 && mqproc__ocrd_is_processor(argv[0]));
+  opts.ocrd_cli =
+      srv->cfg->ocrd_cli == MQPROC__OCRD_CLI_TRUE ||
+      (srv->cfg->ocrd_cli == MQPROC__OCRD_CLI_AUTO && mqproc__ocrd_is_processor(argv[0]));
   opts.ocrd_log_level = srv->cfg->ocrd_log_level;
   opts.pass_env = srv->cfg->pass_env;
   srv->needs_mets = opts.ocrd_cli;

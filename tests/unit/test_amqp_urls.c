@@ -1,9 +1,9 @@
-/* Unit: broker lists (--queue with several URLs) and --tls-verify (broker/amqp_conn.c). */
+/* Unit: broker lists (--queue with several URLs) (broker/amqp_conn.c); --tls-verify
+ * is an option row of base/config.c (unit/test_config.c). */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/config.h"
 #include "broker/amqp_conn.h"
 #include "mqproc/mqproc.h"
 
@@ -72,12 +72,4 @@ Test(amqp_urls, every_order_is_a_permutation_and_orders_vary) {
   }
   for (size_t i = 0; i < 5; i++) /* each first about 80 times in 400; never 0 */
     cr_expect_gt(firsts[i], 20, "broker %zu came first %zu times", i, firsts[i]);
-}
-
-Test(tls_verify, parse) {
-  cr_expect_eq(mqproc__tls_verify_parse("full"), MQPROC__TLS_VERIFY_FULL);
-  cr_expect_eq(mqproc__tls_verify_parse(NULL), MQPROC__TLS_VERIFY_FULL);
-  cr_expect_eq(mqproc__tls_verify_parse("ca"), MQPROC__TLS_VERIFY_CA);
-  cr_expect_eq(mqproc__tls_verify_parse("none"), MQPROC__TLS_VERIFY_NONE);
-  cr_expect_eq(mqproc__tls_verify_parse("off"), -1);
 }

@@ -22,7 +22,12 @@ Test(config, defaults) {
   cr_expect_eq(c.heartbeat_s, 30);
   cr_expect_eq(c.queue_durable, 1);
   cr_expect_str_eq(c.exchange, "ocrd-network-default");
-  cr_expect_eq(c.result_fmt, MQPROC__RESULT_AUTO);
+  cr_expect_eq(c.result_format, MQPROC__RESULT_AUTO);
+  cr_expect_eq(c.queue_type, MQPROC__QUEUE_CLASSIC);
+  cr_expect_eq(c.tls_verify, MQPROC__TLS_VERIFY_FULL);
+  cr_expect_eq(c.ocrd_cli, MQPROC__OCRD_CLI_AUTO);
+  cr_expect_eq(c.log_level, MQPROC__LOG_INFO);
+  cr_expect_eq(c.log_format, MQPROC__LOG_TEXT);
   cr_expect_null(c.queue_args);
   mqproc__config_free(&c);
 }
@@ -113,15 +118,14 @@ Test(config, isolation_is_thread_or_process_for_a_c_processor) {
   char err[MQPROC_ERR_LEN];
   char *process[] = {"--isolation=process"}, *bogus[] = {"--isolation=fork"};
   cr_assert_eq(mqproc__config_load(&c, MQPROC__CLI_C, 0, NULL, err), MQPROC_OK, "%s", err);
-  cr_expect_str_eq(c.isolation, "thread");
-  cr_expect_eq(c.isolate_process, 0);
+  cr_expect_eq(c.isolation, MQPROC__ISOLATION_THREAD);
   mqproc__config_free(&c);
   cr_assert_eq(mqproc__config_load(&c, MQPROC__CLI_C, 1, process, err), MQPROC_OK, "%s", err);
-  cr_expect_eq(c.isolate_process, 1);
+  cr_expect_eq(c.isolation, MQPROC__ISOLATION_PROCESS);
   mqproc__config_free(&c);
   setenv("MQPROC_ISOLATION", "process", 1);
   cr_assert_eq(mqproc__config_load(&c, MQPROC__CLI_C, 0, NULL, err), MQPROC_OK, "%s", err);
-  cr_expect_eq(c.isolate_process, 1, "read from MQPROC_ISOLATION");
+  cr_expect_eq(c.isolation, MQPROC__ISOLATION_PROCESS, "read from MQPROC_ISOLATION");
   mqproc__config_free(&c);
   unsetenv("MQPROC_ISOLATION");
   cr_expect_eq(mqproc__config_load(&c, MQPROC__CLI_C, 1, bogus, err), MQPROC_ECONFIG);
@@ -138,7 +142,7 @@ Test(config, isolation_is_not_an_option_of_the_mqproc_program) {
   mqproc__config_free(&c);
   setenv("MQPROC_ISOLATION", "process", 1);
   cr_expect_eq(load(&c, 0, NULL, err), MQPROC_OK, "the environment is shared: ignored, %s", err);
-  cr_expect_eq(c.isolate_process, 0);
+  cr_expect_eq(c.isolation, MQPROC__ISOLATION_THREAD);
   mqproc__config_free(&c);
   unsetenv("MQPROC_ISOLATION");
 }
@@ -244,4 +248,116 @@ Test(config, a_url_file_every_user_can_read_is_used_with_a_warning) {
   mqproc__config_free(&c);
   unlink(f);
   free(f);
+}
+
+/* ---- enum options: one row each, its choices in the row ---------------------------- */
+
+Test(config, enum_options_are_read_from_the_environment_and_argv_wins) {
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN];
+  char *argv[] = {"--tls-verify", "none", "--result-format=json", "--log-level=Debug"};
+  setenv("MQPROC_QUEUE_TYPE", "quorum", 1);
+  setenv("MQPROC_TLS_VERIFY", "ca", 1);
+  setenv("MQPROC_RESULT_FORMAT", "yaml", 1);
+  setenv("MQPROC_LOG_LEVEL", "ERROR", 1); /* any case, as --log-level always took */
+  setenv("MQPROC_LOG_FORMAT", "json", 1);
+  setenv("MQPROC_OCRD_CLI", "false", 1);
+  cr_assert_eq(load(&c, 0, NULL, err), MQPROC_OK, "%s", err);
+  cr_expect_eq(c.queue_type, MQPROC__QUEUE_QUORUM);
+  cr_expect_eq(c.tls_verify, MQPROC__TLS_VERIFY_CA);
+  cr_expect_eq(c.result_format, MQPROC__RESULT_YAML);
+  cr_expect_eq(c.log_level, MQPROC__LOG_ERROR);
+  cr_expect_eq(c.log_format, MQPROC__LOG_JSON);
+  cr_expect_eq(c.ocrd_cli, MQPROC__OCRD_CLI_FALSE);
+  mqproc__config_free(&c);
+  cr_assert_eq(load(&c, 4, argv, err), MQPROC_OK, "%s", err);
+  cr_expect_eq(c.tls_verify, MQPROC__TLS_VERIFY_NONE);
+  cr_expect_eq(c.result_format, MQPROC__RESULT_JSON);
+  cr_expect_eq(c.log_level, MQPROC__LOG_DEBUG);
+  cr_expect_eq(c.queue_type, MQPROC__QUEUE_QUORUM, "the environment's where argv is silent");
+  mqproc__config_free(&c);
+}
+
+Test(config, log_level_takes_warning_as_warn_and_nothing_else) {
+  static const char *const good[][2] = {{"debug", "0"},   {"info", "1"},  {"warn", "2"},
+                                        {"warning", "2"}, {"error", "3"}, {"Info", "1"}};
+  static const char *const bad[] = {"verbose", "", "info "};
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+    mqproc__config_t c;
+    char err[MQPROC_ERR_LEN], arg[64], *argv[] = {arg};
+    snprintf(arg, sizeof(arg), "--log-level=%s", good[i][0]);
+    cr_assert_eq(load(&c, 1, argv, err), MQPROC_OK, "%s: %s", arg, err);
+    cr_expect_eq((int)c.log_level, atoi(good[i][1]), "%s", arg);
+    mqproc__config_free(&c);
+  }
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    mqproc__config_t c;
+    char err[MQPROC_ERR_LEN], arg[64], *argv[] = {arg};
+    snprintf(arg, sizeof(arg), "--log-level=%s", bad[i]);
+    cr_expect_eq(load(&c, 1, argv, err), MQPROC_ECONFIG, "%s", arg);
+    cr_expect(strstr(err, "expected debug, info, warn or error, got '") != NULL, "%s", err);
+    mqproc__config_free(&c);
+  }
+}
+
+Test(config, a_bad_enum_value_names_the_option_and_its_choices) {
+  static const char *const cases[][2] = {
+      {"--queue-type=stream", "--queue-type: expected classic or quorum, got 'stream'"},
+      {"--tls-verify=off", "--tls-verify: expected full, ca or none, got 'off'"},
+      {"--result-format=xml", "--result-format: expected auto, json or yaml, got 'xml'"},
+      {"--log-level=verbose", "--log-level: expected debug, info, warn or error, got 'verbose'"},
+      {"--log-format=logfmt", "--log-format: expected text or json, got 'logfmt'"},
+      {"--ocrd-cli=maybe", "--ocrd-cli: expected auto, true or false, got 'maybe'"}};
+  mqproc__config_t c;
+  char err[MQPROC_ERR_LEN];
+  char *isolation[] = {"--isolation", "fork"};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char *argv[] = {(char *)cases[i][0]};
+    cr_expect_eq(load(&c, 1, argv, err), MQPROC_ECONFIG, "%s", cases[i][0]);
+    cr_expect_str_eq(err, cases[i][1]);
+    mqproc__config_free(&c);
+  }
+  cr_expect_eq(mqproc__config_load(&c, MQPROC__CLI_C, 2, isolation, err), MQPROC_ECONFIG);
+  cr_expect_str_eq(err, "--isolation: expected thread or process, got 'fork'");
+  mqproc__config_free(&c);
+  setenv("MQPROC_TLS_VERIFY", "off", 1); /* from the environment: named by its variable */
+  cr_expect_eq(load(&c, 0, NULL, err), MQPROC_ECONFIG);
+  cr_expect_str_eq(err, "MQPROC_TLS_VERIFY: expected full, ca or none, got 'off'");
+  mqproc__config_free(&c);
+  unsetenv("MQPROC_TLS_VERIFY");
+}
+
+/* The option list of --help for kind, as one string (freed by the caller). */
+static char *help_text(mqproc__cli_kind_t kind) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  cr_assert_not_null(out);
+  mqproc__config_help(out, kind);
+  fclose(out);
+  return text;
+}
+
+Test(config, help_lists_the_choices_of_every_enum_option) {
+  char *generic = help_text(MQPROC__CLI_GENERIC), *c_proc = help_text(MQPROC__CLI_C);
+  static const char *const both[] = {"\n  --tls-verify=full|ca|none\n",
+                                     "\n  --queue-type=classic|quorum\n",
+                                     "\n  --result-format=auto|json|yaml\n",
+                                     "\n  --log-level=debug|info|warn|error\n", /* no alias */
+                                     "\n  --log-format=text|json\n"};
+  for (size_t i = 0; i < sizeof(both) / sizeof(both[0]); i++) {
+    cr_expect(strstr(generic, both[i]) != NULL, "mqproc: %s", both[i]);
+    cr_expect(strstr(c_proc, both[i]) != NULL, "a C processor: %s", both[i]);
+  }
+  cr_expect(strstr(generic, "\n  --ocrd-cli=auto|true|false\n") != NULL);
+  cr_expect(strstr(c_proc, "\n  --isolation=thread|process\n") != NULL);
+  cr_expect(strstr(generic, "\n  --isolation=") == NULL &&
+                strstr(c_proc, "\n  --ocrd-cli=") == NULL,
+            "an option of the other program is listed");
+  cr_expect(strstr(generic, "env MQPROC_TLS_VERIFY; default full\n") != NULL);
+  /* the rows shared with the operator commands are the server's too */
+  cr_expect(strstr(generic, "\n  --queue-file=TEXT\n") != NULL);
+  cr_expect(strstr(generic, "\n  --group-access[=BOOL]\n") != NULL);
+  free(generic);
+  free(c_proc);
 }

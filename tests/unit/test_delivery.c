@@ -757,7 +757,7 @@ static void setup(void) {
   fx.cfg.final_exit_code = 0;
   fx.cfg.time_limit_s = 0;
   fx.cfg.callback_retries = 0;
-  fx.cfg.result_fmt = MQPROC__RESULT_JSON;
+  fx.cfg.result_format = MQPROC__RESULT_JSON;
   cr_assert_eq(mqproc__loop_new(&fx.loop, err), MQPROC_OK, "%s", err);
   cr_assert_eq(mqproc__metrics_init(&fx.metrics, NULL, err), 0, "%s", err);
   /* callbacks to 127.0.0.1 are refused before a connection is tried: a fast failure that

@@ -1,4 +1,5 @@
-/* Unit tests for src/log.c: secret masking, level parsing and the line format. */
+/* Unit tests for src/log.c: secret masking and the line format (--log-level and
+ * --log-format are option rows: unit/test_config.c). */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -117,25 +118,6 @@ Test(mask, truncation_never_exposes_the_secret) {
       cr_assert(strstr(out, "SE") == NULL && strstr(out, "TX") == NULL, "n=%zu: '%s'", n, out);
     }
   }
-}
-
-/* ---- Levels -------------------------------------------------------------------------------- */
-
-Test(log_level, parse) {
-  cr_expect_eq(mqproc__log_level_parse("debug"), MQPROC__LOG_DEBUG);
-  cr_expect_eq(mqproc__log_level_parse("info"), MQPROC__LOG_INFO);
-  cr_expect_eq(mqproc__log_level_parse("warn"), MQPROC__LOG_WARN);
-  cr_expect_eq(mqproc__log_level_parse("warning"), MQPROC__LOG_WARN);
-  cr_expect_eq(mqproc__log_level_parse("error"), MQPROC__LOG_ERROR);
-  cr_expect_eq(mqproc__log_level_parse("ERROR"), MQPROC__LOG_ERROR);
-  cr_expect_eq(mqproc__log_level_parse("Info"), MQPROC__LOG_INFO);
-}
-
-Test(log_level, parse_unknown) {
-  cr_expect_eq(mqproc__log_level_parse("verbose"), -1);
-  cr_expect_eq(mqproc__log_level_parse(""), -1);
-  cr_expect_eq(mqproc__log_level_parse("info "), -1);
-  cr_expect_eq(mqproc__log_level_parse(NULL), -1);
 }
 
 /* ---- Lines (stderr redirected to a file; each test runs in its own process) ---------------- */
