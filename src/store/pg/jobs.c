@@ -536,8 +536,12 @@ void mqproc__store_pg_pooled(mqproc__store_t *base) {
 
 int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, mqproc__loop_t *loop,
                          char *err) {
-  pg_store_t *s = mqproc__calloc(1, sizeof(*s));
+  pg_store_t *s;
   int rc;
+  for (int op = 0; op < MQPROC__STORE_NOPS; op++) /* an operation left out of STMTS: a bug */
+    if (STMTS[op] == NULL)
+      return mqproc__err(err, MQPROC_ESTATE, "the PostgreSQL store lacks operation %d (STMTS)", op);
+  s = mqproc__calloc(1, sizeof(*s));
   if (s == NULL || (s->conninfo = mqproc__strdup(conninfo)) == NULL) {
     free(s);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");

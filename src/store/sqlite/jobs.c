@@ -623,6 +623,9 @@ int mqproc__store_sqlite_new(mqproc__store_t **out, const char *url, mqproc__loo
   const char *p = url + 9, *q;
   int rc;
   *out = NULL;
+  for (int op = 0; op < MQPROC__STORE_NOPS; op++) /* an operation left out of OPS: a bug */
+    if (OPS[op] == NULL)
+      return mqproc__err(err, MQPROC_ESTATE, "the SQLite store lacks operation %d (OPS)", op);
   if (!mqproc__store_is_sqlite(url) || p[0] != '/' || p[1] == '\0')
     return mqproc__err(err, MQPROC_ECONFIG,
                        "--database %s: expected sqlite:///ABSOLUTE/PATH[?synchronous=normal]", url);
