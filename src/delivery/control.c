@@ -55,6 +55,7 @@ static void early_ack_recorded(void *ud, int rc, const char *err) {
 
 static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
   mqproc__delivery_t *d = ud;
+  mqproc__store_ack_early_t ack = {.job_id = d->job_id, .attempt = d->attempt};
   (void)loop;
   d->ack_timer = 0;
   if (d->acked || d->fenced || d->acking ||
@@ -64,8 +65,7 @@ static void on_ack_timer(mqproc__loop_t *loop, void *ud) {
     d->ack_timer = mqproc__loop_timer(d->host->loop, 5000, on_ack_timer, d);
     return;
   }
-  if (mqproc__store_ack_early(d->host->store, d->job_id, d->attempt, early_ack_recorded, d) ==
-      MQPROC_OK)
+  if (mqproc__store_ack_early(d->host->store, &ack, early_ack_recorded, d) == MQPROC_OK)
     d->acking = 1;
   else
     d->ack_timer = mqproc__loop_timer(d->host->loop, 5000, on_ack_timer, d);
@@ -191,11 +191,12 @@ void mqproc__delivery_tick(mqproc__delivery_t *d) {
   int holds = d->state == S_RUNNING || d->state == S_BACKOFF ||
               (d->state == S_SLOT_WAIT && d->resume == S_START_TRY) ||
               (d->acked && d->outcome != NULL);
+  mqproc__store_renew_t renew = {
+      .job_id = d->job_id, .attempt = d->attempt, .lease_ms = cfg(d)->lease_s * 1000};
   if (!holds || d->fenced || d->renewing || now - d->last_renew_ms < cfg(d)->lease_s * 1000 / 3)
     return;
   d->renew_sent_ms = now;
-  d->renewing = mqproc__store_renew(d->host->store, d->job_id, d->attempt, cfg(d)->lease_s * 1000,
-                                    renewed, d) == MQPROC_OK;
+  d->renewing = mqproc__store_renew(d->host->store, &renew, renewed, d) == MQPROC_OK;
 }
 
 void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {

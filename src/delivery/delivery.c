@@ -316,13 +316,15 @@ static int claim_done(mqproc__delivery_t *d) {
   if (strcmp(c->worker_id_now, d->host->worker_id) == 0 && adopt_copy(d, c))
     return 1;
   if (!d->holder_checked && holder_gone_here(d, c)) { /* kill -9'd beside us: take it now */
+    mqproc__store_holder_gone_t gone = {.worker_id = c->worker_id_now,
+                                        .host = c->holder_host,
+                                        .pid = c->holder_pid,
+                                        .by = d->host->worker_id};
     d->holder_checked = 1;
     MQPROC__INFO("job %s: its holder %s (pid %d on this host) is gone; taking the job over", jid(d),
                  c->worker_id_now, c->holder_pid);
     return mqproc__delivery_store_call(
-        d,
-        mqproc__store_holder_gone(d->host->store, c->worker_id_now, c->holder_host, c->holder_pid,
-                                  d->host->worker_id, mqproc__delivery_on_store, d),
+        d, mqproc__store_holder_gone(d->host->store, &gone, mqproc__delivery_on_store, d),
         claim_again);
   }
   MQPROC__INFO("job %s: %s under a live lease of %s; holding this copy", jid(d), c->state,
@@ -426,6 +428,11 @@ static int try_started(mqproc__delivery_t *d) {
 }
 
 static int step_start_try(mqproc__delivery_t *d) {
+  mqproc__store_start_try_t start = {.job_id = d->job_id,
+                                     .attempt = d->attempt,
+                                     .worker_id = d->host->worker_id,
+                                     .log_path = d->log_path,
+                                     .try_no = &d->try_no};
   if (d->cancel_requested) {
     give_slot(d);
     d->state = S_CANCEL;
@@ -442,9 +449,7 @@ static int step_start_try(mqproc__delivery_t *d) {
     return run_try(d);
   }
   return mqproc__delivery_store_call(
-      d,
-      mqproc__store_start_try(d->host->store, d->job_id, d->attempt, d->host->worker_id,
-                              d->log_path, &d->try_no, mqproc__delivery_on_store, d),
+      d, mqproc__store_start_try(d->host->store, &start, mqproc__delivery_on_store, d),
       try_started);
 }
 
@@ -475,7 +480,10 @@ static int try_ended(mqproc__delivery_t *d) {
 
 /* A successful try is recorded with the job's SUCCESS in one write (step_succeed). */
 static int step_end_try(mqproc__delivery_t *d) {
-  mqproc__try_end_t e = mqproc__delivery_try_end(d);
+  mqproc__store_end_try_t end = {.job_id = d->job_id,
+                                 .attempt = d->attempt,
+                                 .try_no = d->try_no,
+                                 .end = mqproc__delivery_try_end(d)};
   give_slot(d); /* the try is over: its slot goes to the next waiting job */
   if (d->fenced) {
     d->state = S_FENCED;
@@ -485,15 +493,12 @@ static int step_end_try(mqproc__delivery_t *d) {
     d->state = S_CANCEL;
     return 1;
   }
-  if (e.ok) {
+  if (end.end.ok) {
     d->state = S_SUCCEED;
     return 1;
   }
-  return mqproc__delivery_store_call(d,
-                                     mqproc__store_end_try(d->host->store, d->job_id, d->attempt,
-                                                           d->try_no, &e, mqproc__delivery_on_store,
-                                                           d),
-                                     try_ended);
+  return mqproc__delivery_store_call(
+      d, mqproc__store_end_try(d->host->store, &end, mqproc__delivery_on_store, d), try_ended);
 }
 
 /* ---- the machine -------------------------------------------------------------------- */

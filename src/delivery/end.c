@@ -68,25 +68,27 @@ static int cancelled(mqproc__delivery_t *d) {
   return ended(d, "CANCELLED");
 }
 
+/* How the try that ended the job ended, and the outbox marks (SUCCESS or CANCELLED). */
+static mqproc__store_succeed_t job_end(const mqproc__delivery_t *d) {
+  return (mqproc__store_succeed_t){.job_id = d->job_id,
+                                   .attempt = d->attempt,
+                                   .try_no = d->try_no,
+                                   .end = mqproc__delivery_try_end(d),
+                                   .outbox = outcome_to_send(d),
+                                   .lease_ms = cfg(d)->lease_s * 1000};
+}
+
 /* The operator's cancel reached the job between or at the end of its tries. */
 int mqproc__delivery_step_cancel(mqproc__delivery_t *d) {
-  mqproc__try_end_t e = mqproc__delivery_try_end(d);
-  return mqproc__delivery_store_call(d,
-                                     mqproc__store_cancelled(d->host->store, d->job_id, d->attempt,
-                                                             d->try_no, &e, outcome_to_send(d),
-                                                             cfg(d)->lease_s * 1000,
-                                                             mqproc__delivery_on_store, d),
-                                     cancelled);
+  mqproc__store_cancelled_t end = job_end(d);
+  return mqproc__delivery_store_call(
+      d, mqproc__store_cancelled(d->host->store, &end, mqproc__delivery_on_store, d), cancelled);
 }
 
 int mqproc__delivery_step_succeed(mqproc__delivery_t *d) {
-  mqproc__try_end_t e = mqproc__delivery_try_end(d);
-  return mqproc__delivery_store_call(d,
-                                     mqproc__store_succeed(d->host->store, d->job_id, d->attempt,
-                                                           d->try_no, &e, outcome_to_send(d),
-                                                           cfg(d)->lease_s * 1000,
-                                                           mqproc__delivery_on_store, d),
-                                     succeeded);
+  mqproc__store_succeed_t end = job_end(d);
+  return mqproc__delivery_store_call(
+      d, mqproc__store_succeed(d->host->store, &end, mqproc__delivery_on_store, d), succeeded);
 }
 
 static int failed(mqproc__delivery_t *d) {
@@ -119,12 +121,14 @@ static int failed(mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_step_fail(mqproc__delivery_t *d) {
+  mqproc__store_fail_t fail = {.job_id = d->job_id,
+                               .attempt = d->attempt,
+                               .error = d->last.error,
+                               .max_requeues = d->final_failure ? 0 : cfg(d)->max_requeues,
+                               .republish = d->acked,
+                               .requeued = &d->requeued};
   return mqproc__delivery_store_call(
-      d,
-      mqproc__store_fail(d->host->store, d->job_id, d->attempt, d->last.error,
-                         d->final_failure ? 0 : cfg(d)->max_requeues, d->acked, &d->requeued,
-                         mqproc__delivery_on_store, d),
-      failed);
+      d, mqproc__store_fail(d->host->store, &fail, mqproc__delivery_on_store, d), failed);
 }
 
 static int gave_up(mqproc__delivery_t *d) {
@@ -143,12 +147,11 @@ static int gave_up(mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_step_give_up(mqproc__delivery_t *d) {
+  mqproc__store_give_up_t give_up = {.job_id = d->job_id, .attempt = d->attempt, .why = d->reason};
   snprintf(d->reason, sizeof(d->reason), "out of attempts: %d of --max-attempts=%d used",
            d->attempt, cfg(d)->max_attempts);
-  return mqproc__delivery_store_call(d,
-                                     mqproc__store_give_up(d->host->store, d->job_id, d->attempt,
-                                                           d->reason, mqproc__delivery_on_store, d),
-                                     gave_up);
+  return mqproc__delivery_store_call(
+      d, mqproc__store_give_up(d->host->store, &give_up, mqproc__delivery_on_store, d), gave_up);
 }
 
 static int released(mqproc__delivery_t *d) {
@@ -159,14 +162,15 @@ static int released(mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_step_release(mqproc__delivery_t *d) {
+  mqproc__store_release_t release = {
+      .job_id = d->job_id,
+      .attempt = d->attempt,
+      .why = d->handed_back ? "handed back: claimed ahead, it waited for a slot behind long jobs"
+                            : "released: the server stopped before the job ended",
+      .refund = d->handed_back,
+      .republish = d->acked};
   return mqproc__delivery_store_call(
-      d,
-      mqproc__store_release(d->host->store, d->job_id, d->attempt,
-                            d->handed_back ? "handed back: claimed ahead, it waited for a "
-                                             "slot behind long jobs"
-                                           : "released: the server stopped before the job ended",
-                            d->handed_back, d->acked, mqproc__delivery_on_store, d),
-      released);
+      d, mqproc__store_release(d->host->store, &release, mqproc__delivery_on_store, d), released);
 }
 
 int mqproc__delivery_step_fenced(mqproc__delivery_t *d) {

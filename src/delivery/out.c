@@ -60,6 +60,13 @@ static int dead_recorded(mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_step_dead_letter(mqproc__delivery_t *d) {
+  mqproc__store_record_dead_t dead = {.processor = d->host->processor,
+                                      .job_id = d->job_id,
+                                      .body = d->body,
+                                      .len = d->len,
+                                      .keep = (size_t)cfg(d)->max_message_bytes,
+                                      .reason = d->reason,
+                                      .worker_id = d->host->worker_id};
   if (d->after_dead == S_ACK &&
       mqproc__delivery_stale(d)) { /* nothing claimed: the broker redelivers */
     d->state = S_DONE;
@@ -68,10 +75,7 @@ int mqproc__delivery_step_dead_letter(mqproc__delivery_t *d) {
   if (d->dead_recorded)
     return publish_dead_letter(d);
   return mqproc__delivery_store_call(
-      d,
-      mqproc__store_record_dead(d->host->store, d->host->processor, d->job_id, d->body, d->len,
-                                (size_t)cfg(d)->max_message_bytes, d->reason, d->host->worker_id,
-                                mqproc__delivery_on_store, d),
+      d, mqproc__store_record_dead(d->host->store, &dead, mqproc__delivery_on_store, d),
       dead_recorded);
 }
 
@@ -143,6 +147,8 @@ static int marked_published(mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_step_published(mqproc__delivery_t *d) {
+  mqproc__store_mark_published_t mark = {
+      .job_id = d->job_id, .error = d->publish_status == MQPROC_OK ? NULL : d->publish_error};
   if (d->publish_status == MQPROC_EBROKER_CLOSED) { /* unknown fate: send it (again) */
     d->state = S_PUBLISH;
     return mqproc__delivery_broker_down(d,
@@ -153,10 +159,7 @@ int mqproc__delivery_step_published(mqproc__delivery_t *d) {
     return 1;
   }
   return mqproc__delivery_store_call(
-      d,
-      mqproc__store_mark_published(d->host->store, d->job_id,
-                                   d->publish_status == MQPROC_OK ? NULL : d->publish_error,
-                                   mqproc__delivery_on_store, d),
+      d, mqproc__store_mark_published(d->host->store, &mark, mqproc__delivery_on_store, d),
       marked_published);
 }
 
@@ -219,15 +222,14 @@ static int callbacks_recorded(mqproc__delivery_t *d) {
 }
 
 int mqproc__delivery_step_callback_record(mqproc__delivery_t *d) {
+  mqproc__store_record_callbacks_t record = {
+      .job_id = d->job_id, .error = d->callback_error[0] != '\0' ? d->callback_error : NULL};
   if (d->acked) { /* recorded with the outbox mark's end, in settle */
     d->state = S_ACK;
     return 1;
   }
   return mqproc__delivery_store_call(
-      d,
-      mqproc__store_record_callbacks(d->host->store, d->job_id,
-                                     d->callback_error[0] != '\0' ? d->callback_error : NULL,
-                                     mqproc__delivery_on_store, d),
+      d, mqproc__store_record_callbacks(d->host->store, &record, mqproc__delivery_on_store, d),
       callbacks_recorded);
 }
 
@@ -247,13 +249,15 @@ int mqproc__delivery_step_settle(mqproc__delivery_t *d, int ack) {
   int rc;
   if (d->acked && d->outcome != NULL && !d->unsent) { /* out: the row needs us no more */
     int result_sent = d->send_result && d->msg->result_queue_name != NULL;
-    int callbacks_sent = d->send_callbacks && mqproc__delivery_has_callbacks(d->msg);
+    mqproc__store_outbox_done_t out = {
+        .job_id = d->job_id,
+        .attempt = d->attempt,
+        .result_sent = result_sent,
+        .publish_error = result_sent && d->publish_status != MQPROC_OK ? d->publish_error : NULL,
+        .callbacks_sent = d->send_callbacks && mqproc__delivery_has_callbacks(d->msg),
+        .callback_error = d->callback_error[0] != '\0' ? d->callback_error : NULL};
     return mqproc__delivery_store_call(
-        d,
-        mqproc__store_outbox_done(
-            d->host->store, d->job_id, d->attempt, result_sent,
-            result_sent && d->publish_status != MQPROC_OK ? d->publish_error : NULL, callbacks_sent,
-            d->callback_error[0] != '\0' ? d->callback_error : NULL, mqproc__delivery_on_store, d),
+        d, mqproc__store_outbox_done(d->host->store, &out, mqproc__delivery_on_store, d),
         outbox_ended);
   }
   d->state = S_DONE;
@@ -277,8 +281,10 @@ void mqproc__delivery_confirmed(mqproc__delivery_t *d, int status) {
       d->state = d->after_dead;
       /* an early-acked job's row said "dead letter pending" for the outbox sweep; if
        * this write fails, outbox_done clears it, or a sweep sends a second copy */
-      if (d->acked && d->outcome != NULL)
-        mqproc__store_dead_lettered(d->host->store, d->job_id, d->attempt, NULL, NULL);
+      if (d->acked && d->outcome != NULL) {
+        mqproc__store_dead_lettered_t dead = {.job_id = d->job_id, .attempt = d->attempt};
+        mqproc__store_dead_lettered(d->host->store, &dead, NULL, NULL);
+      }
     } else if (status == MQPROC_EBROKER_CLOSED) {
       d->state = S_DEAD_LETTER;
       if (!mqproc__delivery_broker_down(

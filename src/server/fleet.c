@@ -142,8 +142,9 @@ static int send_beat(fleet_t *f) {
                              .current_jobs = st.ids,
                              .n_current = st.n_ids < MAX_CURRENT ? st.n_ids : MAX_CURRENT,
                              .restarts = f->restarts,
-                             .note = f->note[0] != '\0' ? f->note : NULL};
-  rc = mqproc__store_beat(srv->store, &f->beat, on_cancel, beat_done, f);
+                             .note = f->note[0] != '\0' ? f->note : NULL,
+                             .cancel = on_cancel};
+  rc = mqproc__store_beat(srv->store, &f->beat, beat_done, f);
   f->in_flight = rc == MQPROC_OK;
   return rc;
 }

@@ -49,9 +49,10 @@ static void logged(void *ud, int rc, const char *err) {
 static void republish_refused(mqproc__server_t *srv, const mqproc__sweep_row_t *r,
                               const char *why) {
   char reason[MQPROC_ERR_LEN];
+  mqproc__store_give_up_t give_up = {.job_id = r->job_id, .attempt = r->attempt, .why = reason};
   snprintf(reason, sizeof(reason), "cannot republish the stored request: %.400s", why);
   MQPROC__ERROR("job %s: %s; FAILED", r->job_id, reason);
-  mqproc__store_give_up(srv->store, r->job_id, r->attempt, reason, logged, srv);
+  mqproc__store_give_up(srv->store, &give_up, logged, srv);
 }
 
 /* The stored headers of a job (a JSON object) as publish headers, values as text (as
@@ -110,13 +111,14 @@ static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
 }
 
 void mqproc__sweeper_confirmed(mqproc__server_t *srv, const char *job_id, int status) {
+  mqproc__store_republished_t republished = {.job_id = job_id};
   if (status != MQPROC_OK) {
     MQPROC__WARN("job %s: republished request not confirmed (%s); the next sweep retries", job_id,
                  mqproc_strerror(status));
     return;
   }
   /* if this write fails, a later sweep may send a duplicate: the claim absorbs it */
-  mqproc__store_republished(srv->store, job_id, logged, srv);
+  mqproc__store_republished(srv->store, &republished, logged, srv);
 }
 
 /* A final job's outcome its dead holder never sent: a delivery without a broker message
@@ -153,9 +155,12 @@ static void outbox_swept(void *ud, int rc, const char *err) {
 
 static void swept(void *ud, int rc, const char *err) {
   mqproc__server_t *srv = ud;
+  mqproc__store_sweep_outbox_t sweep = {.processor = srv->processor,
+                                        .lease_ms = srv->cfg->lease_s * 1000,
+                                        .limit = 50,
+                                        .row = send_outbox_row};
   if (rc == MQPROC_OK)
-    rc = mqproc__store_sweep_outbox(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50,
-                                    send_outbox_row, outbox_swept, srv);
+    rc = mqproc__store_sweep_outbox(srv->store, &sweep, outbox_swept, srv);
   if (rc != MQPROC_OK)
     sweep_ended(srv, rc, err != NULL ? err : mqproc_strerror(rc));
 }
@@ -163,6 +168,10 @@ static void swept(void *ud, int rc, const char *err) {
 void mqproc__sweeper_run(mqproc__server_t *srv) {
   int64_t now = mqproc__now_ms();
   int every_ms = srv->cfg->lease_s * 500;
+  mqproc__store_sweep_t sweep = {.processor = srv->processor,
+                                 .lease_ms = srv->cfg->lease_s * 1000,
+                                 .limit = 50,
+                                 .row = republish_row};
   if (!srv->broker_up || srv->host.broker_blocked || srv->store_paused || srv->stopping ||
       srv->sweeping || now - srv->last_sweep_ms < every_ms)
     return;
@@ -172,7 +181,6 @@ void mqproc__sweeper_run(mqproc__server_t *srv) {
     return;
   srv->last_sweep_ms = now;
   srv->sweeping = 1;
-  if (mqproc__store_sweep(srv->store, srv->processor, srv->cfg->lease_s * 1000, 50, republish_row,
-                          swept, srv) != MQPROC_OK)
+  if (mqproc__store_sweep(srv->store, &sweep, swept, srv) != MQPROC_OK)
     srv->sweeping = 0;
 }

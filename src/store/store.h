@@ -1,8 +1,19 @@
 /* Job store interface: the job table is the source of truth for every job.
  *
  * A backend fills a struct mqproc__store_class and puts a pointer to it first in its
- * private state; callers use the mqproc__store_* wrappers. Backends: store/pg.c
- * (PostgreSQL via libpq). An SQLite store comes later.
+ * private state. Backends: store/pg/ (PostgreSQL via libpq) and store/sqlite/.
+ *
+ * Requests are typed, in the shape of libuv's uv_fs_t: each operation (mqproc__store_op_t)
+ * has a struct of named arguments, a request (mqproc__store_req_t) is the operation, its
+ * arguments in a union and its done callback, and the class has one asynchronous entry
+ * point, submit(), which each backend dispatches by the operation to its table of
+ * statements. Callers use the typed helpers below (mqproc__store_claim(),
+ * mqproc__store_succeed(), ...), which set the operation and the union's member together:
+ * an argument of the wrong operation, a misspelled field or a value of the wrong type
+ * does not compile, and the fields are named where the request is made:
+ *
+ *   mqproc__store_renew_t renew = {.job_id = id, .attempt = attempt, .lease_ms = ms};
+ *   rc = mqproc__store_renew(store, &renew, renewed, ud);
  *
  * Fencing: mqproc__store_claim() returns an attempt number. Every later write for the
  * job carries it and changes nothing when a newer attempt owns the job; such a write
@@ -26,8 +37,41 @@
 
 typedef struct mqproc__store mqproc__store_t;
 
+/* The asynchronous operations, in the order of the backends' files: the job's own
+ * statements (store/{pg,sqlite}/jobs.c), the sweeps and marks, the fleet. Each is
+ * described at its arguments below. */
+typedef enum mqproc__store_op {
+  MQPROC__STORE_CLAIM,
+  MQPROC__STORE_START_TRY,
+  MQPROC__STORE_END_TRY,
+  MQPROC__STORE_SUCCEED,
+  MQPROC__STORE_CANCELLED,
+  MQPROC__STORE_FAIL,
+  MQPROC__STORE_RELEASE,
+  MQPROC__STORE_GIVE_UP,
+  MQPROC__STORE_ACK_EARLY,
+  MQPROC__STORE_RENEW,
+  MQPROC__STORE_PING,
+  MQPROC__STORE_SWEEP,
+  MQPROC__STORE_SWEEP_OUTBOX,
+  MQPROC__STORE_REPUBLISHED,
+  MQPROC__STORE_OUTBOX_DONE,
+  MQPROC__STORE_DEAD_LETTERED,
+  MQPROC__STORE_MARK_PUBLISHED,
+  MQPROC__STORE_RECORD_CALLBACKS,
+  MQPROC__STORE_RECORD_DEAD,
+  MQPROC__STORE_BEAT,
+  MQPROC__STORE_HOLDER_GONE,
+  MQPROC__STORE_NOPS /* the number of operations: the size of a backend's table */
+} mqproc__store_op_t;
+
+/* ---- the arguments of each operation ------------------------------------------------ */
+
 #define MQPROC__STATE_LEN 16
 
+/* claim: the idempotent claim; a claimed job's first try starts in the same write
+ * (try_no, with log_path). The request points at the caller's struct: the backend copies
+ * the in fields when the request is made and writes the out fields before done. */
 typedef struct mqproc__claim {
   /* in */
   const char *job_id;
@@ -60,7 +104,197 @@ typedef struct mqproc__claim {
   int holder_pid;
 } mqproc__claim_t;
 
-/* What a server says about itself every refresh (mqproc__store_beat). */
+/* start_try: record a new try (tries + 1) of attempt; *try_no gets its number. */
+typedef struct mqproc__store_start_try {
+  const char *job_id;
+  int attempt;
+  const char *worker_id;
+  const char *log_path;
+  int *try_no; /* out: the caller's until done */
+} mqproc__store_start_try_t;
+
+/* How a try ended. */
+typedef struct mqproc__try_end {
+  int ok;
+  int exit_code;   /* -1 when none */
+  int term_signal; /* 0 when none */
+  int64_t duration_ms;
+  const char *error; /* NULL when ok */
+} mqproc__try_end_t;
+
+/* end_try: record how try try_no ended (a failed try; succeed records a good one). */
+typedef struct mqproc__store_end_try {
+  const char *job_id;
+  int attempt;
+  int try_no;
+  mqproc__try_end_t end;
+} mqproc__store_end_try_t;
+
+/* succeed: try try_no ended well (end) and the job is RUNNING -> SUCCESS, in one write.
+ * outbox: the result or callbacks are still to be sent by this holder, whose delivery is
+ * acked now: the row keeps delivery_acked and a lease of lease_ms for the outbox sweep
+ * (outbox_done clears both once everything is out). */
+typedef struct mqproc__store_succeed {
+  const char *job_id;
+  int attempt;
+  int try_no;
+  mqproc__try_end_t end;
+  int outbox;
+  int lease_ms;
+} mqproc__store_succeed_t;
+
+/* cancelled: the holder of attempt stopped a cancelled job: RUNNING -> CANCELLED, with
+ * the try recorded failed and outbox as for succeed (the same arguments). */
+typedef mqproc__store_succeed_t mqproc__store_cancelled_t;
+
+/* fail: RUNNING -> QUEUED (requeues + 1) while requeues < max_requeues, else FAILED;
+ * *requeued says which. republish: the delivery was acked early, so a QUEUED job needs a
+ * new message (the sweeper sends it). */
+typedef struct mqproc__store_fail {
+  const char *job_id;
+  int attempt;
+  const char *error;
+  int max_requeues;
+  int republish;
+  int *requeued; /* out: the caller's until done */
+} mqproc__store_fail_t;
+
+/* release: RUNNING -> QUEUED without counting a requeue (shutdown); republish as for
+ * fail; refund 1: the attempt never ran a try (a claimed-ahead job handed back), so it
+ * does not count against --max-attempts (attempt_base grows with it). */
+typedef struct mqproc__store_release {
+  const char *job_id;
+  int attempt;
+  const char *why;
+  int refund;
+  int republish;
+} mqproc__store_release_t;
+
+/* give_up: a job out of attempts (QUEUED, or RUNNING under an expired lease, still at
+ * attempt) -> FAILED. */
+typedef struct mqproc__store_give_up {
+  const char *job_id;
+  int attempt;
+  const char *why;
+} mqproc__store_give_up_t;
+
+/* ack_early: the holder of attempt acked its delivery; the row alone carries the job. */
+typedef struct mqproc__store_ack_early {
+  const char *job_id;
+  int attempt;
+} mqproc__store_ack_early_t;
+
+/* renew: extend the lease of attempt by lease_ms (while it runs, and while an early-acked
+ * holder still sends the outcome of a final job). */
+typedef struct mqproc__store_renew {
+  const char *job_id;
+  int attempt;
+  int lease_ms;
+} mqproc__store_renew_t;
+
+/* ping: is the store reachable? No arguments. */
+
+/* A job whose message must be published again (sweep). */
+typedef struct mqproc__sweep_row {
+  const char *job_id;
+  int attempt;
+  const char *request_json;
+  const char *format; /* "json" or "yaml" */
+  const void *body;   /* the original message; NULL for rows older than schema 4 */
+  size_t body_len;
+  int priority;             /* the message's AMQP priority; -1: none */
+  const char *headers_json; /* its AMQP headers as a JSON object; NULL: none */
+} mqproc__sweep_row_t;
+
+/* sweep: jobs of processor whose early-acked holder's lease expired, or that wait for a
+ * republish, are set QUEUED with republish pending (and a lease_ms grace so other
+ * sweepers skip them); each is passed to row() on the loop before done (at most limit). */
+typedef struct mqproc__store_sweep {
+  const char *processor;
+  int lease_ms;
+  int limit;
+  void (*row)(void *ud, const mqproc__sweep_row_t *r);
+} mqproc__store_sweep_t;
+
+/* A final job whose outcome still has to be sent (sweep_outbox). */
+typedef struct mqproc__outbox_row {
+  const char *job_id;
+  const char *request_json;
+  const char *format; /* "json" or "yaml" */
+  const void *body;   /* the original message; NULL for rows older than schema 4 */
+  size_t body_len;
+  const char *state; /* SUCCESS or FAILED */
+  int attempt;
+  int result_published;
+  int callbacks_done;
+  int dead_letter_pending; /* FAILED, and its dead letter was never confirmed */
+  const char *last_error;  /* why it FAILED ("" when none recorded) */
+} mqproc__outbox_row_t;
+
+/* sweep_outbox: final jobs whose early-acked holder died before sending their result and
+ * callbacks; each is taken for lease_ms and passed to row() (at most limit). */
+typedef struct mqproc__store_sweep_outbox {
+  const char *processor;
+  int lease_ms;
+  int limit;
+  void (*row)(void *ud, const mqproc__outbox_row_t *r);
+} mqproc__store_sweep_outbox_t;
+
+/* republished: the broker confirmed the republished message of a QUEUED job. */
+typedef struct mqproc__store_republished {
+  const char *job_id;
+} mqproc__store_republished_t;
+
+/* outbox_done: the early-acked holder of attempt sent everything of a final job:
+ * result_sent says whether a result was due, publish_error why it did not go out (NULL:
+ * it did); callbacks_sent and callback_error likewise for the callbacks. A backend may
+ * batch it with other writes, but should not hold it back: until it is stored, a dead
+ * holder's result is sent again. */
+typedef struct mqproc__store_outbox_done {
+  const char *job_id;
+  int attempt;
+  int result_sent;
+  const char *publish_error;
+  int callbacks_sent;
+  const char *callback_error;
+} mqproc__store_outbox_done_t;
+
+/* dead_lettered: the broker confirmed the dead letter of a FAILED early-acked job (the
+ * outbox sweep sends it while it is pending: fail sets that for such jobs). */
+typedef struct mqproc__store_dead_lettered {
+  const char *job_id;
+  int attempt;
+} mqproc__store_dead_lettered_t;
+
+/* mark_published: the result message was confirmed by the broker (error NULL) or not. */
+typedef struct mqproc__store_mark_published {
+  const char *job_id;
+  const char *error;
+} mqproc__store_mark_published_t;
+
+/* record_callbacks: the outcome of the callback POSTs (error NULL: all went through). */
+typedef struct mqproc__store_record_callbacks {
+  const char *job_id;
+  const char *error;
+} mqproc__store_record_callbacks_t;
+
+/* record_dead: a message given up on goes to the dead-letter table with the job_id when
+ * one could be read (NULL otherwise): at most keep bytes of its body, its length and
+ * SHA-256. Job rows are not touched: a misrouted or malformed copy must not decide the
+ * fate of the job it names. */
+typedef struct mqproc__store_record_dead {
+  const char *processor;
+  const char *job_id;
+  const void *body;
+  size_t len;
+  size_t keep;
+  const char *reason;
+  const char *worker_id;
+} mqproc__store_record_dead_t;
+
+/* beat: refresh this server's workers row and read the operator's wish for it; each
+ * RUNNING job it holds whose cancel was requested is passed to cancel() on the loop
+ * before done. The request points at the caller's struct, as for claim. */
 typedef struct mqproc__beat {
   /* in */
   const char *worker_id;
@@ -78,52 +312,57 @@ typedef struct mqproc__beat {
   size_t n_current;
   int restarts;     /* --instances: how often the supervisor restarted this slot */
   const char *note; /* e.g. the crash-loop delay before this start; NULL: none */
+  void (*cancel)(void *ud, const char *job_id, int attempt); /* NULL: cancels ignored */
   /* out */
   char wish[16]; /* the operator's wish for this server: "", "pause" or "drain" */
 } mqproc__beat_t;
 
-/* A job whose message must be published again (mqproc__store_sweep). */
-typedef struct mqproc__sweep_row {
-  const char *job_id;
-  int attempt;
-  const char *request_json;
-  const char *format; /* "json" or "yaml" */
-  const void *body;   /* the original message; NULL for rows older than schema 4 */
-  size_t body_len;
-  int priority;             /* the message's AMQP priority; -1: none */
-  const char *headers_json; /* its AMQP headers as a JSON object; NULL: none */
-} mqproc__sweep_row_t;
+/* holder_gone: the server worker_id on host with pid is known dead (this server saw the
+ * pid gone on its own host): its jobs may be taken over at once. by: who saw it. */
+typedef struct mqproc__store_holder_gone {
+  const char *worker_id;
+  const char *host;
+  int pid;
+  const char *by;
+} mqproc__store_holder_gone_t;
 
-/* A final job whose outcome still has to be sent (mqproc__store_sweep_outbox). */
-typedef struct mqproc__outbox_row {
-  const char *job_id;
-  const char *request_json;
-  const char *format; /* "json" or "yaml" */
-  const void *body;   /* the original message; NULL for rows older than schema 4 */
-  size_t body_len;
-  const char *state; /* SUCCESS or FAILED */
-  int attempt;
-  int result_published;
-  int callbacks_done;
-  int dead_letter_pending; /* FAILED, and its dead letter was never confirmed */
-  const char *last_error;  /* why it FAILED ("" when none recorded) */
-} mqproc__outbox_row_t;
-
-typedef struct mqproc__try_end {
-  int ok;
-  int exit_code;   /* -1 when none */
-  int term_signal; /* 0 when none */
-  int64_t duration_ms;
-  const char *error; /* NULL when ok */
-} mqproc__try_end_t;
+/* ---- requests ----------------------------------------------------------------------- */
 
 /* Called on the loop when a request ended: MQPROC_OK, or an error as above with err
  * saying why. Never called from within the call that made the request. */
 typedef void (*mqproc__store_done_cb)(void *ud, int rc, const char *err);
 
-/* Every asynchronous method copies its string and struct arguments; its out pointers
- * (claim, try_no, requeued) must stay valid until done is called. It returns MQPROC_OK,
- * or MQPROC_ENOMEM when the request could not even be queued (done is not called then). */
+/* One asynchronous request: op names the member of u that holds its arguments. Made by
+ * the helpers below, which keep the two together. */
+typedef struct mqproc__store_req {
+  mqproc__store_op_t op;
+  union {
+    mqproc__claim_t *claim; /* in and out: the caller's until done */
+    mqproc__store_start_try_t start_try;
+    mqproc__store_end_try_t end_try;
+    mqproc__store_succeed_t succeed;
+    mqproc__store_cancelled_t cancelled;
+    mqproc__store_fail_t fail;
+    mqproc__store_release_t release;
+    mqproc__store_give_up_t give_up;
+    mqproc__store_ack_early_t ack_early;
+    mqproc__store_renew_t renew;
+    /* ping: none */
+    mqproc__store_sweep_t sweep;
+    mqproc__store_sweep_outbox_t sweep_outbox;
+    mqproc__store_republished_t republished;
+    mqproc__store_outbox_done_t outbox_done;
+    mqproc__store_dead_lettered_t dead_lettered;
+    mqproc__store_mark_published_t mark_published;
+    mqproc__store_record_callbacks_t record_callbacks;
+    mqproc__store_record_dead_t record_dead;
+    mqproc__beat_t *beat; /* in and out: the caller's until done */
+    mqproc__store_holder_gone_t holder_gone;
+  } u;
+  mqproc__store_done_cb done;
+  void *ud;
+} mqproc__store_req_t;
+
 struct mqproc__store_class {
   const char *name;
   /* ---- synchronous, before the loop runs (and for `mqproc migrate`) ---- */
@@ -132,98 +371,12 @@ struct mqproc__store_class {
   /* migrate: create or upgrade the schema (idempotent, safe to run concurrently). */
   int (*migrate)(mqproc__store_t *s, char *err);
   /* ---- asynchronous ---- */
-  /* claim: the idempotent claim (see mqproc__claim_t); a claimed job's first try starts in
-     the same write (c->try_no, with c->log_path). */
-  int (*claim)(mqproc__store_t *s, mqproc__claim_t *c, mqproc__store_done_cb done, void *ud);
-  /* start_try: record a new try (tries + 1) of attempt; *try_no gets its number. */
-  int (*start_try)(mqproc__store_t *s, const char *job_id, int attempt, const char *worker_id,
-                   const char *log_path, int *try_no, mqproc__store_done_cb done, void *ud);
-  /* end_try: record how try try_no ended (a failed try; succeed records a good one). */
-  int (*end_try)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                 const mqproc__try_end_t *e, mqproc__store_done_cb done, void *ud);
-  /* succeed: try try_no ended well (e) and the job is RUNNING -> SUCCESS, in one write.
-     outbox: the result or callbacks are still to be sent by this holder, whose delivery is
-     acked now: the row keeps delivery_acked and a lease for the outbox sweep (outbox_done
-     clears both once everything is out). */
-  int (*succeed)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                 const mqproc__try_end_t *e, int outbox, int lease_ms, mqproc__store_done_cb done,
-                 void *ud);
-  /* fail: RUNNING -> QUEUED (requeues + 1) while requeues < max_requeues, else FAILED;
-     *requeued says which. republish: the delivery was acked early, so a QUEUED job needs a
-     new message (the sweeper sends it). */
-  int (*fail)(mqproc__store_t *s, const char *job_id, int attempt, const char *error,
-              int max_requeues, int republish, int *requeued, mqproc__store_done_cb done, void *ud);
-  /* release: RUNNING -> QUEUED without counting a requeue (shutdown); republish as above;
-     refund 1: the attempt never ran a try (a claimed-ahead job handed back), so it does not
-     count against --max-attempts (attempt_base grows with it). */
-  int (*release)(mqproc__store_t *s, const char *job_id, int attempt, const char *why, int refund,
-                 int republish, mqproc__store_done_cb done, void *ud);
-  /* give_up: a job out of attempts (QUEUED, or RUNNING under an expired lease, still at
-     attempt) -> FAILED. */
-  int (*give_up)(mqproc__store_t *s, const char *job_id, int attempt, const char *why,
-                 mqproc__store_done_cb done, void *ud);
-  /* ack_early: the holder of attempt acked its delivery; the row alone carries the job. */
-  int (*ack_early)(mqproc__store_t *s, const char *job_id, int attempt, mqproc__store_done_cb done,
-                   void *ud);
-  /* sweep: jobs of processor whose early-acked holder's lease expired, or that wait for a
-     republish, are set QUEUED with republish pending (and a lease_ms grace so other
-     sweepers skip them); each is passed to row() before done (at most limit). */
-  int (*sweep)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-               void (*row)(void *ud, const mqproc__sweep_row_t *r), mqproc__store_done_cb done,
-               void *ud);
-  /* republished: the broker confirmed the republished message of a QUEUED job. */
-  int (*republished)(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done, void *ud);
-  /* ping: is the store reachable? */
-  int (*ping)(mqproc__store_t *s, mqproc__store_done_cb done, void *ud);
-  /* renew: extend the lease of attempt by lease_ms (while it runs, and while an early-acked
-     holder still sends the outcome of a final job). */
-  int (*renew)(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms,
-               mqproc__store_done_cb done, void *ud);
-  /* outbox_done: the early-acked holder of attempt sent everything of a final job:
-     published says whether the result went out (NULL error) or why not; callbacks_error
-     likewise for the callbacks (callbacks_sent 0: none were due). A backend may batch it
-     with other writes, but should not hold it back: until it is stored, a dead holder's
-     result is sent again. */
-  int (*outbox_done)(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
-                     const char *publish_error, int callbacks_sent, const char *callback_error,
-                     mqproc__store_done_cb done, void *ud);
-  /* dead_lettered: the broker confirmed the dead letter of a FAILED early-acked job (the
-     outbox sweep sends it while it is pending: fail() sets that for such jobs). */
-  int (*dead_lettered)(mqproc__store_t *s, const char *job_id, int attempt,
-                       mqproc__store_done_cb done, void *ud);
-  /* sweep_outbox: final jobs whose early-acked holder died before sending their result
-     and callbacks; each is taken for lease_ms and passed to row() (at most limit). */
-  int (*sweep_outbox)(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                      void (*row)(void *ud, const mqproc__outbox_row_t *r),
-                      mqproc__store_done_cb done, void *ud);
-  /* mark_published: the result message was confirmed by the broker (or failed: error). */
-  int (*mark_published)(mqproc__store_t *s, const char *job_id, const char *error,
-                        mqproc__store_done_cb done, void *ud);
-  /* record_callbacks: outcome of the callback POSTs (error NULL = all OK). */
-  int (*record_callbacks)(mqproc__store_t *s, const char *job_id, const char *error,
-                          mqproc__store_done_cb done, void *ud);
-  /* record_dead: a message given up on goes to the dead-letter table with the job_id
-     when one could be read (NULL otherwise): at most keep bytes of its body, its length
-     and SHA-256. Job rows are not touched: a misrouted or malformed copy must not decide
-     the fate of the job it names. */
-  int (*record_dead)(mqproc__store_t *s, const char *processor, const char *job_id,
-                     const void *body, size_t len, size_t keep, const char *reason,
-                     const char *worker_id, mqproc__store_done_cb done, void *ud);
-  /* beat: refresh this server's workers row from b and read the operator's wish for it
-     (b->wish); each RUNNING job it holds whose cancel was requested is passed to
-     cancel() before done. */
-  int (*beat)(mqproc__store_t *s, mqproc__beat_t *b,
-              void (*cancel)(void *ud, const char *job_id, int attempt), mqproc__store_done_cb done,
-              void *ud);
-  /* holder_gone: the server worker_id on host with pid is known dead (this server saw the
-     pid gone on its own host): its jobs may be taken over at once. by: who saw it. */
-  int (*holder_gone)(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
-                     const char *by, mqproc__store_done_cb done, void *ud);
-  /* cancelled: the holder of attempt stopped a cancelled job: RUNNING -> CANCELLED, with
-     outbox as for succeed. */
-  int (*cancelled)(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                   const mqproc__try_end_t *e, int outbox, int lease_ms, mqproc__store_done_cb done,
-                   void *ud);
+  /* submit: queue req. The backend copies what it needs of it (the request and every
+     string and body it points to may go once submit returns); the out pointers (claim,
+     beat, start_try's try_no, fail's requeued) must stay valid until done is called.
+     MQPROC_OK, or an error (MQPROC_ENOMEM) when the request could not even be queued:
+     done is not called then. */
+  int (*submit)(mqproc__store_t *s, const mqproc__store_req_t *req);
   /* listen: from now on, cb(ud, payload) runs on the loop for every notice the operators'
      commands send (payload: a processor's name). A hint only: notices sent while the
      connection was down are lost, so the server also reads its wish with every beat. */
@@ -265,35 +418,163 @@ struct sqlite3;
  * without the schema, as a server's open is. MQPROC_OK, or an error code with err. */
 int mqproc__store_sqlite_connect(const char *url, struct sqlite3 **db, char *err);
 
-#define MQPROC__STORE_CALL(s, method, ...) ((s)->klass->method((s), __VA_ARGS__))
 #define mqproc__store_open(s, err) ((s)->klass->open((s), (err)))
 #define mqproc__store_migrate(s, err) ((s)->klass->migrate((s), (err)))
-#define mqproc__store_claim(s, ...) MQPROC__STORE_CALL(s, claim, __VA_ARGS__)
-#define mqproc__store_start_try(s, ...) MQPROC__STORE_CALL(s, start_try, __VA_ARGS__)
-#define mqproc__store_end_try(s, ...) MQPROC__STORE_CALL(s, end_try, __VA_ARGS__)
-#define mqproc__store_succeed(s, ...) MQPROC__STORE_CALL(s, succeed, __VA_ARGS__)
-#define mqproc__store_fail(s, ...) MQPROC__STORE_CALL(s, fail, __VA_ARGS__)
-#define mqproc__store_release(s, ...) MQPROC__STORE_CALL(s, release, __VA_ARGS__)
-#define mqproc__store_give_up(s, ...) MQPROC__STORE_CALL(s, give_up, __VA_ARGS__)
-#define mqproc__store_ack_early(s, ...) MQPROC__STORE_CALL(s, ack_early, __VA_ARGS__)
-#define mqproc__store_sweep(s, ...) MQPROC__STORE_CALL(s, sweep, __VA_ARGS__)
-#define mqproc__store_republished(s, ...) MQPROC__STORE_CALL(s, republished, __VA_ARGS__)
-#define mqproc__store_ping(s, ...) MQPROC__STORE_CALL(s, ping, __VA_ARGS__)
-#define mqproc__store_renew(s, ...) MQPROC__STORE_CALL(s, renew, __VA_ARGS__)
-#define mqproc__store_outbox_done(s, ...) MQPROC__STORE_CALL(s, outbox_done, __VA_ARGS__)
-#define mqproc__store_dead_lettered(s, ...) MQPROC__STORE_CALL(s, dead_lettered, __VA_ARGS__)
-#define mqproc__store_sweep_outbox(s, ...) MQPROC__STORE_CALL(s, sweep_outbox, __VA_ARGS__)
-#define mqproc__store_mark_published(s, ...) MQPROC__STORE_CALL(s, mark_published, __VA_ARGS__)
-#define mqproc__store_record_callbacks(s, ...) MQPROC__STORE_CALL(s, record_callbacks, __VA_ARGS__)
-#define mqproc__store_record_dead(s, ...) MQPROC__STORE_CALL(s, record_dead, __VA_ARGS__)
-#define mqproc__store_beat(s, ...) MQPROC__STORE_CALL(s, beat, __VA_ARGS__)
-#define mqproc__store_holder_gone(s, ...) MQPROC__STORE_CALL(s, holder_gone, __VA_ARGS__)
-#define mqproc__store_cancelled(s, ...) MQPROC__STORE_CALL(s, cancelled, __VA_ARGS__)
 #define mqproc__store_listen(s, cb, ud) ((s)->klass->listen((s), (cb), (ud)))
 #define mqproc__store_forget(s, ud) ((s)->klass->forget((s), (ud)))
 static inline void mqproc__store_destroy(mqproc__store_t *s) {
   if (s != NULL)
     s->klass->destroy(s);
+}
+
+/* ---- the typed helpers: one per operation, each makes its request and submits it ---- */
+
+static inline int mqproc__store_submit(mqproc__store_t *s, const mqproc__store_req_t *req) {
+  return s->klass->submit(s, req);
+}
+
+static inline int mqproc__store_claim(mqproc__store_t *s, mqproc__claim_t *c,
+                                      mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_CLAIM, .u.claim = c, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_start_try(mqproc__store_t *s, const mqproc__store_start_try_t *a,
+                                          mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_START_TRY, .u.start_try = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_end_try(mqproc__store_t *s, const mqproc__store_end_try_t *a,
+                                        mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_END_TRY, .u.end_try = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_succeed(mqproc__store_t *s, const mqproc__store_succeed_t *a,
+                                        mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_SUCCEED, .u.succeed = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_cancelled(mqproc__store_t *s, const mqproc__store_cancelled_t *a,
+                                          mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_CANCELLED, .u.cancelled = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_fail(mqproc__store_t *s, const mqproc__store_fail_t *a,
+                                     mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_FAIL, .u.fail = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_release(mqproc__store_t *s, const mqproc__store_release_t *a,
+                                        mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_RELEASE, .u.release = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_give_up(mqproc__store_t *s, const mqproc__store_give_up_t *a,
+                                        mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_GIVE_UP, .u.give_up = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_ack_early(mqproc__store_t *s, const mqproc__store_ack_early_t *a,
+                                          mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_ACK_EARLY, .u.ack_early = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_renew(mqproc__store_t *s, const mqproc__store_renew_t *a,
+                                      mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_RENEW, .u.renew = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_ping(mqproc__store_t *s, mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_PING, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_sweep(mqproc__store_t *s, const mqproc__store_sweep_t *a,
+                                      mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_SWEEP, .u.sweep = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_sweep_outbox(mqproc__store_t *s,
+                                             const mqproc__store_sweep_outbox_t *a,
+                                             mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_SWEEP_OUTBOX, .u.sweep_outbox = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_republished(mqproc__store_t *s,
+                                            const mqproc__store_republished_t *a,
+                                            mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_REPUBLISHED, .u.republished = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_outbox_done(mqproc__store_t *s,
+                                            const mqproc__store_outbox_done_t *a,
+                                            mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_OUTBOX_DONE, .u.outbox_done = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_dead_lettered(mqproc__store_t *s,
+                                              const mqproc__store_dead_lettered_t *a,
+                                              mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_DEAD_LETTERED, .u.dead_lettered = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_mark_published(mqproc__store_t *s,
+                                               const mqproc__store_mark_published_t *a,
+                                               mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_MARK_PUBLISHED, .u.mark_published = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_record_callbacks(mqproc__store_t *s,
+                                                 const mqproc__store_record_callbacks_t *a,
+                                                 mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_RECORD_CALLBACKS, .u.record_callbacks = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_record_dead(mqproc__store_t *s,
+                                            const mqproc__store_record_dead_t *a,
+                                            mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_RECORD_DEAD, .u.record_dead = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_beat(mqproc__store_t *s, mqproc__beat_t *b,
+                                     mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_BEAT, .u.beat = b, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_holder_gone(mqproc__store_t *s,
+                                            const mqproc__store_holder_gone_t *a,
+                                            mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_HOLDER_GONE, .u.holder_gone = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
 }
 
 /* The schema migrations, in order (generated from sql/ at build time). */

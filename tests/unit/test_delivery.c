@@ -69,37 +69,38 @@ static int state_index(const char *name) {
 
 /* ---- the fake store -------------------------------------------------------------------- */
 
+/* store.h's operations, named for the log of what the store got */
 #define STORE_METHODS(X)                                                                           \
   X(CLAIM)                                                                                         \
   X(START_TRY)                                                                                     \
   X(END_TRY)                                                                                       \
   X(SUCCEED)                                                                                       \
+  X(CANCELLED)                                                                                     \
   X(FAIL)                                                                                          \
   X(RELEASE)                                                                                       \
   X(GIVE_UP)                                                                                       \
   X(ACK_EARLY)                                                                                     \
-  X(SWEEP)                                                                                         \
-  X(REPUBLISHED)                                                                                   \
-  X(PING)                                                                                          \
   X(RENEW)                                                                                         \
+  X(PING)                                                                                          \
+  X(SWEEP)                                                                                         \
+  X(SWEEP_OUTBOX)                                                                                  \
+  X(REPUBLISHED)                                                                                   \
   X(OUTBOX_DONE)                                                                                   \
   X(DEAD_LETTERED)                                                                                 \
-  X(SWEEP_OUTBOX)                                                                                  \
   X(MARK_PUBLISHED)                                                                                \
   X(RECORD_CALLBACKS)                                                                              \
   X(RECORD_DEAD)                                                                                   \
   X(BEAT)                                                                                          \
-  X(HOLDER_GONE)                                                                                   \
-  X(CANCELLED)
+  X(HOLDER_GONE)
 
 typedef enum {
-#define T_REQ_ENUM(name) R_##name,
+#define T_REQ_ENUM(name) R_##name = MQPROC__STORE_##name,
   STORE_METHODS(T_REQ_ENUM)
 #undef T_REQ_ENUM
 } req_kind_t;
 
-static const char *const REQ_NAMES[] = {
-#define T_REQ_NAME(name) #name,
+static const char *const REQ_NAMES[MQPROC__STORE_NOPS] = {
+#define T_REQ_NAME(name) [R_##name] = #name,
     STORE_METHODS(T_REQ_NAME)
 #undef T_REQ_NAME
 };
@@ -138,24 +139,26 @@ static void copy_str(char *dst, size_t n, const char *s) {
   snprintf(dst, n, "%s", s != NULL ? s : "");
 }
 
-static req_t *fs_add(mqproc__store_t *s, req_kind_t kind, const char *job_id, int attempt,
-                     mqproc__store_done_cb done, void *ud) {
+static req_t *fs_add(mqproc__store_t *s, const mqproc__store_req_t *q, const char *job_id,
+                     int attempt) {
   fake_store_t *fs = (fake_store_t *)s;
   req_t *r;
   size_t used = strlen(fs->log);
-  snprintf(fs->log + used, sizeof(fs->log) - used, "%s%s", used > 0 ? " " : "", REQ_NAMES[kind]);
+  snprintf(fs->log + used, sizeof(fs->log) - used, "%s%s", used > 0 ? " " : "", REQ_NAMES[q->op]);
   cr_assert_lt(fs->n_pending, MAX_REQS, "too many store requests pending");
   r = &fs->pending[fs->n_pending++];
   memset(r, 0, sizeof(*r));
-  r->kind = kind;
+  r->kind = (req_kind_t)q->op;
   copy_str(r->job_id, sizeof(r->job_id), job_id);
   r->attempt = attempt;
-  r->done = done;
-  r->ud = ud;
+  r->done = q->done;
+  r->ud = q->ud;
   return r;
 }
 
-static void fs_end(req_t *r, const mqproc__try_end_t *e) {
+/* A try's end (end_try, succeed, cancelled). */
+static void fs_end(req_t *r, int try_no, const mqproc__try_end_t *e) {
+  r->try_no = try_no;
   r->end_ok = e->ok;
   r->end_exit_code = e->exit_code;
   r->end_signal = e->term_signal;
@@ -168,178 +171,100 @@ static int fs_open(mqproc__store_t *s, char *err) {
   return MQPROC_OK;
 }
 
-static int fs_claim(mqproc__store_t *s, mqproc__claim_t *c, mqproc__store_done_cb done, void *ud) {
-  req_t *r = fs_add(s, R_CLAIM, c->job_id, 0, done, ud);
-  r->claim = c;
-  r->lease_ms = c->lease_ms;
-  return MQPROC_OK;
-}
-
-static int fs_start_try(mqproc__store_t *s, const char *job_id, int attempt, const char *worker_id,
-                        const char *log_path, int *try_no, mqproc__store_done_cb done, void *ud) {
-  (void)worker_id;
-  (void)log_path;
-  fs_add(s, R_START_TRY, job_id, attempt, done, ud)->try_no_out = try_no;
-  return MQPROC_OK;
-}
-
-static int fs_end_try(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                      const mqproc__try_end_t *e, mqproc__store_done_cb done, void *ud) {
-  req_t *r = fs_add(s, R_END_TRY, job_id, attempt, done, ud);
-  r->try_no = try_no;
-  fs_end(r, e);
-  return MQPROC_OK;
-}
-
-static int fs_succeed(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                      const mqproc__try_end_t *e, int outbox, int lease_ms,
-                      mqproc__store_done_cb done, void *ud) {
-  req_t *r = fs_add(s, R_SUCCEED, job_id, attempt, done, ud);
-  r->try_no = try_no;
-  r->outbox = outbox;
-  r->lease_ms = lease_ms;
-  fs_end(r, e);
-  return MQPROC_OK;
-}
-
-static int fs_fail(mqproc__store_t *s, const char *job_id, int attempt, const char *error,
-                   int max_requeues, int republish, int *requeued, mqproc__store_done_cb done,
-                   void *ud) {
-  req_t *r = fs_add(s, R_FAIL, job_id, attempt, done, ud);
-  copy_str(r->text, sizeof(r->text), error);
-  r->max_requeues = max_requeues;
-  r->republish = republish;
-  r->requeued_out = requeued;
-  return MQPROC_OK;
-}
-
-static int fs_release(mqproc__store_t *s, const char *job_id, int attempt, const char *why,
-                      int refund, int republish, mqproc__store_done_cb done, void *ud) {
-  req_t *r = fs_add(s, R_RELEASE, job_id, attempt, done, ud);
-  copy_str(r->text, sizeof(r->text), why);
-  r->refund = refund;
-  r->republish = republish;
-  return MQPROC_OK;
-}
-
-static int fs_give_up(mqproc__store_t *s, const char *job_id, int attempt, const char *why,
-                      mqproc__store_done_cb done, void *ud) {
-  copy_str(fs_add(s, R_GIVE_UP, job_id, attempt, done, ud)->text, sizeof(((req_t *)0)->text), why);
-  return MQPROC_OK;
-}
-
-static int fs_ack_early(mqproc__store_t *s, const char *job_id, int attempt,
-                        mqproc__store_done_cb done, void *ud) {
-  fs_add(s, R_ACK_EARLY, job_id, attempt, done, ud);
-  return MQPROC_OK;
-}
-
-static int fs_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                    void (*row)(void *ud, const mqproc__sweep_row_t *r), mqproc__store_done_cb done,
-                    void *ud) {
-  (void)processor;
-  (void)limit;
-  (void)row;
-  fs_add(s, R_SWEEP, NULL, 0, done, ud)->lease_ms = lease_ms;
-  return MQPROC_OK;
-}
-
-static int fs_republished(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done,
-                          void *ud) {
-  fs_add(s, R_REPUBLISHED, job_id, 0, done, ud);
-  return MQPROC_OK;
-}
-
-static int fs_ping(mqproc__store_t *s, mqproc__store_done_cb done, void *ud) {
-  fs_add(s, R_PING, NULL, 0, done, ud);
-  return MQPROC_OK;
-}
-
-static int fs_renew(mqproc__store_t *s, const char *job_id, int attempt, int lease_ms,
-                    mqproc__store_done_cb done, void *ud) {
-  fs_add(s, R_RENEW, job_id, attempt, done, ud)->lease_ms = lease_ms;
-  return MQPROC_OK;
-}
-
-static int fs_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
-                          const char *publish_error, int callbacks_sent, const char *callback_error,
-                          mqproc__store_done_cb done, void *ud) {
-  req_t *r = fs_add(s, R_OUTBOX_DONE, job_id, attempt, done, ud);
-  r->result_sent = result_sent;
-  r->callbacks_sent = callbacks_sent;
-  copy_str(r->text, sizeof(r->text), publish_error);
-  copy_str(r->text2, sizeof(r->text2), callback_error);
-  return MQPROC_OK;
-}
-
-static int fs_dead_lettered(mqproc__store_t *s, const char *job_id, int attempt,
-                            mqproc__store_done_cb done, void *ud) {
-  fs_add(s, R_DEAD_LETTERED, job_id, attempt, done, ud);
-  return MQPROC_OK;
-}
-
-static int fs_sweep_outbox(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                           void (*row)(void *ud, const mqproc__outbox_row_t *r),
-                           mqproc__store_done_cb done, void *ud) {
-  (void)processor;
-  (void)limit;
-  (void)row;
-  fs_add(s, R_SWEEP_OUTBOX, NULL, 0, done, ud)->lease_ms = lease_ms;
-  return MQPROC_OK;
-}
-
-static int fs_mark_published(mqproc__store_t *s, const char *job_id, const char *error,
-                             mqproc__store_done_cb done, void *ud) {
-  copy_str(fs_add(s, R_MARK_PUBLISHED, job_id, 0, done, ud)->text, sizeof(((req_t *)0)->text),
-           error);
-  return MQPROC_OK;
-}
-
-static int fs_record_callbacks(mqproc__store_t *s, const char *job_id, const char *error,
-                               mqproc__store_done_cb done, void *ud) {
-  copy_str(fs_add(s, R_RECORD_CALLBACKS, job_id, 0, done, ud)->text, sizeof(((req_t *)0)->text),
-           error);
-  return MQPROC_OK;
-}
-
-static int fs_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
-                          const void *body, size_t len, size_t keep, const char *reason,
-                          const char *worker_id, mqproc__store_done_cb done, void *ud) {
-  (void)processor;
-  (void)body;
-  (void)len;
-  (void)keep;
-  (void)worker_id;
-  copy_str(fs_add(s, R_RECORD_DEAD, job_id, 0, done, ud)->text, sizeof(((req_t *)0)->text), reason);
-  return MQPROC_OK;
-}
-
-static int fs_beat(mqproc__store_t *s, mqproc__beat_t *b,
-                   void (*cancel)(void *ud, const char *job_id, int attempt),
-                   mqproc__store_done_cb done, void *ud) {
-  (void)b;
-  (void)cancel;
-  fs_add(s, R_BEAT, NULL, 0, done, ud);
-  return MQPROC_OK;
-}
-
-static int fs_holder_gone(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
-                          const char *by, mqproc__store_done_cb done, void *ud) {
-  (void)host;
-  (void)pid;
-  (void)by;
-  fs_add(s, R_HOLDER_GONE, worker_id, 0, done, ud);
-  return MQPROC_OK;
-}
-
-static int fs_cancelled(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                        const mqproc__try_end_t *e, int outbox, int lease_ms,
-                        mqproc__store_done_cb done, void *ud) {
-  req_t *r = fs_add(s, R_CANCELLED, job_id, attempt, done, ud);
-  r->try_no = try_no;
-  r->outbox = outbox;
-  r->lease_ms = lease_ms;
-  fs_end(r, e);
+/* Records the request (the caller's strings copied: they may go once this returns) with
+ * its out pointers; the test answers it later. */
+static int fs_submit(mqproc__store_t *s, const mqproc__store_req_t *q) {
+  const mqproc__store_succeed_t *end =
+      q->op == MQPROC__STORE_SUCCEED ? &q->u.succeed : &q->u.cancelled;
+  req_t *r;
+  switch (q->op) {
+  case MQPROC__STORE_CLAIM:
+    r = fs_add(s, q, q->u.claim->job_id, 0);
+    r->claim = q->u.claim;
+    r->lease_ms = q->u.claim->lease_ms;
+    break;
+  case MQPROC__STORE_START_TRY:
+    r = fs_add(s, q, q->u.start_try.job_id, q->u.start_try.attempt);
+    r->try_no_out = q->u.start_try.try_no;
+    break;
+  case MQPROC__STORE_END_TRY:
+    r = fs_add(s, q, q->u.end_try.job_id, q->u.end_try.attempt);
+    fs_end(r, q->u.end_try.try_no, &q->u.end_try.end);
+    break;
+  case MQPROC__STORE_SUCCEED:
+  case MQPROC__STORE_CANCELLED:
+    r = fs_add(s, q, end->job_id, end->attempt);
+    fs_end(r, end->try_no, &end->end);
+    r->outbox = end->outbox;
+    r->lease_ms = end->lease_ms;
+    break;
+  case MQPROC__STORE_FAIL:
+    r = fs_add(s, q, q->u.fail.job_id, q->u.fail.attempt);
+    copy_str(r->text, sizeof(r->text), q->u.fail.error);
+    r->max_requeues = q->u.fail.max_requeues;
+    r->republish = q->u.fail.republish;
+    r->requeued_out = q->u.fail.requeued;
+    break;
+  case MQPROC__STORE_RELEASE:
+    r = fs_add(s, q, q->u.release.job_id, q->u.release.attempt);
+    copy_str(r->text, sizeof(r->text), q->u.release.why);
+    r->refund = q->u.release.refund;
+    r->republish = q->u.release.republish;
+    break;
+  case MQPROC__STORE_GIVE_UP:
+    r = fs_add(s, q, q->u.give_up.job_id, q->u.give_up.attempt);
+    copy_str(r->text, sizeof(r->text), q->u.give_up.why);
+    break;
+  case MQPROC__STORE_ACK_EARLY:
+    fs_add(s, q, q->u.ack_early.job_id, q->u.ack_early.attempt);
+    break;
+  case MQPROC__STORE_RENEW:
+    r = fs_add(s, q, q->u.renew.job_id, q->u.renew.attempt);
+    r->lease_ms = q->u.renew.lease_ms;
+    break;
+  case MQPROC__STORE_PING:
+    fs_add(s, q, NULL, 0);
+    break;
+  case MQPROC__STORE_SWEEP:
+    fs_add(s, q, NULL, 0)->lease_ms = q->u.sweep.lease_ms;
+    break;
+  case MQPROC__STORE_SWEEP_OUTBOX:
+    fs_add(s, q, NULL, 0)->lease_ms = q->u.sweep_outbox.lease_ms;
+    break;
+  case MQPROC__STORE_REPUBLISHED:
+    fs_add(s, q, q->u.republished.job_id, 0);
+    break;
+  case MQPROC__STORE_OUTBOX_DONE:
+    r = fs_add(s, q, q->u.outbox_done.job_id, q->u.outbox_done.attempt);
+    r->result_sent = q->u.outbox_done.result_sent;
+    r->callbacks_sent = q->u.outbox_done.callbacks_sent;
+    copy_str(r->text, sizeof(r->text), q->u.outbox_done.publish_error);
+    copy_str(r->text2, sizeof(r->text2), q->u.outbox_done.callback_error);
+    break;
+  case MQPROC__STORE_DEAD_LETTERED:
+    fs_add(s, q, q->u.dead_lettered.job_id, q->u.dead_lettered.attempt);
+    break;
+  case MQPROC__STORE_MARK_PUBLISHED:
+    r = fs_add(s, q, q->u.mark_published.job_id, 0);
+    copy_str(r->text, sizeof(r->text), q->u.mark_published.error);
+    break;
+  case MQPROC__STORE_RECORD_CALLBACKS:
+    r = fs_add(s, q, q->u.record_callbacks.job_id, 0);
+    copy_str(r->text, sizeof(r->text), q->u.record_callbacks.error);
+    break;
+  case MQPROC__STORE_RECORD_DEAD:
+    r = fs_add(s, q, q->u.record_dead.job_id, 0);
+    copy_str(r->text, sizeof(r->text), q->u.record_dead.reason);
+    break;
+  case MQPROC__STORE_BEAT:
+    fs_add(s, q, NULL, 0);
+    break;
+  case MQPROC__STORE_HOLDER_GONE:
+    fs_add(s, q, q->u.holder_gone.worker_id, 0);
+    break;
+  case MQPROC__STORE_NOPS:
+    cr_assert_fail("not an operation");
+  }
   return MQPROC_OK;
 }
 
@@ -367,27 +292,7 @@ static const struct mqproc__store_class FAKE_STORE = {
     .name = "fake",
     .open = fs_open,
     .migrate = fs_open,
-    .claim = fs_claim,
-    .start_try = fs_start_try,
-    .end_try = fs_end_try,
-    .succeed = fs_succeed,
-    .fail = fs_fail,
-    .release = fs_release,
-    .give_up = fs_give_up,
-    .ack_early = fs_ack_early,
-    .sweep = fs_sweep,
-    .republished = fs_republished,
-    .ping = fs_ping,
-    .renew = fs_renew,
-    .outbox_done = fs_outbox_done,
-    .dead_lettered = fs_dead_lettered,
-    .sweep_outbox = fs_sweep_outbox,
-    .mark_published = fs_mark_published,
-    .record_callbacks = fs_record_callbacks,
-    .record_dead = fs_record_dead,
-    .beat = fs_beat,
-    .holder_gone = fs_holder_gone,
-    .cancelled = fs_cancelled,
+    .submit = fs_submit,
     .listen = fs_listen,
     .forget = fs_forget,
     .destroy = fs_destroy,

@@ -1,4 +1,4 @@
-/* Batched statements of the PostgreSQL store (see store/pg_int.h): the array parameters
+/* Batched statements of the PostgreSQL store (see store/pg/int.h): the array parameters
  * one execution carries for several requests, and the rows of its result matched back to
  * each request by the ordinality in column 0. */
 #include <stdlib.h>

@@ -72,7 +72,7 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud);
 
 /* ---- requests ----------------------------------------------------------------------- */
 
-int mqproc__pg_submit(pg_store_t *s, pg_req_t *r) {
+int mqproc__pg_enqueue(pg_store_t *s, pg_req_t *r) {
   pg_engine_t *e = s->engine;
   if (e == NULL) {
     mqproc__pg_req_free(r);

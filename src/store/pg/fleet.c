@@ -1,7 +1,7 @@
-/* PostgreSQL job store, part four: what a server says about itself and learns from the
- * operators (sql/005_fleet.sql): its workers row, the wish for it (pause, drain), the
- * cancels of the jobs it holds, a holder found dead, and a cancelled job's end. Requests
- * for the asynchronous engine, like store/pg.c's. */
+/* PostgreSQL job store: the fleet's statements, what a server says about itself and learns
+ * from the operators (sql/005_fleet.sql): its workers row, the wish for it (pause, drain)
+ * and the cancels of the jobs it holds (beat), a holder found dead (holder_gone). Each
+ * with its bind and parse, in store/pg/jobs.c's table like the job's own statements. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,75 +37,63 @@ static const char BEAT_SQL[] =
 /* clang-format on */
 
 static int parse_beat(pg_req_t *r, PGresult *res, const int *rows, int n) {
-  mqproc__beat_t *b = r->out;
-  void (*cancel)(void *, const char *, int) = (void (*)(void *, const char *, int))r->row_cb;
+  mqproc__beat_t *b = r->out.beat.b;
   (void)rows;
   b->wish[0] = '\0';
   for (int i = 0; i < n; i++) {
     const char *kind = PQgetvalue(res, i, 0), *v = PQgetvalue(res, i, 1);
     if (!strcmp(kind, "wish"))
       snprintf(b->wish, sizeof(b->wish), "%s", v);
-    else if (cancel != NULL && r->done != NULL)
-      cancel(r->ud, v, atoi(PQgetvalue(res, i, 2)));
+    else if (r->out.beat.cancel != NULL && r->done != NULL)
+      r->out.beat.cancel(r->ud, v, atoi(PQgetvalue(res, i, 2)));
   }
   return MQPROC_OK;
 }
 
-static const pg_stmt_t BEAT = {"mqproc_beat", BEAT_SQL, 15, 0, 0, parse_beat};
-
-int mqproc__pg_beat(mqproc__store_t *s, mqproc__beat_t *b,
-                    void (*cancel)(void *ud, const char *job_id, int attempt),
-                    mqproc__store_done_cb done, void *ud) {
+/* $1..$15 of BEAT_SQL; the jobs held as a text[] literal */
+static void bind_beat(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__beat_t *b = q->u.beat;
   char *jobs = mqproc__pg_text_array(b->current_jobs, b->n_current);
-  int rc;
-  if (jobs == NULL)
-    return MQPROC_ENOMEM;
-  rc = mqproc__pg_request(s, &BEAT, b, (void *)cancel, done, ud, "sssislisiillsis", b->worker_id,
-                          b->processor, b->host, b->pid, b->version, b->started_ms, b->interval_ms,
-                          b->state, b->concurrency, b->in_flight, b->jobs_done, b->jobs_failed,
-                          jobs, b->restarts, b->note);
+  if (jobs == NULL) {
+    r->nomem = 1;
+    return;
+  }
+  mqproc__pg_bind_text(r, 0, b->worker_id);
+  mqproc__pg_bind_text(r, 1, b->processor);
+  mqproc__pg_bind_text(r, 2, b->host);
+  mqproc__pg_bind_int(r, 3, b->pid);
+  mqproc__pg_bind_text(r, 4, b->version);
+  mqproc__pg_bind_int64(r, 5, b->started_ms);
+  mqproc__pg_bind_int(r, 6, b->interval_ms);
+  mqproc__pg_bind_text(r, 7, b->state);
+  mqproc__pg_bind_int(r, 8, b->concurrency);
+  mqproc__pg_bind_int(r, 9, b->in_flight);
+  mqproc__pg_bind_int64(r, 10, b->jobs_done);
+  mqproc__pg_bind_int64(r, 11, b->jobs_failed);
+  mqproc__pg_bind_text(r, 12, jobs);
+  mqproc__pg_bind_int(r, 13, b->restarts);
+  mqproc__pg_bind_text(r, 14, b->note);
   free(jobs);
-  return rc;
+  r->out.beat.b = q->u.beat;
+  r->out.beat.cancel = b->cancel;
 }
 
-static const pg_stmt_t HOLDER_GONE = {
+const pg_stmt_t mqproc__pg_stmt_beat = {"mqproc_beat", BEAT_SQL, 15, 0, 0, bind_beat, parse_beat};
+
+static void bind_holder_gone(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_holder_gone_t *a = &q->u.holder_gone;
+  mqproc__pg_bind_text(r, 0, a->worker_id);
+  mqproc__pg_bind_text(r, 1, a->host);
+  mqproc__pg_bind_int(r, 2, a->pid);
+  mqproc__pg_bind_text(r, 3, a->by);
+}
+
+const pg_stmt_t mqproc__pg_stmt_holder_gone = {
     "mqproc_holder_gone",
     "UPDATE mqproc_workers SET state = 'dead', note = 'pid gone, seen by ' || $4"
     " WHERE worker_id = $1 AND host = $2 AND pid = $3::int AND state NOT IN ('stopped', 'dead')",
     4,
     0,
     0,
+    bind_holder_gone,
     NULL};
-
-int mqproc__pg_holder_gone(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
-                           const char *by, mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &HOLDER_GONE, NULL, NULL, done, ud, "ssis", worker_id, host, pid,
-                            by);
-}
-
-/* A cancelled job's end, like a success's (the outbox too), with the try recorded failed. */
-static const pg_stmt_t CANCELLED = {
-    "mqproc_cancelled",
-    "WITH j AS (UPDATE mqproc_jobs j SET state = 'CANCELLED', end_time = now(),"
-    "   last_error = 'cancelled by an operator', updated_at = now(),"
-    "   delivery_acked = j.delivery_acked OR $5::bool,"
-    "   lease_until = CASE WHEN j.delivery_acked OR $5::bool"
-    "     THEN now() + $6::int * interval '1 millisecond' END"
-    "  WHERE j.job_id = $1 AND j.attempt = $2::int AND j.state = 'RUNNING'"
-    "  RETURNING j.job_id),"
-    " t AS (UPDATE mqproc_job_tries t SET ended_at = coalesce(t.ended_at, now()),"
-    "   ok = coalesce(t.ok, false), duration_ms = coalesce(t.duration_ms, $4::bigint),"
-    "   error = coalesce(t.error, 'cancelled by an operator')"
-    "   FROM j WHERE t.job_id = j.job_id AND t.try = $3::int)"
-    " SELECT job_id FROM j",
-    6,
-    0,
-    0,
-    mqproc__pg_parse_fenced};
-
-int mqproc__pg_cancelled(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                         const mqproc__try_end_t *e, int outbox, int lease_ms,
-                         mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &CANCELLED, NULL, NULL, done, ud, "siilbi", job_id, attempt, try_no,
-                            (long long)e->duration_ms, outbox, lease_ms);
-}

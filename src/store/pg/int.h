@@ -1,7 +1,9 @@
-/* Internals shared by the PostgreSQL store's files: store/pg_engine.c (the asynchronous
- * connection: requests, rounds, batches), store/pg_conn.c (the synchronous connection of
- * start-up and `mqproc migrate`, the schema, error classes) and store/pg.c (the job
- * table's statements). Not an API. */
+/* Internals shared by the PostgreSQL store's files: store/pg/engine.c (the asynchronous
+ * connection: requests, rounds, batches), store/pg/batch.c (a batched execution's arrays),
+ * store/pg/conn.c (the synchronous connection of start-up and `mqproc migrate`, the
+ * schema, error classes) and the statements of each operation: store/pg/jobs.c (the job's
+ * own, the table of all of them and the class), store/pg/sweep.c (the sweeps and marks),
+ * store/pg/fleet.c (the workers row). Not an API. */
 #ifndef MQPROC_STORE_PG_INT_H
 #define MQPROC_STORE_PG_INT_H
 
@@ -33,24 +35,29 @@ typedef struct pg_store {
 
 /* ---- statements ------------------------------------------------------------------- */
 
-/* A statement the engine prepares once per connection. A batched one takes each of its
- * nparams parameters as an array (one element per request: unnest(...) WITH ORDINALITY)
- * and returns the ordinality (1-based) as its first column, so each row goes back to
- * its request; requests of one batch have distinct keys (job ids). */
+/* The statement of one operation (store.h), prepared once per connection. A batched one
+ * takes each of its nparams parameters as an array (one element per request: unnest(...)
+ * WITH ORDINALITY) and returns the ordinality (1-based) as its first column, so each row
+ * goes back to its request; requests of one batch have distinct keys (job ids, the first
+ * parameter). */
 typedef struct pg_stmt {
   const char *name;
   const char *sql;
   int nparams;
   int batched;
   int low_priority; /* held back (up to a linger) to share a round with other work */
-  /* Reads the rows of r (indices rows[0..n), n may be 0) into r's out struct; returns
-   * MQPROC_OK, an error (into r->err), or MQPROC__PG_RETRY to run the request again. */
+  /* Binds each parameter of r from the named fields of the request q (of this statement's
+   * operation) with the mqproc__pg_bind_* helpers, and keeps q's out pointers in r->out;
+   * when the request is made, so nothing of q is read later. NULL: no parameters. */
+  void (*bind)(pg_req_t *r, const mqproc__store_req_t *q);
+  /* Reads the rows of r (indices rows[0..n), n may be 0) into r->out; returns MQPROC_OK,
+   * an error (into r->err), or MQPROC__PG_RETRY to run the request again. */
   int (*parse)(pg_req_t *r, PGresult *res, const int *rows, int n);
 } pg_stmt_t;
 
 #define MQPROC__PG_RETRY 1
 
-/* When a holder's lease ends, one rule for the claim and the sweeps (store/pg.c says
+/* When a holder's lease ends, one rule for the claim and the sweeps (store/pg/jobs.c says
  * why): at lease_until, never within two leases (ms, an SQL expression) of the database's
  * start. */
 /* clang-format off */
@@ -70,11 +77,22 @@ typedef struct pg_stmt {
 struct pg_req {
   const pg_stmt_t *stmt;
   int n;
-  char *vals[MQPROC__PG_MAX_PARAMS]; /* owned; NULL = SQL NULL */
+  char *vals[MQPROC__PG_MAX_PARAMS]; /* owned; NULL = SQL NULL (a parameter not bound) */
   int lens[MQPROC__PG_MAX_PARAMS];
   int fmts[MQPROC__PG_MAX_PARAMS]; /* 1 = binary (single statements only) */
-  void *out;                       /* the caller's out struct */
-  void *row_cb;                    /* sweeps: the caller's row callback */
+  int nomem;                       /* a bind ran out of memory: the request is not queued */
+  /* where the answer goes: the caller's (store.h: valid until done), set by the bind */
+  union {
+    mqproc__claim_t *claim;
+    int *try_no;   /* start_try */
+    int *requeued; /* fail */
+    void (*sweep_row)(void *ud, const mqproc__sweep_row_t *r);
+    void (*outbox_row)(void *ud, const mqproc__outbox_row_t *r);
+    struct {
+      mqproc__beat_t *b;
+      void (*cancel)(void *ud, const char *job_id, int attempt);
+    } beat;
+  } out;
   mqproc__store_done_cb done;
   void *ud;
   char err[MQPROC_ERR_LEN];
@@ -84,52 +102,38 @@ struct pg_req {
   pg_req_t *next;
 };
 
-/* Queues r (taking it): MQPROC_OK, or MQPROC_ENOMEM (r freed; a parameter failed). */
-int mqproc__pg_submit(pg_store_t *s, pg_req_t *r);
+/* Queues r (taking it): MQPROC_OK, or MQPROC_ESTATE (r freed; no loop). */
+int mqproc__pg_enqueue(pg_store_t *s, pg_req_t *r);
 void mqproc__pg_req_free(pg_req_t *r);
 
-/* Queues a request of st (store/pg.c): types says how to read the parameters that follow,
- * one letter each: s string (NULL = SQL NULL), i int, l long long, b boolean (int),
- * y bytes (pointer, size_t length). out and row_cb are kept in the request for st's parse. */
-int mqproc__pg_request(mqproc__store_t *base, const pg_stmt_t *st, void *out, void *row_cb,
-                       mqproc__store_done_cb done, void *ud, const char *types, ...);
+/* The typed bind helpers (store/pg/jobs.c): parameter i of r, as text (libpq's text
+ * format; bytes in binary, or as bytea's text form in a batched statement's array). A
+ * NULL text or bytes pointer leaves the parameter SQL NULL, as does not binding it. Out
+ * of memory sets r->nomem. Texts are UTF-8 cleaned (the server refuses malformed UTF-8
+ * with a data error: error texts from processors, excerpts cut mid-character). */
+void mqproc__pg_bind_text(pg_req_t *r, int i, const char *s);
+void mqproc__pg_bind_int(pg_req_t *r, int i, int v);
+void mqproc__pg_bind_int64(pg_req_t *r, int i, int64_t v);
+void mqproc__pg_bind_bool(pg_req_t *r, int i, int v);
+void mqproc__pg_bind_bytes(pg_req_t *r, int i, const void *p, size_t len);
 /* A parse for fenced writes: no row changed (no row returned, batched) is
  * MQPROC_ESTORE_FENCED; parameters 0 and 1 are the job and the attempt. */
 int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n);
 
-/* The sweeps and marks (store/pg_sweep.c), the class's methods of those names. */
-int mqproc__pg_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                     void (*row)(void *ud, const mqproc__sweep_row_t *r),
-                     mqproc__store_done_cb done, void *ud);
-int mqproc__pg_republished(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done,
-                           void *ud);
-int mqproc__pg_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
-                           const char *publish_error, int callbacks_sent,
-                           const char *callback_error, mqproc__store_done_cb done, void *ud);
-int mqproc__pg_dead_lettered(mqproc__store_t *s, const char *job_id, int attempt,
-                             mqproc__store_done_cb done, void *ud);
-int mqproc__pg_sweep_outbox(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                            void (*row)(void *ud, const mqproc__outbox_row_t *r),
-                            mqproc__store_done_cb done, void *ud);
-int mqproc__pg_mark_published(mqproc__store_t *s, const char *job_id, const char *error,
-                              mqproc__store_done_cb done, void *ud);
-int mqproc__pg_record_callbacks(mqproc__store_t *s, const char *job_id, const char *error,
-                                mqproc__store_done_cb done, void *ud);
-int mqproc__pg_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
-                           const void *body, size_t len, size_t keep, const char *reason,
-                           const char *worker_id, mqproc__store_done_cb done, void *ud);
+/* The statements of the sweeps and marks (store/pg/sweep.c) and of the fleet
+ * (store/pg/fleet.c), in store/pg/jobs.c's table of every operation's statement. */
+extern const pg_stmt_t mqproc__pg_stmt_sweep;
+extern const pg_stmt_t mqproc__pg_stmt_sweep_outbox;
+extern const pg_stmt_t mqproc__pg_stmt_republished;
+extern const pg_stmt_t mqproc__pg_stmt_outbox_done;
+extern const pg_stmt_t mqproc__pg_stmt_dead_lettered;
+extern const pg_stmt_t mqproc__pg_stmt_mark_published;
+extern const pg_stmt_t mqproc__pg_stmt_record_callbacks;
+extern const pg_stmt_t mqproc__pg_stmt_record_dead;
+extern const pg_stmt_t mqproc__pg_stmt_beat;
+extern const pg_stmt_t mqproc__pg_stmt_holder_gone;
 
-/* The fleet's statements (store/pg_fleet.c), the class's methods of those names. */
-int mqproc__pg_beat(mqproc__store_t *s, mqproc__beat_t *b,
-                    void (*cancel)(void *ud, const char *job_id, int attempt),
-                    mqproc__store_done_cb done, void *ud);
-int mqproc__pg_holder_gone(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
-                           const char *by, mqproc__store_done_cb done, void *ud);
-int mqproc__pg_cancelled(mqproc__store_t *s, const char *job_id, int attempt, int try_no,
-                         const mqproc__try_end_t *e, int outbox, int lease_ms,
-                         mqproc__store_done_cb done, void *ud);
-
-/* ---- batched statements (store/pg_batch.c) ------------------------------------------ */
+/* ---- batched statements (store/pg/batch.c) ------------------------------------------ */
 
 /* The array literal of vals: {"a","b",NULL} (malloc'd; NULL: no memory). */
 char *mqproc__pg_text_array(const char *const *vals, size_t n);
@@ -141,7 +145,7 @@ char *mqproc__pg_array_param(pg_req_t *const *reqs, int nreqs, int i);
 void mqproc__pg_parse_batched(pg_req_t *const *reqs, int nreqs, PGresult *res);
 void mqproc__pg_parse_single(pg_req_t *r, PGresult *res);
 
-/* ---- the engine (store/pg_engine.c) ------------------------------------------------ */
+/* ---- the engine (store/pg/engine.c) ------------------------------------------------ */
 
 int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop, char *err);
 /* Fails what is pending without calling back, closes, frees. */
@@ -152,7 +156,7 @@ void mqproc__pg_engine_forget(pg_engine_t *e, void *ud);
  * connects once; closes it instead when the engine has one or it cannot be switched. */
 void mqproc__pg_engine_adopt(pg_engine_t *e, PGconn *conn);
 
-/* ---- synchronous connection, errors, schema (store/pg_conn.c) ----------------------- */
+/* ---- synchronous connection, errors, schema (store/pg/conn.c) ----------------------- */
 
 /* How a failed statement's SQLSTATE is treated: connection and availability classes (08,
  * 53, 57P0x, 58) are outages (MQPROC_ESTORE_CONNECT); data, constraint and limit classes

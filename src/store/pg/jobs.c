@@ -1,12 +1,14 @@
-/* PostgreSQL job store (libpq): the job table's statements, fenced by attempt,
- * parameterised SQL only. Each method builds a request for the asynchronous engine
- * (store/pg_engine.c), which prepares every statement once per connection, batches the
- * hot ones (claim, succeed, renew, outbox_done: array parameters, one execution for
- * many jobs) and sends a round of them as one transaction; parse functions read each
- * request's rows back. The synchronous start-up connection and the schema are in
- * store/pg_conn.c; the sweeps and marks in store/pg_sweep.c.
+/* PostgreSQL job store (libpq): the job's own statements, fenced by attempt,
+ * parameterised SQL only, in store.h's order of operations; then the table of every
+ * operation's statement (with those of store/pg/sweep.c and store/pg/fleet.c) and the
+ * class, whose submit() makes a request of the table's statement: its bind reads the
+ * request's named fields into the statement's parameters with the typed bind helpers
+ * below. The asynchronous engine (store/pg/engine.c) prepares every statement once per
+ * connection, batches the hot ones (claim, succeed, renew, outbox_done: array parameters,
+ * one execution for many jobs) and sends a round of them as one transaction; parse
+ * functions read each request's rows back. The synchronous start-up connection and the
+ * schema are in store/pg/conn.c.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +20,6 @@
 
 /* ---- requests ----------------------------------------------------------------------- */
 
-static pg_req_t *mqproc__pg_req(const pg_stmt_t *stmt, void *out, mqproc__store_done_cb done,
-                                void *ud) {
-  pg_req_t *r = mqproc__calloc(1, sizeof(*r));
-  if (r == NULL)
-    return NULL;
-  r->stmt = stmt;
-  r->n = stmt->nparams;
-  r->out = out;
-  r->done = done;
-  r->ud = ud;
-  return r;
-}
-
 void mqproc__pg_req_free(pg_req_t *r) {
   if (r == NULL)
     return;
@@ -39,87 +28,62 @@ void mqproc__pg_req_free(pg_req_t *r) {
   free(r);
 }
 
-static int mqproc__pg_param(pg_req_t *r, int i, const char *s) {
+/* ---- typed bind helpers --------------------------------------------------------------- */
+
+static void bound(pg_req_t *r, int i, char *val) {
+  if (val == NULL)
+    r->nomem = 1;
+  r->vals[i] = val;
+}
+
+void mqproc__pg_bind_text(pg_req_t *r, int i, const char *s) {
   char *copy = NULL;
-  const char *clean;
   if (s == NULL)
-    return MQPROC_OK;
-  /* the server refuses malformed UTF-8 with a data error: error texts from processors and
-   * excerpts cut mid-character are cleaned */
-  if ((clean = mqproc__utf8_clean(s, &copy)) == NULL)
-    return MQPROC_ENOMEM;
-  r->vals[i] = copy != NULL ? copy : mqproc__strdup(s);
-  return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
+    return;
+  if (mqproc__utf8_clean(s, &copy) == NULL) {
+    r->nomem = 1;
+    return;
+  }
+  bound(r, i, copy != NULL ? copy : mqproc__strdup(s));
 }
 
-static int mqproc__pg_param_int(pg_req_t *r, int i, long long v) {
-  r->vals[i] = mqproc__asprintf("%lld", v);
-  return r->vals[i] != NULL ? MQPROC_OK : MQPROC_ENOMEM;
+void mqproc__pg_bind_int(pg_req_t *r, int i, int v) {
+  bound(r, i, mqproc__asprintf("%d", v));
 }
 
-static int mqproc__pg_param_bytes(pg_req_t *r, int i, const void *p, size_t len) {
+void mqproc__pg_bind_int64(pg_req_t *r, int i, int64_t v) {
+  bound(r, i, mqproc__asprintf("%lld", (long long)v));
+}
+
+void mqproc__pg_bind_bool(pg_req_t *r, int i, int v) {
+  bound(r, i, mqproc__strdup(v ? "true" : "false"));
+}
+
+void mqproc__pg_bind_bytes(pg_req_t *r, int i, const void *p, size_t len) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *b = p;
+  char *v;
   if (p == NULL)
-    return MQPROC_OK;
+    return;
   if (!r->stmt->batched) { /* binary */
-    if ((r->vals[i] = mqproc__malloc(len)) == NULL)
-      return MQPROC_ENOMEM;
-    memcpy(r->vals[i], p, len);
+    if ((v = mqproc__malloc(len)) != NULL)
+      memcpy(v, p, len);
+    bound(r, i, v);
     r->lens[i] = (int)len;
     r->fmts[i] = 1;
-    return MQPROC_OK;
+    return;
   }
   /* an array element: bytea's text form */
-  if ((r->vals[i] = mqproc__malloc(2 + 2 * len + 1)) == NULL)
-    return MQPROC_ENOMEM;
-  r->vals[i][0] = '\\';
-  r->vals[i][1] = 'x';
-  for (size_t k = 0; k < len; k++) {
-    r->vals[i][2 + 2 * k] = hex[b[k] >> 4];
-    r->vals[i][3 + 2 * k] = hex[b[k] & 15];
-  }
-  r->vals[i][2 + 2 * len] = '\0';
-  return MQPROC_OK;
-}
-
-int mqproc__pg_request(mqproc__store_t *base, const pg_stmt_t *st, void *out, void *row_cb,
-                       mqproc__store_done_cb done, void *ud, const char *types, ...) {
-  pg_req_t *r = mqproc__pg_req(st, out, done, ud);
-  va_list ap;
-  int rc = r != NULL ? MQPROC_OK : MQPROC_ENOMEM;
-  if (r != NULL)
-    r->row_cb = row_cb;
-  va_start(ap, types);
-  for (int i = 0; rc == MQPROC_OK && types[i] != '\0'; i++) {
-    switch (types[i]) {
-    case 's':
-      rc = mqproc__pg_param(r, i, va_arg(ap, const char *));
-      break;
-    case 'i':
-      rc = mqproc__pg_param_int(r, i, va_arg(ap, int));
-      break;
-    case 'l':
-      rc = mqproc__pg_param_int(r, i, va_arg(ap, long long));
-      break;
-    case 'b':
-      rc = mqproc__pg_param(r, i, va_arg(ap, int) ? "true" : "false");
-      break;
-    case 'y': {
-      const void *p = va_arg(ap, const void *);
-      rc = mqproc__pg_param_bytes(r, i, p, va_arg(ap, size_t));
-      break;
+  if ((v = mqproc__malloc(2 + 2 * len + 1)) != NULL) {
+    v[0] = '\\';
+    v[1] = 'x';
+    for (size_t k = 0; k < len; k++) {
+      v[2 + 2 * k] = hex[b[k] >> 4];
+      v[3 + 2 * k] = hex[b[k] & 15];
     }
-    default:
-      rc = MQPROC_EINVAL;
-    }
+    v[2 + 2 * len] = '\0';
   }
-  va_end(ap);
-  if (rc != MQPROC_OK) {
-    mqproc__pg_req_free(r);
-    return rc;
-  }
-  return mqproc__pg_submit((pg_store_t *)base, r);
+  bound(r, i, v);
 }
 
 /* A fenced write changed no row: a newer attempt owns the job (vals 0, 1: job, attempt). */
@@ -137,7 +101,7 @@ int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n) 
 
 /* ---- claim -------------------------------------------------------------------------- */
 
-/* LEASE_END (store/pg_int.h), when a holder's lease counts as over, for the claim and both
+/* LEASE_END (store/pg/int.h), when a holder's lease counts as over, for the claim and both
  * sweeps: at lease_until, but never within two leases (ms: the SQL parameter given) of the
  * database's start. Holders could not renew while it was down, and a server that never noticed the
  * outage (started during it, or idle) would otherwise take a live job over; a copy redelivered
@@ -194,7 +158,7 @@ static const char CLAIM_SQL[] =
 /* clang-format on */
 
 static int parse_claim(pg_req_t *r, PGresult *res, const int *rows, int n) {
-  mqproc__claim_t *c = r->out;
+  mqproc__claim_t *c = r->out.claim;
   int row = rows[0];
   if (n == 0)
     return MQPROC__PG_RETRY; /* inserted concurrently after our snapshot: neither claimed
@@ -216,20 +180,27 @@ static int parse_claim(pg_req_t *r, PGresult *res, const int *rows, int n) {
   return MQPROC_OK;
 }
 
-static const pg_stmt_t CLAIM = {"mqproc_claim", CLAIM_SQL, 12, 1, 0, parse_claim};
-
-static int pg_claim(mqproc__store_t *base, mqproc__claim_t *c, mqproc__store_done_cb done,
-                    void *ud) {
-  char created[24], prio[16];
-  snprintf(created, sizeof(created), "%lld", c->created_time);
-  snprintf(prio, sizeof(prio), "%d", c->priority);
-  return mqproc__pg_request(
-      base, &CLAIM, c, NULL, done, ud, "sssisssiysss", c->job_id, c->processor, c->worker_id,
-      c->lease_ms, c->created_time >= 0 ? created : NULL, c->request_json,
-      c->request_format != NULL ? c->request_format : "json",
-      c->max_attempts > 0 ? c->max_attempts : 1000000, c->request_body, c->request_body_len,
-      c->log_path, c->headers_json, c->priority >= 0 ? prio : NULL);
+/* $1..$12 of CLAIM_SQL, in its unnest's order; created and priority NULL when absent */
+static void bind_claim(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__claim_t *c = q->u.claim;
+  mqproc__pg_bind_text(r, 0, c->job_id);
+  mqproc__pg_bind_text(r, 1, c->processor);
+  mqproc__pg_bind_text(r, 2, c->worker_id);
+  mqproc__pg_bind_int(r, 3, c->lease_ms);
+  if (c->created_time >= 0)
+    mqproc__pg_bind_int64(r, 4, c->created_time);
+  mqproc__pg_bind_text(r, 5, c->request_json);
+  mqproc__pg_bind_text(r, 6, c->request_format != NULL ? c->request_format : "json");
+  mqproc__pg_bind_int(r, 7, c->max_attempts > 0 ? c->max_attempts : 1000000);
+  mqproc__pg_bind_bytes(r, 8, c->request_body, c->request_body_len);
+  mqproc__pg_bind_text(r, 9, c->log_path);
+  mqproc__pg_bind_text(r, 10, c->headers_json);
+  if (c->priority >= 0)
+    mqproc__pg_bind_int(r, 11, c->priority);
+  r->out.claim = q->u.claim;
 }
+
+static const pg_stmt_t CLAIM = {"mqproc_claim", CLAIM_SQL, 12, 1, 0, bind_claim, parse_claim};
 
 /* ---- tries -------------------------------------------------------------------------- */
 
@@ -237,8 +208,17 @@ static int parse_start_try(pg_req_t *r, PGresult *res, const int *rows, int n) {
   (void)rows;
   if (n == 0)
     return fenced(r);
-  *(int *)r->out = atoi(PQgetvalue(res, 0, 0));
+  *r->out.try_no = atoi(PQgetvalue(res, 0, 0));
   return MQPROC_OK;
+}
+
+static void bind_start_try(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_start_try_t *a = &q->u.start_try;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_text(r, 2, a->worker_id);
+  mqproc__pg_bind_text(r, 3, a->log_path);
+  r->out.try_no = a->try_no;
 }
 
 static const pg_stmt_t START_TRY = {
@@ -251,13 +231,22 @@ static const pg_stmt_t START_TRY = {
     4,
     0,
     0,
+    bind_start_try,
     parse_start_try};
 
-static int pg_start_try(mqproc__store_t *base, const char *job_id, int attempt,
-                        const char *worker_id, const char *log_path, int *try_no,
-                        mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(base, &START_TRY, try_no, NULL, done, ud, "siss", job_id, attempt,
-                            worker_id, log_path);
+/* exit code and signal NULL when there are none */
+static void bind_end_try(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_end_try_t *a = &q->u.end_try;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_int(r, 2, a->try_no);
+  mqproc__pg_bind_bool(r, 3, a->end.ok);
+  if (a->end.exit_code >= 0)
+    mqproc__pg_bind_int(r, 4, a->end.exit_code);
+  if (a->end.term_signal > 0)
+    mqproc__pg_bind_int(r, 5, a->end.term_signal);
+  mqproc__pg_bind_int64(r, 6, a->end.duration_ms);
+  mqproc__pg_bind_text(r, 7, a->end.error);
 }
 
 static const pg_stmt_t END_TRY = {
@@ -271,25 +260,23 @@ static const pg_stmt_t END_TRY = {
     8,
     0,
     0,
+    bind_end_try,
     mqproc__pg_parse_fenced};
 
-/* exit code and signal as text, or NULL when there are none */
-static char *num_or_null(int v, int present) {
-  return present ? mqproc__asprintf("%d", v) : NULL;
-}
-
-static int pg_end_try(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
-                      const mqproc__try_end_t *e, mqproc__store_done_cb done, void *ud) {
-  char *code = num_or_null(e->exit_code, e->exit_code >= 0);
-  char *sig = num_or_null(e->term_signal, e->term_signal > 0);
-  int rc = mqproc__pg_request(base, &END_TRY, NULL, NULL, done, ud, "siibssls", job_id, attempt,
-                              try_no, e->ok, code, sig, (long long)e->duration_ms, e->error);
-  free(code);
-  free(sig);
-  return rc;
-}
-
 /* ---- outcomes ----------------------------------------------------------------------- */
+
+/* the exit code NULL when there is none */
+static void bind_succeed(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_succeed_t *a = &q->u.succeed;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_int(r, 2, a->try_no);
+  mqproc__pg_bind_int64(r, 3, a->end.duration_ms);
+  if (a->end.exit_code >= 0)
+    mqproc__pg_bind_int(r, 4, a->end.exit_code);
+  mqproc__pg_bind_bool(r, 5, a->outbox);
+  mqproc__pg_bind_int(r, 6, a->lease_ms);
+}
 
 /* The successes of many jobs in one statement: the try's end and SUCCESS in one write
  * (the hot path). outbox: the holder acks its delivery now and still sends the result or
@@ -312,24 +299,56 @@ static const pg_stmt_t SUCCEED = {
     7,
     1,
     0,
+    bind_succeed,
     mqproc__pg_parse_fenced};
 
-static int pg_succeed(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
-                      const mqproc__try_end_t *e, int outbox, int lease_ms,
-                      mqproc__store_done_cb done, void *ud) {
-  char *code = num_or_null(e->exit_code, e->exit_code >= 0);
-  int rc = mqproc__pg_request(base, &SUCCEED, NULL, NULL, done, ud, "siilsbi", job_id, attempt,
-                              try_no, (long long)e->duration_ms, code, outbox, lease_ms);
-  free(code);
-  return rc;
+static void bind_cancelled(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_cancelled_t *a = &q->u.cancelled;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_int(r, 2, a->try_no);
+  mqproc__pg_bind_int64(r, 3, a->end.duration_ms);
+  mqproc__pg_bind_bool(r, 4, a->outbox);
+  mqproc__pg_bind_int(r, 5, a->lease_ms);
 }
+
+/* A cancelled job's end, like a success's (the outbox too), with the try recorded failed. */
+static const pg_stmt_t CANCELLED = {
+    "mqproc_cancelled",
+    "WITH j AS (UPDATE mqproc_jobs j SET state = 'CANCELLED', end_time = now(),"
+    "   last_error = 'cancelled by an operator', updated_at = now(),"
+    "   delivery_acked = j.delivery_acked OR $5::bool,"
+    "   lease_until = CASE WHEN j.delivery_acked OR $5::bool"
+    "     THEN now() + $6::int * interval '1 millisecond' END"
+    "  WHERE j.job_id = $1 AND j.attempt = $2::int AND j.state = 'RUNNING'"
+    "  RETURNING j.job_id),"
+    " t AS (UPDATE mqproc_job_tries t SET ended_at = coalesce(t.ended_at, now()),"
+    "   ok = coalesce(t.ok, false), duration_ms = coalesce(t.duration_ms, $4::bigint),"
+    "   error = coalesce(t.error, 'cancelled by an operator')"
+    "   FROM j WHERE t.job_id = j.job_id AND t.try = $3::int)"
+    " SELECT job_id FROM j",
+    6,
+    0,
+    0,
+    bind_cancelled,
+    mqproc__pg_parse_fenced};
 
 static int parse_fail(pg_req_t *r, PGresult *res, const int *rows, int n) {
   (void)rows;
   if (n == 0)
     return fenced(r);
-  *(int *)r->out = strcmp(PQgetvalue(res, 0, 0), "QUEUED") == 0;
+  *r->out.requeued = strcmp(PQgetvalue(res, 0, 0), "QUEUED") == 0;
   return MQPROC_OK;
+}
+
+static void bind_fail(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_fail_t *a = &q->u.fail;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_text(r, 2, a->error);
+  mqproc__pg_bind_int(r, 3, a->max_requeues);
+  mqproc__pg_bind_bool(r, 4, a->republish);
+  r->out.requeued = a->requeued;
 }
 
 static const pg_stmt_t FAIL = {
@@ -347,13 +366,16 @@ static const pg_stmt_t FAIL = {
     5,
     0,
     0,
+    bind_fail,
     parse_fail};
 
-static int pg_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
-                   int max_requeues, int republish, int *requeued, mqproc__store_done_cb done,
-                   void *ud) {
-  return mqproc__pg_request(base, &FAIL, requeued, NULL, done, ud, "sisib", job_id, attempt, error,
-                            max_requeues, republish);
+static void bind_release(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_release_t *a = &q->u.release;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_text(r, 2, a->why);
+  mqproc__pg_bind_bool(r, 3, a->republish);
+  mqproc__pg_bind_int(r, 4, a->refund ? 1 : 0);
 }
 
 static const pg_stmt_t RELEASE = {"mqproc_release",
@@ -365,12 +387,14 @@ static const pg_stmt_t RELEASE = {"mqproc_release",
                                   5,
                                   0,
                                   0,
+                                  bind_release,
                                   mqproc__pg_parse_fenced};
 
-static int pg_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
-                      int refund, int republish, mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(base, &RELEASE, NULL, NULL, done, ud, "sisbi", job_id, attempt, why,
-                            republish, refund ? 1 : 0);
+static void bind_give_up(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_give_up_t *a = &q->u.give_up;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_text(r, 2, a->why);
 }
 
 static const pg_stmt_t GIVE_UP = {
@@ -382,11 +406,12 @@ static const pg_stmt_t GIVE_UP = {
     3,
     0,
     0,
+    bind_give_up,
     mqproc__pg_parse_fenced};
 
-static int pg_give_up(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
-                      mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(base, &GIVE_UP, NULL, NULL, done, ud, "sis", job_id, attempt, why);
+static void bind_ack_early(pg_req_t *r, const mqproc__store_req_t *q) {
+  mqproc__pg_bind_text(r, 0, q->u.ack_early.job_id);
+  mqproc__pg_bind_int(r, 1, q->u.ack_early.attempt);
 }
 
 static const pg_stmt_t ACK_EARLY = {
@@ -396,11 +421,14 @@ static const pg_stmt_t ACK_EARLY = {
     2,
     0,
     0,
+    bind_ack_early,
     mqproc__pg_parse_fenced};
 
-static int pg_ack_early(mqproc__store_t *base, const char *job_id, int attempt,
-                        mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(base, &ACK_EARLY, NULL, NULL, done, ud, "si", job_id, attempt);
+static void bind_renew(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_renew_t *a = &q->u.renew;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_int(r, 2, a->lease_ms);
 }
 
 /* The lease renewals of many jobs in one statement (the server's tick). */
@@ -415,20 +443,60 @@ static const pg_stmt_t RENEW = {
     3,
     1,
     0,
+    bind_renew,
     mqproc__pg_parse_fenced};
 
-static int pg_renew(mqproc__store_t *base, const char *job_id, int attempt, int lease_ms,
-                    mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(base, &RENEW, NULL, NULL, done, ud, "sii", job_id, attempt, lease_ms);
-}
+static const pg_stmt_t PING = {"mqproc_ping", "SELECT 1", 0, 0, 0, NULL, NULL};
 
-static const pg_stmt_t PING = {"mqproc_ping", "SELECT 1", 0, 0, 0, NULL};
+/* ---- every operation's statement ------------------------------------------------------ */
 
-static int pg_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(base, &PING, NULL, NULL, done, ud, "");
-}
+static const pg_stmt_t *const STMTS[MQPROC__STORE_NOPS] = {
+    [MQPROC__STORE_CLAIM] = &CLAIM,
+    [MQPROC__STORE_START_TRY] = &START_TRY,
+    [MQPROC__STORE_END_TRY] = &END_TRY,
+    [MQPROC__STORE_SUCCEED] = &SUCCEED,
+    [MQPROC__STORE_CANCELLED] = &CANCELLED,
+    [MQPROC__STORE_FAIL] = &FAIL,
+    [MQPROC__STORE_RELEASE] = &RELEASE,
+    [MQPROC__STORE_GIVE_UP] = &GIVE_UP,
+    [MQPROC__STORE_ACK_EARLY] = &ACK_EARLY,
+    [MQPROC__STORE_RENEW] = &RENEW,
+    [MQPROC__STORE_PING] = &PING,
+    [MQPROC__STORE_SWEEP] = &mqproc__pg_stmt_sweep,
+    [MQPROC__STORE_SWEEP_OUTBOX] = &mqproc__pg_stmt_sweep_outbox,
+    [MQPROC__STORE_REPUBLISHED] = &mqproc__pg_stmt_republished,
+    [MQPROC__STORE_OUTBOX_DONE] = &mqproc__pg_stmt_outbox_done,
+    [MQPROC__STORE_DEAD_LETTERED] = &mqproc__pg_stmt_dead_lettered,
+    [MQPROC__STORE_MARK_PUBLISHED] = &mqproc__pg_stmt_mark_published,
+    [MQPROC__STORE_RECORD_CALLBACKS] = &mqproc__pg_stmt_record_callbacks,
+    [MQPROC__STORE_RECORD_DEAD] = &mqproc__pg_stmt_record_dead,
+    [MQPROC__STORE_BEAT] = &mqproc__pg_stmt_beat,
+    [MQPROC__STORE_HOLDER_GONE] = &mqproc__pg_stmt_holder_gone,
+};
 
 /* ---- class -------------------------------------------------------------------------- */
+
+/* A request of q's statement, its parameters bound now (q and what it points to are the
+ * caller's only until we return), queued for the engine. */
+static int pg_submit(mqproc__store_t *base, const mqproc__store_req_t *q) {
+  const pg_stmt_t *st = (unsigned)q->op < MQPROC__STORE_NOPS ? STMTS[q->op] : NULL;
+  pg_req_t *r;
+  if (st == NULL)
+    return MQPROC_EINVAL;
+  if ((r = mqproc__calloc(1, sizeof(*r))) == NULL)
+    return MQPROC_ENOMEM;
+  r->stmt = st;
+  r->n = st->nparams;
+  r->done = q->done;
+  r->ud = q->ud;
+  if (st->bind != NULL)
+    st->bind(r, q);
+  if (r->nomem) {
+    mqproc__pg_req_free(r);
+    return MQPROC_ENOMEM;
+  }
+  return mqproc__pg_enqueue((pg_store_t *)base, r);
+}
 
 static void pg_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
   pg_store_t *s = (pg_store_t *)base;
@@ -453,33 +521,13 @@ static void pg_destroy(mqproc__store_t *base) {
 }
 
 static const struct mqproc__store_class pg_class = {
-    "postgresql",                /* name */
-    mqproc__pg_open,             /* open */
-    mqproc__pg_migrate,          /* migrate */
-    pg_claim,                    /* claim */
-    pg_start_try,                /* start_try */
-    pg_end_try,                  /* end_try */
-    pg_succeed,                  /* succeed */
-    pg_fail,                     /* fail */
-    pg_release,                  /* release */
-    pg_give_up,                  /* give_up */
-    pg_ack_early,                /* ack_early */
-    mqproc__pg_sweep,            /* sweep */
-    mqproc__pg_republished,      /* republished */
-    pg_ping,                     /* ping */
-    pg_renew,                    /* renew */
-    mqproc__pg_outbox_done,      /* outbox_done */
-    mqproc__pg_dead_lettered,    /* dead_lettered */
-    mqproc__pg_sweep_outbox,     /* sweep_outbox */
-    mqproc__pg_mark_published,   /* mark_published */
-    mqproc__pg_record_callbacks, /* record_callbacks */
-    mqproc__pg_record_dead,      /* record_dead */
-    mqproc__pg_beat,             /* beat */
-    mqproc__pg_holder_gone,      /* holder_gone */
-    mqproc__pg_cancelled,        /* cancelled */
-    pg_listen,                   /* listen */
-    pg_forget,                   /* forget */
-    pg_destroy,                  /* destroy */
+    "postgresql",       /* name */
+    mqproc__pg_open,    /* open */
+    mqproc__pg_migrate, /* migrate */
+    pg_submit,          /* submit */
+    pg_listen,          /* listen */
+    pg_forget,          /* forget */
+    pg_destroy,         /* destroy */
 };
 
 void mqproc__store_pg_pooled(mqproc__store_t *base) {
@@ -488,8 +536,12 @@ void mqproc__store_pg_pooled(mqproc__store_t *base) {
 
 int mqproc__store_pg_new(mqproc__store_t **out, const char *conninfo, mqproc__loop_t *loop,
                          char *err) {
-  pg_store_t *s = mqproc__calloc(1, sizeof(*s));
+  pg_store_t *s;
   int rc;
+  for (int op = 0; op < MQPROC__STORE_NOPS; op++) /* an operation left out of STMTS: a bug */
+    if (STMTS[op] == NULL)
+      return mqproc__err(err, MQPROC_ESTATE, "the PostgreSQL store lacks operation %d (STMTS)", op);
+  s = mqproc__calloc(1, sizeof(*s));
   if (s == NULL || (s->conninfo = mqproc__strdup(conninfo)) == NULL) {
     free(s);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");

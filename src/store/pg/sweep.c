@@ -1,6 +1,8 @@
-/* PostgreSQL job store, part three: the sweeps (republish, outbox) and the marks written
- * after a job's outcome (published, callbacks, outbox done, dead letters). Requests for
- * the asynchronous engine, like store/pg.c's. */
+/* PostgreSQL job store: the statements of the sweeps (republish, outbox) and of the marks
+ * written after a job's outcome (republished, outbox done, dead letters, published,
+ * callbacks), in store.h's order of operations; each with its bind (the request's named
+ * fields into its parameters) and its parse, in store/pg/jobs.c's table like the job's
+ * own statements. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,7 @@
  * is gone and no message exists for it) or a QUEUED job still waiting for its message.
  * They become QUEUED with republish pending and a grace lease, so concurrent sweepers skip
  * them while this one publishes; if this one dies, the grace runs out and another sends.
- * A holder's lease ends as LEASE_END says (see store/pg.c). */
+ * A holder's lease ends as LEASE_END says (see store/pg/jobs.c). */
 static const char SWEEP_SQL[] =
     "UPDATE mqproc_jobs SET state = 'QUEUED', republish = true, delivery_acked = false,"
     " worker_id = NULL, lease_until = now() + $2::int * interval '1 millisecond',"
@@ -50,8 +52,6 @@ static unsigned char *bytea_value(PGresult *res, int row, int col, size_t *len) 
 }
 
 static int parse_sweep(pg_req_t *r, PGresult *res, const int *rows, int n) {
-  void (*cb)(void *, const mqproc__sweep_row_t *) =
-      (void (*)(void *, const mqproc__sweep_row_t *))r->row_cb;
   for (int k = 0; k < n; k++) {
     int i = rows[k];
     mqproc__sweep_row_t row = {.job_id = PQgetvalue(res, i, 0),
@@ -64,24 +64,25 @@ static int parse_sweep(pg_req_t *r, PGresult *res, const int *rows, int n) {
     unsigned char *body = bytea_value(res, i, 3, &row.body_len);
     row.body = body;
     if (!PQgetisnull(res, i, 1))
-      cb(r->ud, &row);
+      r->out.sweep_row(r->ud, &row);
     PQfreemem(body);
   }
   return MQPROC_OK;
 }
 
-static const pg_stmt_t SWEEP = {"mqproc_sweep", SWEEP_SQL, 3, 0, 0, parse_sweep};
-
-int mqproc__pg_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                     void (*row)(void *ud, const mqproc__sweep_row_t *r),
-                     mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &SWEEP, NULL, (void *)row, done, ud, "sii", processor, lease_ms,
-                            limit);
+static void bind_sweep(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_sweep_t *a = &q->u.sweep;
+  mqproc__pg_bind_text(r, 0, a->processor);
+  mqproc__pg_bind_int(r, 1, a->lease_ms);
+  mqproc__pg_bind_int(r, 2, a->limit);
+  r->out.sweep_row = a->row;
 }
 
+const pg_stmt_t mqproc__pg_stmt_sweep = {
+    "mqproc_sweep", SWEEP_SQL, 3, 0, 0, bind_sweep, parse_sweep,
+};
+
 static int parse_outbox(pg_req_t *r, PGresult *res, const int *rows, int n) {
-  void (*cb)(void *, const mqproc__outbox_row_t *) =
-      (void (*)(void *, const mqproc__outbox_row_t *))r->row_cb;
   for (int k = 0; k < n; k++) {
     int i = rows[k];
     mqproc__outbox_row_t row = {.job_id = PQgetvalue(res, i, 0),
@@ -96,40 +97,53 @@ static int parse_outbox(pg_req_t *r, PGresult *res, const int *rows, int n) {
     unsigned char *body = bytea_value(res, i, 9, &row.body_len);
     row.body = body;
     if (!PQgetisnull(res, i, 1))
-      cb(r->ud, &row);
+      r->out.outbox_row(r->ud, &row);
     PQfreemem(body);
   }
   return MQPROC_OK;
 }
 
-static const pg_stmt_t OUTBOX = {"mqproc_sweep_outbox", OUTBOX_SQL, 3, 0, 0, parse_outbox};
-
-int mqproc__pg_sweep_outbox(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                            void (*row)(void *ud, const mqproc__outbox_row_t *r),
-                            mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &OUTBOX, NULL, (void *)row, done, ud, "sii", processor, lease_ms,
-                            limit);
+static void bind_sweep_outbox(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_sweep_outbox_t *a = &q->u.sweep_outbox;
+  mqproc__pg_bind_text(r, 0, a->processor);
+  mqproc__pg_bind_int(r, 1, a->lease_ms);
+  mqproc__pg_bind_int(r, 2, a->limit);
+  r->out.outbox_row = a->row;
 }
 
-static const pg_stmt_t REPUBLISHED = {
+const pg_stmt_t mqproc__pg_stmt_sweep_outbox = {
+    "mqproc_sweep_outbox", OUTBOX_SQL, 3, 0, 0, bind_sweep_outbox, parse_outbox,
+};
+
+static void bind_republished(pg_req_t *r, const mqproc__store_req_t *q) {
+  mqproc__pg_bind_text(r, 0, q->u.republished.job_id);
+}
+
+const pg_stmt_t mqproc__pg_stmt_republished = {
     "mqproc_republished",
     "UPDATE mqproc_jobs SET republish = false, lease_until = NULL,"
     " updated_at = now() WHERE job_id = $1 AND state = 'QUEUED' AND republish",
     1,
     0,
     0,
+    bind_republished,
     NULL};
 
-int mqproc__pg_republished(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done,
-                           void *ud) {
-  return mqproc__pg_request(s, &REPUBLISHED, NULL, NULL, done, ud, "s", job_id);
+static void bind_outbox_done(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_outbox_done_t *a = &q->u.outbox_done;
+  mqproc__pg_bind_text(r, 0, a->job_id);
+  mqproc__pg_bind_int(r, 1, a->attempt);
+  mqproc__pg_bind_bool(r, 2, a->result_sent);
+  mqproc__pg_bind_text(r, 3, a->publish_error);
+  mqproc__pg_bind_bool(r, 4, a->callbacks_sent);
+  mqproc__pg_bind_text(r, 5, a->callback_error);
 }
 
 /* The holders of many final jobs sent everything: one statement for all, in the next
  * round (not held back as low priority: until it commits, a dead holder's result is sent
  * again by the outbox sweep, so that window stays one round long). It records what the
  * result and callbacks came to and lets the row go (no lease, no outbox marks). */
-static const pg_stmt_t OUTBOX_DONE = {
+const pg_stmt_t mqproc__pg_stmt_outbox_done = {
     "mqproc_outbox_done",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::bool[], $4::text[],"
     "   $5::bool[], $6::text[])"
@@ -148,58 +162,70 @@ static const pg_stmt_t OUTBOX_DONE = {
     6,
     1,
     1,
+    bind_outbox_done,
     NULL};
 
-int mqproc__pg_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
-                           const char *publish_error, int callbacks_sent,
-                           const char *callback_error, mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &OUTBOX_DONE, NULL, NULL, done, ud, "sibsbs", job_id, attempt,
-                            result_sent, publish_error, callbacks_sent, callback_error);
+static void bind_dead_lettered(pg_req_t *r, const mqproc__store_req_t *q) {
+  mqproc__pg_bind_text(r, 0, q->u.dead_lettered.job_id);
+  mqproc__pg_bind_int(r, 1, q->u.dead_lettered.attempt);
 }
 
-static const pg_stmt_t DEAD_LETTERED = {
+const pg_stmt_t mqproc__pg_stmt_dead_lettered = {
     "mqproc_dead_lettered",
     "UPDATE mqproc_jobs SET dead_letter_pending = false, updated_at = now()"
     " WHERE job_id = $1 AND attempt = $2::int AND dead_letter_pending",
     2,
     0,
     0,
+    bind_dead_lettered,
     NULL};
 
-int mqproc__pg_dead_lettered(mqproc__store_t *s, const char *job_id, int attempt,
-                             mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &DEAD_LETTERED, NULL, NULL, done, ud, "si", job_id, attempt);
+static void bind_mark_published(pg_req_t *r, const mqproc__store_req_t *q) {
+  mqproc__pg_bind_text(r, 0, q->u.mark_published.job_id);
+  mqproc__pg_bind_text(r, 1, q->u.mark_published.error);
 }
 
-static const pg_stmt_t MARK_PUBLISHED = {
+const pg_stmt_t mqproc__pg_stmt_mark_published = {
     "mqproc_mark_published",
     "UPDATE mqproc_jobs SET result_published = ($2::text IS NULL),"
     " last_error = coalesce($2, last_error), updated_at = now() WHERE job_id = $1",
     2,
     0,
     0,
+    bind_mark_published,
     NULL};
 
-int mqproc__pg_mark_published(mqproc__store_t *s, const char *job_id, const char *error,
-                              mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &MARK_PUBLISHED, NULL, NULL, done, ud, "ss", job_id, error);
+static void bind_record_callbacks(pg_req_t *r, const mqproc__store_req_t *q) {
+  mqproc__pg_bind_text(r, 0, q->u.record_callbacks.job_id);
+  mqproc__pg_bind_text(r, 1, q->u.record_callbacks.error);
 }
 
-static const pg_stmt_t RECORD_CALLBACKS = {
+const pg_stmt_t mqproc__pg_stmt_record_callbacks = {
     "mqproc_record_callbacks",
     "UPDATE mqproc_jobs SET callback_state = CASE WHEN $2::text IS NULL THEN 'OK'"
     " ELSE 'FAILED' END, callback_error = $2, updated_at = now() WHERE job_id = $1",
     2,
     0,
     0,
+    bind_record_callbacks,
     NULL};
 
-int mqproc__pg_record_callbacks(mqproc__store_t *s, const char *job_id, const char *error,
-                                mqproc__store_done_cb done, void *ud) {
-  return mqproc__pg_request(s, &RECORD_CALLBACKS, NULL, NULL, done, ud, "ss", job_id, error);
+/* at most keep bytes of the body (none: empty), its whole length and SHA-256 */
+static void bind_record_dead(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_record_dead_t *a = &q->u.record_dead;
+  const void *body = a->body != NULL ? a->body : "";
+  unsigned char sha[32];
+  mqproc__sha256(body, a->len, sha);
+  mqproc__pg_bind_text(r, 0, a->processor);
+  mqproc__pg_bind_text(r, 1, a->job_id);
+  mqproc__pg_bind_text(r, 2, a->reason);
+  mqproc__pg_bind_bytes(r, 3, body, a->len < a->keep ? a->len : a->keep);
+  mqproc__pg_bind_text(r, 4, a->worker_id);
+  mqproc__pg_bind_int64(r, 5, (int64_t)a->len);
+  mqproc__pg_bind_bytes(r, 6, sha, sizeof(sha));
 }
 
-static const pg_stmt_t RECORD_DEAD = {
+const pg_stmt_t mqproc__pg_stmt_record_dead = {
     "mqproc_record_dead",
     "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, body,"
     " worker_id, body_len, body_sha256)"
@@ -207,14 +233,5 @@ static const pg_stmt_t RECORD_DEAD = {
     7,
     0,
     0,
+    bind_record_dead,
     NULL};
-
-int mqproc__pg_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
-                           const void *body, size_t len, size_t keep, const char *reason,
-                           const char *worker_id, mqproc__store_done_cb done, void *ud) {
-  unsigned char sha[32];
-  mqproc__sha256(body != NULL ? body : "", len, sha);
-  return mqproc__pg_request(s, &RECORD_DEAD, NULL, NULL, done, ud, "sssysly", processor, job_id,
-                            reason, body != NULL ? body : "", len < keep ? len : keep, worker_id,
-                            (long long)len, (const void *)sha, sizeof(sha));
-}

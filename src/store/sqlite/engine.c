@@ -7,7 +7,6 @@
  * the loop through an eventfd. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,10 +211,9 @@ sq_row_t *mqproc__sq_row_add(sq_req_t *r) {
   return row;
 }
 
-static void req_free(sq_req_t *r) {
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(r->s); i++)
-    free(r->s[i]);
-  free(r->blob);
+void mqproc__sq_req_free(sq_req_t *r) {
+  for (int i = 0; i < r->nowned; i++)
+    free(r->owned[i]);
   while (r->rows != NULL) {
     sq_row_t *row = r->rows;
     r->rows = row->next;
@@ -228,77 +226,57 @@ static void req_free(sq_req_t *r) {
 
 /* ---- requests ----------------------------------------------------------------------- */
 
-/* A request: types says what follows: s text (copied into r->s in order), i int,
- * l long long (into r->i in order), y blob (pointer, size_t; one per request). */
-sq_req_t *mqproc__sq_req(int (*run)(sqlite3 *, sq_req_t *), void *out, mqproc__store_done_cb done,
-                         void *ud, const char *types, ...) {
-  sq_req_t *r = calloc(1, sizeof(*r));
-  va_list ap;
-  int ns = 0, ni = 0, ok = r != NULL;
-  if (r == NULL)
-    return NULL;
-  r->run = run;
-  r->out = out;
-  r->done = done;
-  r->ud = ud;
-  va_start(ap, types);
-  for (int k = 0; ok && types[k] != '\0'; k++) {
-    switch (types[k]) {
-    case 's': {
-      const char *s = va_arg(ap, const char *);
-      char *clean = NULL;
-      if (s != NULL) { /* like PostgreSQL, texts are UTF-8: cuts mid-character cleaned */
-        if (mqproc__utf8_clean(s, &clean) == NULL)
-          ok = 0;
-        else if ((r->s[ns] = clean != NULL ? clean : strdup(s)) == NULL)
-          ok = 0;
-      }
-      ns++;
-      break;
-    }
-    case 'i':
-      r->i[ni++] = va_arg(ap, int);
-      break;
-    case 'l':
-      r->i[ni++] = va_arg(ap, long long);
-      break;
-    case 'y': {
-      const void *p = va_arg(ap, const void *);
-      size_t len = va_arg(ap, size_t);
-      if (p != NULL && (r->blob = malloc(len > 0 ? len : 1)) != NULL) {
-        memcpy(r->blob, p, len);
-        r->blob_len = len;
-      } else if (p != NULL) {
-        ok = 0;
-      }
-      break;
-    }
-    default:
-      ok = 0;
-    }
+/* Keeps copy (NULL: out of memory) among what r frees. */
+static void *owns(sq_req_t *r, void *copy) {
+  if (copy != NULL && r->nowned < MQPROC__SQ_OWNED) {
+    r->owned[r->nowned++] = copy;
+    return copy;
   }
-  va_end(ap);
-  if (!ok) {
-    r->rows = NULL;
-    for (int k = 0; k < 16; k++)
-      free(r->s[k]);
-    free(r->blob);
-    free(r);
-    return NULL;
-  }
-  return r;
+  free(copy);
+  r->nomem = 1;
+  return NULL;
 }
 
-int mqproc__sq_send(mqproc__store_t *base, sq_req_t *r) {
-  return r != NULL ? mqproc__sq_submit((sq_store_t *)base, r) : MQPROC_ENOMEM;
+void mqproc__sq_own_text(sq_req_t *r, const char **s) {
+  char *clean = NULL;
+  if (*s == NULL)
+    return;
+  if (mqproc__utf8_clean(*s, &clean) == NULL) { /* like PostgreSQL, texts are UTF-8 */
+    r->nomem = 1;
+    return;
+  }
+  *s = owns(r, clean != NULL ? clean : strdup(*s));
 }
 
-/* Binds text (NULL: SQL NULL). */
-void mqproc__sq_text(sqlite3_stmt *st, int i, const char *s) {
+void mqproc__sq_own_bytes(sq_req_t *r, const void **p, size_t len) {
+  void *copy;
+  if (*p == NULL)
+    return;
+  if ((copy = malloc(len > 0 ? len : 1)) != NULL)
+    memcpy(copy, *p, len);
+  *p = owns(r, copy);
+}
+
+void mqproc__sq_bind_text(sqlite3_stmt *st, int i, const char *s) {
   if (s == NULL)
     sqlite3_bind_null(st, i);
   else
     sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+void mqproc__sq_bind_int(sqlite3_stmt *st, int i, int64_t v) {
+  sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+}
+
+void mqproc__sq_bind_bool(sqlite3_stmt *st, int i, int v) {
+  sqlite3_bind_int(st, i, v ? 1 : 0);
+}
+
+void mqproc__sq_bind_bytes(sqlite3_stmt *st, int i, const void *p, size_t len) {
+  if (p == NULL)
+    sqlite3_bind_null(st, i);
+  else
+    sqlite3_bind_blob(st, i, p, (int)len, SQLITE_STATIC);
 }
 
 /* Steps a statement to its end (rows not read); the rows it changed, or a store error
@@ -330,10 +308,22 @@ int mqproc__sq_first(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err)
   return rc;
 }
 
-/* A fenced write changed no row: a newer attempt owns the job (s[0], i[0]: job, attempt). */
-int mqproc__sq_fenced(sq_req_t *r) {
-  return mqproc__err(r->err, MQPROC_ESTORE_FENCED, "job %s: attempt %lld no longer owns the job",
-                     r->s[0], r->i[0]);
+int mqproc__sq_fenced(sq_req_t *r, const char *job, int attempt) {
+  return mqproc__err(r->err, MQPROC_ESTORE_FENCED, "job %s: attempt %d no longer owns the job", job,
+                     attempt);
+}
+
+int mqproc__sq_write(sqlite3 *db, sqlite3_stmt *st, sq_req_t *r, const char *what) {
+  int n = mqproc__sq_exec(db, st, what, r->err);
+  return n < 0 ? n : MQPROC_OK;
+}
+
+int mqproc__sq_write_fenced(sqlite3 *db, sqlite3_stmt *st, sq_req_t *r, const char *what,
+                            const char *job, int attempt) {
+  int n = mqproc__sq_exec(db, st, what, r->err);
+  if (n < 0)
+    return n;
+  return n == 0 ? mqproc__sq_fenced(r, job, attempt) : MQPROC_OK;
 }
 
 /* ---- the thread --------------------------------------------------------------------- */
@@ -370,7 +360,7 @@ static int recover(sq_engine_t *e, sqlite3 **dbp, const sq_req_t *round, char *e
   int64_t now = mqproc__now_ms();
   int pinged = 0, rc;
   for (const sq_req_t *r = round; r != NULL; r = r->next)
-    pinged |= r->probe;
+    pinged |= r->op->probe;
   if (!pinged || now - e->probed_ms < 1000)
     return mqproc__err(err, MQPROC_ESTORE_CONNECT, "%s", e->down_err);
   e->probed_ms = now;
@@ -391,7 +381,7 @@ static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
   sqlite3 *db = *dbp;
   int rc = MQPROC_OK, relax = !e->store->sync_normal;
   for (sq_req_t *r = round; relax && r != NULL; r = r->next)
-    relax = r->unsynced_ok;
+    relax = r->op->unsynced_ok;
   if (e->down && recover(e, dbp, round, err) != MQPROC_OK) {
     fail_round(round, MQPROC_ESTORE_CONNECT, err);
     return;
@@ -408,7 +398,7 @@ static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
     rc = mqproc__sq_error(db, "BEGIN IMMEDIATE", err);
   for (sq_req_t *r = round; rc == MQPROC_OK && r != NULL; r = r->next) {
     exec(db, "SAVEPOINT r");
-    r->rc = r->run(db, r);
+    r->rc = r->op->run(db, r);
     if (r->rc != MQPROC_OK && g_lasting != 0) /* the database, not this request */
       r->rc = MQPROC_ESTORE_CONNECT;
     if (r->rc == MQPROC_ESTORE_CONNECT || sqlite3_get_autocommit(db)) {
@@ -492,21 +482,19 @@ static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
     sq_req_t *r = e->dispatching;
     e->dispatching = r->next;
     if (!r->forgotten) { /* the caller's memory is touched here only, on the loop */
-      if (r->rc == MQPROC_OK && r->copy_out != NULL)
-        r->copy_out(r);
-      if (r->rc == MQPROC_OK && r->rows_out != NULL)
-        r->rows_out(r);
-      if (r->done != NULL)
-        r->done(r->ud, r->rc, r->rc == MQPROC_OK ? NULL : r->err);
+      if (r->rc == MQPROC_OK && r->op->answer != NULL)
+        r->op->answer(r);
+      if (r->q.done != NULL)
+        r->q.done(r->q.ud, r->rc, r->rc == MQPROC_OK ? NULL : r->err);
     }
-    req_free(r);
+    mqproc__sq_req_free(r);
   }
 }
 
-int mqproc__sq_submit(sq_store_t *s, sq_req_t *r) {
+int mqproc__sq_enqueue(sq_store_t *s, sq_req_t *r) {
   sq_engine_t *e = s->engine;
   if (e == NULL) {
-    req_free(r);
+    mqproc__sq_req_free(r);
     return MQPROC_EINVAL;
   }
   r->next = NULL;
@@ -527,7 +515,7 @@ void mqproc__sq_forget(sq_engine_t *e, void *ud) {
   lists[3] = e->dispatching; /* the loop's own: forget runs on the loop */
   for (int k = 0; k < 4; k++)
     for (sq_req_t *r = lists[k]; r != NULL; r = r->next)
-      if (r->ud == ud)
+      if (r->q.ud == ud)
         r->forgotten = 1;
   pthread_mutex_unlock(&e->lock);
 }
@@ -577,7 +565,7 @@ void mqproc__sq_engine_free(sq_engine_t *e) {
     while (lists[k] != NULL) {
       sq_req_t *r = lists[k];
       lists[k] = r->next;
-      req_free(r);
+      mqproc__sq_req_free(r);
     }
   pthread_mutex_destroy(&e->lock);
   pthread_cond_destroy(&e->cond);

@@ -1,8 +1,10 @@
-/* Internals of the SQLite store: store/sqlite.c (the class: each method a request whose
- * statements run on the engine) and store/sqlite_engine.c (the engine: one thread with
- * its own connection runs every request queued meanwhile in one BEGIN IMMEDIATE
- * transaction, a savepoint each, and hands the finished ones back to the loop through an
- * eventfd, where their row callbacks and done run). The loop never waits for SQLite. */
+/* Internals of the SQLite store: store/sqlite/jobs.c (the job's own statements, the table
+ * of every operation's and the class: each request's statements run on the engine),
+ * store/sqlite/ops.c (the statements of the sweeps, marks and the fleet),
+ * store/sqlite/engine.c (the engine: one thread with its own connection runs every request
+ * queued meanwhile in one BEGIN IMMEDIATE transaction, a savepoint each, and hands the
+ * finished ones back to the loop through an eventfd, where their answers and done run),
+ * store/sqlite/conn.c (the schema, open and migrate). The loop never waits for SQLite. */
 #ifndef MQPROC_STORE_SQLITE_INT_H
 #define MQPROC_STORE_SQLITE_INT_H
 
@@ -21,29 +23,44 @@ typedef struct sq_row {
   struct sq_row *next;
 } sq_row_t;
 
-struct sq_req {
-  /* runs on the engine thread: the statements of this request; MQPROC_OK, or an error
-     with r->err (a store error code: _FENCED, _QUERY, _DATA) */
+/* What the store does for one operation (store.h), in store/sqlite/jobs.c's table. */
+typedef struct sq_op {
+  /* on the engine's thread: the operation's statements, each parameter bound from a named
+     field of r->q (or r->x); MQPROC_OK, or an error with r->err (a store error code:
+     _FENCED, _QUERY, _DATA) */
   int (*run)(sqlite3 *db, sq_req_t *r);
-  /* runs on the loop before done: hands r->rows to the caller's row callback */
-  void (*rows_out)(sq_req_t *r);
-  char *s[16];     /* text arguments (copies) */
-  long long i[16]; /* integer arguments */
-  void *blob;      /* a blob argument (copy) */
-  size_t blob_len;
-  void *out;             /* the caller's out struct or int: written on the loop only, by copy_out,
-                            when the request was not forgotten */
-  mqproc__claim_t claim; /* run_claim's answer, for copy_out */
-  int int_out;           /* start_try's try number, fail's "requeued" */
-  void (*copy_out)(sq_req_t *r);
-  void *row_cb; /* the caller's row callback */
-  sq_row_t *rows, **rows_tail;
-  mqproc__store_done_cb done;
-  void *ud;
-  int forgotten;
+  /* on the loop before done, when it succeeded and was not forgotten: its answer into the
+     caller's out fields or row callback (NULL: none) */
+  void (*answer)(sq_req_t *r);
   int unsynced_ok; /* a power cut may lose it (a workers-row refresh): a round of only
                       these commits without an fsync (synchronous=NORMAL) */
   int probe;       /* a ping: while the database is down, it looks again (recover) */
+} sq_op_t;
+
+#define MQPROC__SQ_OWNED 10 /* copies one request owns, at most (a claim's: 8) */
+
+struct sq_req {
+  const sq_op_t *op;
+  /* the request as made; the texts and bytes it points to are copies r owns (made by
+     submit: the thread never reads the caller's memory; for claim and beat, which point
+     at the caller's struct, it reads x's copy), but the out pointers (claim, beat,
+     try_no, requeued) are the caller's: written on the loop only, by answer */
+  mqproc__store_req_t q;
+  union {                  /* what an operation keeps beside its arguments */
+    mqproc__claim_t claim; /* claim: the thread's copy of the caller's (texts owned), with
+                              the answer (answer copies its out fields back) */
+    struct {
+      mqproc__beat_t b;      /* beat: the thread's copy of the caller's (texts owned) */
+      const char *jobs_json; /* its current jobs as a JSON array (owned) */
+    } beat;
+    unsigned char sha256[32]; /* record_dead: of the whole body (only keep bytes are copied) */
+  } x;
+  int int_out; /* start_try's try number, fail's "requeued" */
+  void *owned[MQPROC__SQ_OWNED];
+  int nowned;
+  int nomem; /* a copy failed: the request is not queued */
+  sq_row_t *rows, **rows_tail;
+  int forgotten;
   int rc;
   char err[MQPROC_ERR_LEN];
   sq_req_t *next;
@@ -58,11 +75,11 @@ struct sq_store {
   struct mqproc__sq_notice *notice; /* listen(): the operators' notice file */
 };
 
-/* The engine (store/sqlite_engine.c). */
+/* The engine (store/sqlite/engine.c). */
 int mqproc__sq_engine_new(struct sq_engine **out, sq_store_t *s, mqproc__loop_t *loop, char *err);
 void mqproc__sq_engine_free(struct sq_engine *e);
-/* Queues r (taken); MQPROC_OK. */
-int mqproc__sq_submit(sq_store_t *s, sq_req_t *r);
+/* Queues r (taken); MQPROC_OK, or MQPROC_EINVAL (r freed; no loop). */
+int mqproc__sq_enqueue(sq_store_t *s, sq_req_t *r);
 /* Requests of ud still pending complete without calling back. */
 void mqproc__sq_forget(struct sq_engine *e, void *ud);
 
@@ -85,53 +102,50 @@ int mqproc__sq_probe(sqlite3 *db, const char *path, int pages, char *err);
 /* A row for r->rows (columns copied); NULL when out of memory. */
 sq_row_t *mqproc__sq_row_add(sq_req_t *r);
 
-/* ---- requests and statements (store/sqlite.c) ---- */
-/* A request of run: types says what follows: s text (copied into r->s in order), i int
- * and l long long (into r->i in order), y a blob (pointer, size_t). NULL: out of memory. */
-sq_req_t *mqproc__sq_req(int (*run)(sqlite3 *, sq_req_t *), void *out, mqproc__store_done_cb done,
-                         void *ud, const char *types, ...);
-/* Queues r (NULL: MQPROC_ENOMEM). */
-int mqproc__sq_send(mqproc__store_t *base, sq_req_t *r);
-void mqproc__sq_text(sqlite3_stmt *st, int i, const char *s);
+/* ---- requests (store/sqlite/engine.c) ---- */
+/* Makes *s a copy r owns (UTF-8 cleaned, as PostgreSQL wants its texts); NULL stays NULL.
+ * Out of memory sets r->nomem. */
+void mqproc__sq_own_text(sq_req_t *r, const char **s);
+/* Makes *p a copy r owns of its len bytes (not NULL, also for none); NULL stays NULL. */
+void mqproc__sq_own_bytes(sq_req_t *r, const void **p, size_t len);
+/* Frees r and what it owns. */
+void mqproc__sq_req_free(sq_req_t *r);
+/* The typed bind helpers: parameter i (1-based) of st; a NULL text or bytes pointer binds
+ * SQL NULL, as does not binding it. The values must live until st is reset (r's do). */
+void mqproc__sq_bind_text(sqlite3_stmt *st, int i, const char *s);
+void mqproc__sq_bind_int(sqlite3_stmt *st, int i, int64_t v); /* SQLite's are 64 bits */
+void mqproc__sq_bind_bool(sqlite3_stmt *st, int i, int v);    /* 0 or 1 */
+void mqproc__sq_bind_bytes(sqlite3_stmt *st, int i, const void *p, size_t len);
 /* Steps to the end: the rows changed, or a store error code (< 0) with err. */
 int mqproc__sq_exec(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err);
 /* The first step: 1 a row, 0 none (reset), < 0 a store error code with err. */
 int mqproc__sq_first(sqlite3 *db, sqlite3_stmt *st, const char *what, char *err);
-/* Runs sql with s[0..ns), then i[0..ni), then the blob (if any) bound in that order:
- * MQPROC_ESTORE_FENCED when fence and it changed no row. */
-int mqproc__sq_run(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni, int fence);
-/* MQPROC_ESTORE_FENCED for r (s[0] the job, i[0] the attempt). */
-int mqproc__sq_fenced(sq_req_t *r);
+/* Steps st to its end: MQPROC_OK, or a store error code with r->err. */
+int mqproc__sq_write(sqlite3 *db, sqlite3_stmt *st, sq_req_t *r, const char *what);
+/* Likewise, and MQPROC_ESTORE_FENCED when it changed no row: attempt no longer owns job. */
+int mqproc__sq_write_fenced(sqlite3 *db, sqlite3_stmt *st, sq_req_t *r, const char *what,
+                            const char *job, int attempt);
+/* MQPROC_ESTORE_FENCED with r->err: attempt no longer owns job. */
+int mqproc__sq_fenced(sq_req_t *r, const char *job, int attempt);
 
-/* ---- the schema (store/sqlite_conn.c): the class's open and migrate ---- */
+/* ---- the schema (store/sqlite/conn.c): the class's open and migrate ---- */
 int mqproc__sq_open(mqproc__store_t *base, char *err);
 int mqproc__sq_migrate(mqproc__store_t *base, char *err);
 
-/* ---- the sweeps, marks and the fleet (store/sqlite_ops.c): the class's methods ---- */
-int mqproc__sq_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                     void (*row)(void *ud, const mqproc__sweep_row_t *r),
-                     mqproc__store_done_cb done, void *ud);
-int mqproc__sq_sweep_outbox(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                            void (*row)(void *ud, const mqproc__outbox_row_t *r),
-                            mqproc__store_done_cb done, void *ud);
-int mqproc__sq_republished(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done,
-                           void *ud);
-int mqproc__sq_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
-                           const char *publish_error, int callbacks_sent,
-                           const char *callback_error, mqproc__store_done_cb done, void *ud);
-int mqproc__sq_dead_lettered(mqproc__store_t *s, const char *job_id, int attempt,
-                             mqproc__store_done_cb done, void *ud);
-int mqproc__sq_mark_published(mqproc__store_t *s, const char *job_id, const char *error,
-                              mqproc__store_done_cb done, void *ud);
-int mqproc__sq_record_callbacks(mqproc__store_t *s, const char *job_id, const char *error,
-                                mqproc__store_done_cb done, void *ud);
-int mqproc__sq_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
-                           const void *body, size_t len, size_t keep, const char *reason,
-                           const char *worker_id, mqproc__store_done_cb done, void *ud);
-int mqproc__sq_beat(mqproc__store_t *s, mqproc__beat_t *b,
-                    void (*cancel)(void *ud, const char *job_id, int attempt),
-                    mqproc__store_done_cb done, void *ud);
-int mqproc__sq_holder_gone(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
-                           const char *by, mqproc__store_done_cb done, void *ud);
+/* ---- the sweeps, marks and the fleet (store/sqlite/ops.c), in store/sqlite/jobs.c's
+ * table of every operation ---- */
+extern const sq_op_t mqproc__sq_op_sweep;
+extern const sq_op_t mqproc__sq_op_sweep_outbox;
+extern const sq_op_t mqproc__sq_op_republished;
+extern const sq_op_t mqproc__sq_op_outbox_done;
+extern const sq_op_t mqproc__sq_op_dead_lettered;
+extern const sq_op_t mqproc__sq_op_mark_published;
+extern const sq_op_t mqproc__sq_op_record_callbacks;
+extern const sq_op_t mqproc__sq_op_record_dead;
+extern const sq_op_t mqproc__sq_op_beat;
+extern const sq_op_t mqproc__sq_op_holder_gone;
+/* A beat's part of the copy submit makes (r->x.beat: the caller's struct, its texts and
+ * its jobs as JSON). */
+void mqproc__sq_own_beat(sq_req_t *r);
 
 #endif

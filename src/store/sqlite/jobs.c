@@ -1,12 +1,14 @@
 /* SQLite job store (sqlite:///PATH): the same job table, claims, fencing, leases, outbox
- * and workers rows as the PostgreSQL store (store/pg.c), in SQLite's dialect: times are
+ * and workers rows as the PostgreSQL store (store/pg/), in SQLite's dialect: times are
  * integer milliseconds since the epoch (mq_now(), a function of the connection), booleans
- * 0/1, JSON as text. Each method is a request run on the engine's thread
- * (store/sqlite_engine.c, which also builds the requests), many of them per transaction;
- * the statements of the sweeps, marks and the fleet in store/sqlite_ops.c, the schema and
- * `migrate` in store/sqlite_conn.c. */
+ * 0/1, JSON as text. Here the job's own statements, in store.h's order of operations,
+ * then the table of every operation (with those of store/sqlite/ops.c: the sweeps, marks
+ * and the fleet) and the class: submit() copies what a request points to and queues it
+ * for the engine's thread (store/sqlite/engine.c), which runs many per transaction; each
+ * operation's run binds its statements' parameters from the request's named fields with
+ * the typed bind helpers, and its answer hands the result to the caller on the loop. The
+ * schema and `migrate` are in store/sqlite/conn.c. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +27,7 @@
   " ELSE w.last_seen + 3 * w.interval_ms END FROM mqproc_workers w"                                \
   " WHERE w.worker_id = mqproc_jobs.worker_id)"
 
-/* s: job, processor, worker, request, format, log_path, headers; i: lease_ms, created_ms
- * (-1), max attempts, priority (-1); the body as the blob */
+/* The claim's statements, bound by claim_new(), claim_again() and claim_seen() below. */
 static const char CLAIM_NEW[] =
     "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, deliveries, worker_id,"
     " lease_until, created_time, queued_at, start_time, request, request_format, request_body,"
@@ -67,86 +68,66 @@ static const char TRY_NEW[] =
 static int insert_try(sqlite3 *db, sq_req_t *r, const char *job, int try_no, int attempt,
                       const char *worker) {
   sqlite3_stmt *st = mqproc__sq_stmt(db, TRY_NEW, r->err);
-  int n;
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, job);
-  sqlite3_bind_int(st, 2, try_no);
-  sqlite3_bind_int(st, 3, attempt);
-  mqproc__sq_text(st, 4, worker);
-  return (n = mqproc__sq_exec(db, st, "record the try", r->err)) < 0 ? n : MQPROC_OK;
+  mqproc__sq_bind_text(st, 1, job);
+  mqproc__sq_bind_int(st, 2, try_no);
+  mqproc__sq_bind_int(st, 3, attempt);
+  mqproc__sq_bind_text(st, 4, worker);
+  return mqproc__sq_write(db, st, r, "record the try");
 }
 
-static int run_claim(sqlite3 *db, sq_req_t *r) {
-  mqproc__claim_t *c = &r->claim; /* the caller's gets it on the loop (claim_out) */
+/* Inserts a new job (its first try starts): 1, or 0 when the job exists. */
+static int claim_new(sqlite3 *db, sq_req_t *r, const mqproc__claim_t *c) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, CLAIM_NEW, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, c->job_id);
+  mqproc__sq_bind_text(st, 2, c->processor);
+  mqproc__sq_bind_text(st, 3, c->worker_id);
+  mqproc__sq_bind_int(st, 4, c->lease_ms);
+  if (c->created_time >= 0)
+    mqproc__sq_bind_int(st, 5, c->created_time * 1000LL);
+  mqproc__sq_bind_text(st, 6, c->request_json);
+  mqproc__sq_bind_text(st, 7, c->request_format != NULL ? c->request_format : "json");
+  mqproc__sq_bind_bytes(st, 8, c->request_body, c->request_body_len);
+  mqproc__sq_bind_text(st, 9, c->log_path);
+  mqproc__sq_bind_text(st, 10, c->headers_json);
+  if (c->priority >= 0)
+    mqproc__sq_bind_int(st, 11, c->priority);
+  return mqproc__sq_exec(db, st, "claim", r->err);
+}
+
+/* Takes the job again when it is QUEUED or its holder's lease ended: 1 (st on the row of
+ * CLAIM_AGAIN's RETURNING), 0 not taken. */
+static int claim_again(sqlite3 *db, sq_req_t *r, const mqproc__claim_t *c, sqlite3_stmt **st) {
+  if ((*st = mqproc__sq_stmt(db, CLAIM_AGAIN, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(*st, 1, c->job_id);
+  mqproc__sq_bind_text(*st, 2, c->worker_id);
+  mqproc__sq_bind_int(*st, 3, c->lease_ms);
+  mqproc__sq_bind_text(*st, 4, c->log_path);
+  mqproc__sq_bind_text(*st, 5, c->headers_json);
+  if (c->priority >= 0)
+    mqproc__sq_bind_int(*st, 6, c->priority);
+  mqproc__sq_bind_text(*st, 7, c->request_json);
+  mqproc__sq_bind_bytes(*st, 8, c->request_body, c->request_body_len);
+  mqproc__sq_bind_int(*st, 9, c->max_attempts > 0 ? c->max_attempts : 1000000);
+  return mqproc__sq_first(db, *st, "claim", r->err);
+}
+
+/* Not claimed: the delivery is counted and the row reported as it is. */
+static int claim_seen(sqlite3 *db, sq_req_t *r, mqproc__claim_t *c) {
   sqlite3_stmt *st;
   int n;
-  if ((st = mqproc__sq_stmt(db, CLAIM_NEW, r->err)) == NULL)
-    return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  mqproc__sq_text(st, 2, r->s[1]);
-  mqproc__sq_text(st, 3, r->s[2]);
-  sqlite3_bind_int64(st, 4, r->i[0]);
-  if (r->i[1] >= 0)
-    sqlite3_bind_int64(st, 5, r->i[1]);
-  mqproc__sq_text(st, 6, r->s[3]);
-  mqproc__sq_text(st, 7, r->s[4]);
-  if (r->blob != NULL)
-    sqlite3_bind_blob(st, 8, r->blob, (int)r->blob_len, SQLITE_STATIC);
-  mqproc__sq_text(st, 9, r->s[5]);
-  mqproc__sq_text(st, 10, r->s[6]);
-  if (r->i[3] >= 0)
-    sqlite3_bind_int64(st, 11, r->i[3]);
-  if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
-    return n;
-  memset(c->state, 0, sizeof(c->state));
-  c->worker_id_now[0] = c->holder_host[0] = '\0';
-  c->holder_pid = 0;
-  c->lease_live = c->outbox_pending = 0;
-  c->lease_left_ms = 0;
-  if (n == 1) { /* a new job */
-    c->claimed = 1;
-    c->attempt = c->tries = c->try_no = 1;
-    c->requeues = c->result_published = c->callbacks_done = 0;
-    snprintf(c->state, sizeof(c->state), "RUNNING");
-    return insert_try(db, r, r->s[0], 1, 1, r->s[2]);
-  }
-  if ((st = mqproc__sq_stmt(db, CLAIM_AGAIN, r->err)) == NULL)
-    return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  mqproc__sq_text(st, 2, r->s[2]);
-  sqlite3_bind_int64(st, 3, r->i[0]);
-  mqproc__sq_text(st, 4, r->s[5]);
-  mqproc__sq_text(st, 5, r->s[6]);
-  if (r->i[3] >= 0)
-    sqlite3_bind_int64(st, 6, r->i[3]);
-  mqproc__sq_text(st, 7, r->s[3]);
-  if (r->blob != NULL)
-    sqlite3_bind_blob(st, 8, r->blob, (int)r->blob_len, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 9, r->i[2]);
-  if ((n = mqproc__sq_first(db, st, "claim", r->err)) < 0)
-    return n;
-  if (n == 1) { /* taken again: QUEUED, or its holder's lease ended */
-    c->claimed = 1;
-    c->attempt = sqlite3_column_int(st, 0);
-    c->tries = c->try_no = sqlite3_column_int(st, 1);
-    c->requeues = sqlite3_column_int(st, 2);
-    c->result_published = sqlite3_column_int(st, 3);
-    c->callbacks_done = sqlite3_column_int(st, 4);
-    snprintf(c->state, sizeof(c->state), "RUNNING");
-    if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
-      return n;
-    return insert_try(db, r, r->s[0], c->tries, c->attempt, r->s[2]);
-  }
-  /* seen: counted, and reported as it is */
   if ((st = mqproc__sq_stmt(db, CLAIM_SEEN, r->err)) == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
+  mqproc__sq_bind_text(st, 1, c->job_id);
   if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
     return n;
   if ((st = mqproc__sq_stmt(db, CLAIM_ROW, r->err)) == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
+  mqproc__sq_bind_text(st, 1, c->job_id);
   if ((n = mqproc__sq_first(db, st, "claim", r->err)) <= 0)
     return n < 0 ? n : mqproc__err(r->err, MQPROC_ESTORE_QUERY, "claim: the job's row vanished");
   c->claimed = 0;
@@ -168,8 +149,42 @@ static int run_claim(sqlite3 *db, sq_req_t *r) {
   return MQPROC_OK;
 }
 
-static void claim_out(sq_req_t *r) {
-  mqproc__claim_t *c = r->out, *a = &r->claim;
+static int run_claim(sqlite3 *db, sq_req_t *r) {
+  mqproc__claim_t *c = &r->x.claim; /* the caller's gets the answer on the loop */
+  sqlite3_stmt *st;
+  int n;
+  if ((n = claim_new(db, r, c)) < 0)
+    return n;
+  memset(c->state, 0, sizeof(c->state));
+  c->worker_id_now[0] = c->holder_host[0] = '\0';
+  c->holder_pid = 0;
+  c->lease_live = c->outbox_pending = 0;
+  c->lease_left_ms = 0;
+  if (n == 1) { /* a new job */
+    c->claimed = 1;
+    c->attempt = c->tries = c->try_no = 1;
+    c->requeues = c->result_published = c->callbacks_done = 0;
+    snprintf(c->state, sizeof(c->state), "RUNNING");
+    return insert_try(db, r, c->job_id, 1, 1, c->worker_id);
+  }
+  if ((n = claim_again(db, r, c, &st)) < 0)
+    return n;
+  if (n == 0)
+    return claim_seen(db, r, c);
+  c->claimed = 1; /* taken again: QUEUED, or its holder's lease ended */
+  c->attempt = sqlite3_column_int(st, 0);
+  c->tries = c->try_no = sqlite3_column_int(st, 1);
+  c->requeues = sqlite3_column_int(st, 2);
+  c->result_published = sqlite3_column_int(st, 3);
+  c->callbacks_done = sqlite3_column_int(st, 4);
+  snprintf(c->state, sizeof(c->state), "RUNNING");
+  if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
+    return n;
+  return insert_try(db, r, c->job_id, c->tries, c->attempt, c->worker_id);
+}
+
+static void claim_answer(sq_req_t *r) {
+  mqproc__claim_t *c = r->q.u.claim, *a = &r->x.claim;
   c->claimed = a->claimed;
   c->try_no = a->try_no;
   c->attempt = a->attempt;
@@ -186,80 +201,33 @@ static void claim_out(sq_req_t *r) {
   c->holder_pid = a->holder_pid;
 }
 
-static void int_out(sq_req_t *r) {
-  *(int *)r->out = r->int_out;
-}
+/* ---- tries -------------------------------------------------------------------------- */
 
-/* r with its answer copied out on the loop by copy (NULL r: passed on). */
-static sq_req_t *with_out(sq_req_t *r, void (*copy)(sq_req_t *)) {
-  if (r != NULL)
-    r->copy_out = copy;
-  return r;
-}
-
-static int sq_claim(mqproc__store_t *base, mqproc__claim_t *c, mqproc__store_done_cb done,
-                    void *ud) {
-  return mqproc__sq_send(
-      base, with_out(mqproc__sq_req(run_claim, c, done, ud, "sssssssiliiy", c->job_id, c->processor,
-                                    c->worker_id, c->request_json,
-                                    c->request_format != NULL ? c->request_format : "json",
-                                    c->log_path, c->headers_json, c->lease_ms,
-                                    c->created_time >= 0 ? c->created_time * 1000LL : -1LL,
-                                    c->max_attempts > 0 ? c->max_attempts : 1000000, c->priority,
-                                    c->request_body, c->request_body_len),
-                     claim_out));
-}
-
-/* ---- tries and outcomes ------------------------------------------------------------- */
-
-/* Runs sql with s[0..ns), then i[0..ni), then the blob (if any) bound in that order:
- * MQPROC_ESTORE_FENCED when fence and it changed no row. */
-int mqproc__sq_run(sqlite3 *db, sq_req_t *r, const char *sql, int ns, int ni, int fence) {
-  sqlite3_stmt *st = mqproc__sq_stmt(db, sql, r->err);
-  int n, k = 1;
-  if (st == NULL)
-    return MQPROC_ESTORE_QUERY;
-  for (int j = 0; j < ns; j++)
-    mqproc__sq_text(st, k++, r->s[j]);
-  for (int j = 0; j < ni; j++)
-    sqlite3_bind_int64(st, k++, r->i[j]);
-  if (r->blob != NULL)
-    sqlite3_bind_blob(st, k, r->blob, (int)r->blob_len, SQLITE_STATIC);
-  if ((n = mqproc__sq_exec(db, st, "write", r->err)) < 0)
-    return n;
-  return fence && n == 0 ? mqproc__sq_fenced(r) : MQPROC_OK;
-}
-
-/* s: job, worker, log_path; i: attempt */
 static int run_start_try(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET tries = tries + 1, log_path = ?3, updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?4 AND state = 'RUNNING' RETURNING tries";
+  const mqproc__store_start_try_t *a = &r->q.u.start_try;
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
   int try_no, n;
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  mqproc__sq_text(st, 3, r->s[2]);
-  sqlite3_bind_int64(st, 4, r->i[0]);
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_text(st, 3, a->log_path);
+  mqproc__sq_bind_int(st, 4, a->attempt);
   if ((n = mqproc__sq_first(db, st, "start a try", r->err)) <= 0)
-    return n < 0 ? n : mqproc__sq_fenced(r);
+    return n < 0 ? n : mqproc__sq_fenced(r, a->job_id, a->attempt);
   try_no = sqlite3_column_int(st, 0);
   if ((n = mqproc__sq_exec(db, st, "start a try", r->err)) < 0)
     return n;
   r->int_out = try_no;
-  return insert_try(db, r, r->s[0], try_no, (int)r->i[0], r->s[1]);
+  return insert_try(db, r, a->job_id, try_no, a->attempt, a->worker_id);
 }
 
-static int sq_start_try(mqproc__store_t *base, const char *job_id, int attempt,
-                        const char *worker_id, const char *log_path, int *try_no,
-                        mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base, with_out(mqproc__sq_req(run_start_try, try_no, done, ud, "sssi",
-                                                       job_id, worker_id, log_path, attempt),
-                                        int_out));
+static void start_try_answer(sq_req_t *r) {
+  *r->q.u.start_try.try_no = r->int_out;
 }
 
-/* s: job, error; i: attempt, try, ok, exit (-1), signal (0), ms */
 static int run_end_try(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] = "UPDATE mqproc_jobs SET last_error = coalesce(?2, last_error),"
                             " updated_at = mq_now() WHERE job_id = ?1 AND attempt = ?3"
@@ -267,52 +235,56 @@ static int run_end_try(sqlite3 *db, sq_req_t *r) {
   static const char TRY[] =
       "UPDATE mqproc_job_tries SET ended_at = mq_now(), ok = ?2, exit_code = ?3,"
       " term_signal = ?4, duration_ms = ?5, error = ?6 WHERE job_id = ?1 AND try = ?7";
-  sqlite3_stmt *st;
-  int rc = mqproc__sq_run(db, r, JOB, 2, 1, 1), n;
-  if (rc != MQPROC_OK || (st = mqproc__sq_stmt(db, TRY, r->err)) == NULL)
-    return rc != MQPROC_OK ? rc : MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  sqlite3_bind_int64(st, 2, r->i[2]);
-  if (r->i[3] >= 0)
-    sqlite3_bind_int64(st, 3, r->i[3]);
-  if (r->i[4] > 0)
-    sqlite3_bind_int64(st, 4, r->i[4]);
-  sqlite3_bind_int64(st, 5, r->i[5]);
-  mqproc__sq_text(st, 6, r->s[1]);
-  sqlite3_bind_int64(st, 7, r->i[1]);
-  return (n = mqproc__sq_exec(db, st, "end the try", r->err)) < 0 ? n : MQPROC_OK;
-}
-
-static int sq_end_try(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
-                      const mqproc__try_end_t *e, mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base, mqproc__sq_req(run_end_try, NULL, done, ud, "ssiiiiil", job_id,
-                                              e->error, attempt, try_no, e->ok, e->exit_code,
-                                              e->term_signal, (long long)e->duration_ms));
-}
-
-/* s: job; i: attempt, try, ms, exit (-1), outbox, lease_ms; state: SUCCESS or CANCELLED */
-static int end_job(sqlite3 *db, sq_req_t *r, const char *job_sql, const char *try_sql) {
-  sqlite3_stmt *st = mqproc__sq_stmt(db, job_sql, r->err);
-  int n;
+  const mqproc__store_end_try_t *a = &r->q.u.end_try;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, JOB, r->err);
+  int rc;
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  sqlite3_bind_int64(st, 2, r->i[0]);
-  sqlite3_bind_int64(st, 3, r->i[2]);
-  sqlite3_bind_int64(st, 4, r->i[4]);
-  sqlite3_bind_int64(st, 5, r->i[5]);
-  if ((n = mqproc__sq_exec(db, st, "record the outcome", r->err)) < 0)
-    return n;
-  if (n == 0)
-    return mqproc__sq_fenced(r);
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_text(st, 2, a->end.error);
+  mqproc__sq_bind_int(st, 3, a->attempt);
+  if ((rc = mqproc__sq_write_fenced(db, st, r, "write", a->job_id, a->attempt)) != MQPROC_OK)
+    return rc;
+  if ((st = mqproc__sq_stmt(db, TRY, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_bool(st, 2, a->end.ok);
+  if (a->end.exit_code >= 0)
+    mqproc__sq_bind_int(st, 3, a->end.exit_code);
+  if (a->end.term_signal > 0)
+    mqproc__sq_bind_int(st, 4, a->end.term_signal);
+  mqproc__sq_bind_int(st, 5, a->end.duration_ms);
+  mqproc__sq_bind_text(st, 6, a->end.error);
+  mqproc__sq_bind_int(st, 7, a->try_no);
+  return mqproc__sq_write(db, st, r, "end the try");
+}
+
+/* ---- outcomes ----------------------------------------------------------------------- */
+
+/* The job's end (job_sql: SUCCESS or CANCELLED; ?1 job, ?2 attempt, ?3 ms, ?4 outbox,
+ * ?5 lease_ms), then its try's (try_sql: ?1 job, ?2 try, ?3 ms, ?4 exit_code, if any). */
+static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, int exit_code,
+                   const char *job_sql, const char *try_sql) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, job_sql, r->err);
+  int rc;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_int(st, 2, a->attempt);
+  mqproc__sq_bind_int(st, 3, a->end.duration_ms);
+  mqproc__sq_bind_bool(st, 4, a->outbox);
+  mqproc__sq_bind_int(st, 5, a->lease_ms);
+  rc = mqproc__sq_write_fenced(db, st, r, "record the outcome", a->job_id, a->attempt);
+  if (rc != MQPROC_OK)
+    return rc;
   if ((st = mqproc__sq_stmt(db, try_sql, r->err)) == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  sqlite3_bind_int64(st, 2, r->i[1]);
-  sqlite3_bind_int64(st, 3, r->i[2]);
-  if (r->i[3] >= 0)
-    sqlite3_bind_int64(st, 4, r->i[3]);
-  return (n = mqproc__sq_exec(db, st, "end the try", r->err)) < 0 ? n : MQPROC_OK;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_int(st, 2, a->try_no);
+  mqproc__sq_bind_int(st, 3, a->end.duration_ms);
+  if (exit_code >= 0)
+    mqproc__sq_bind_int(st, 4, exit_code);
+  return mqproc__sq_write(db, st, r, "end the try");
 }
 
 static int run_succeed(sqlite3 *db, sq_req_t *r) {
@@ -323,15 +295,7 @@ static int run_succeed(sqlite3 *db, sq_req_t *r) {
       " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
   static const char TRY[] = "UPDATE mqproc_job_tries SET ended_at = mq_now(), ok = 1,"
                             " exit_code = ?4, duration_ms = ?3 WHERE job_id = ?1 AND try = ?2";
-  return end_job(db, r, JOB, TRY);
-}
-
-static int sq_succeed(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
-                      const mqproc__try_end_t *e, int outbox, int lease_ms,
-                      mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base, mqproc__sq_req(run_succeed, NULL, done, ud, "siiliii", job_id,
-                                              attempt, try_no, (long long)e->duration_ms,
-                                              e->exit_code, outbox, lease_ms));
+  return end_job(db, r, &r->q.u.succeed, r->q.u.succeed.end.exit_code, JOB, TRY);
 }
 
 static int run_cancelled(sqlite3 *db, sq_req_t *r) {
@@ -344,18 +308,9 @@ static int run_cancelled(sqlite3 *db, sq_req_t *r) {
       "UPDATE mqproc_job_tries SET ended_at = coalesce(ended_at, mq_now()),"
       " ok = coalesce(ok, 0), duration_ms = coalesce(duration_ms, ?3),"
       " error = coalesce(error, 'cancelled by an operator') WHERE job_id = ?1 AND try = ?2";
-  return end_job(db, r, JOB, TRY);
+  return end_job(db, r, &r->q.u.cancelled, -1, JOB, TRY);
 }
 
-static int sq_cancelled(mqproc__store_t *base, const char *job_id, int attempt, int try_no,
-                        const mqproc__try_end_t *e, int outbox, int lease_ms,
-                        mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base,
-                         mqproc__sq_req(run_cancelled, NULL, done, ud, "siiliii", job_id, attempt,
-                                        try_no, (long long)e->duration_ms, -1, outbox, lease_ms));
-}
-
-/* s: job, error; i: attempt, max_requeues, republish */
 static int run_fail(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET"
@@ -368,17 +323,18 @@ static int run_fail(sqlite3 *db, sq_req_t *r) {
       " lease_until = CASE WHEN delivery_acked AND requeues >= ?4 THEN lease_until END,"
       " last_error = ?2, updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING' RETURNING state";
+  const mqproc__store_fail_t *a = &r->q.u.fail;
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
   int queued, n;
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  mqproc__sq_text(st, 2, r->s[1]);
-  sqlite3_bind_int64(st, 3, r->i[0]);
-  sqlite3_bind_int64(st, 4, r->i[1]);
-  sqlite3_bind_int64(st, 5, r->i[2]);
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_text(st, 2, a->error);
+  mqproc__sq_bind_int(st, 3, a->attempt);
+  mqproc__sq_bind_int(st, 4, a->max_requeues);
+  mqproc__sq_bind_bool(st, 5, a->republish);
   if ((n = mqproc__sq_first(db, st, "fail", r->err)) <= 0)
-    return n < 0 ? n : mqproc__sq_fenced(r);
+    return n < 0 ? n : mqproc__sq_fenced(r, a->job_id, a->attempt);
   queued = strcmp((const char *)sqlite3_column_text(st, 0), "QUEUED") == 0;
   if ((n = mqproc__sq_exec(db, st, "fail", r->err)) < 0)
     return n;
@@ -386,29 +342,26 @@ static int run_fail(sqlite3 *db, sq_req_t *r) {
   return MQPROC_OK;
 }
 
-static int sq_fail(mqproc__store_t *base, const char *job_id, int attempt, const char *error,
-                   int max_requeues, int republish, int *requeued, mqproc__store_done_cb done,
-                   void *ud) {
-  return mqproc__sq_send(base,
-                         with_out(mqproc__sq_req(run_fail, requeued, done, ud, "ssiii", job_id,
-                                                 error, attempt, max_requeues, republish),
-                                  int_out));
+static void fail_answer(sq_req_t *r) {
+  *r->q.u.fail.requeued = r->int_out;
 }
 
-/* s: job, why; i: attempt, republish, refund */
 static int run_release(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET state = 'QUEUED', lease_until = NULL, republish = ?4,"
       " delivery_acked = 0, last_error = coalesce(?2, last_error), updated_at = mq_now(),"
       " attempt_base = attempt_base + ?5"
       " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING'";
-  return mqproc__sq_run(db, r, SQL, 2, 3, 1);
-}
-
-static int sq_release(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
-                      int refund, int republish, mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base, mqproc__sq_req(run_release, NULL, done, ud, "ssiii", job_id, why,
-                                              attempt, republish, refund ? 1 : 0));
+  const mqproc__store_release_t *a = &r->q.u.release;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_text(st, 2, a->why);
+  mqproc__sq_bind_int(st, 3, a->attempt);
+  mqproc__sq_bind_bool(st, 4, a->republish);
+  mqproc__sq_bind_int(st, 5, a->refund ? 1 : 0);
+  return mqproc__sq_write_fenced(db, st, r, "write", a->job_id, a->attempt);
 }
 
 static int run_give_up(sqlite3 *db, sq_req_t *r) {
@@ -417,56 +370,216 @@ static int run_give_up(sqlite3 *db, sq_req_t *r) {
       " republish = 0, delivery_acked = 0, last_error = ?2, updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?3"
       " AND (state = 'QUEUED' OR (state = 'RUNNING' AND lease_until < mq_now()))";
-  return mqproc__sq_run(db, r, SQL, 2, 1, 1);
-}
-
-static int sq_give_up(mqproc__store_t *base, const char *job_id, int attempt, const char *why,
-                      mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base,
-                         mqproc__sq_req(run_give_up, NULL, done, ud, "ssi", job_id, why, attempt));
+  const mqproc__store_give_up_t *a = &r->q.u.give_up;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_text(st, 2, a->why);
+  mqproc__sq_bind_int(st, 3, a->attempt);
+  return mqproc__sq_write_fenced(db, st, r, "write", a->job_id, a->attempt);
 }
 
 static int run_ack_early(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET delivery_acked = 1, updated_at = mq_now()"
                             " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
-  return mqproc__sq_run(db, r, SQL, 1, 1, 1);
-}
-
-static int sq_ack_early(mqproc__store_t *base, const char *job_id, int attempt,
-                        mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(base,
-                         mqproc__sq_req(run_ack_early, NULL, done, ud, "si", job_id, attempt));
+  const mqproc__store_ack_early_t *a = &r->q.u.ack_early;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_int(st, 2, a->attempt);
+  return mqproc__sq_write_fenced(db, st, r, "write", a->job_id, a->attempt);
 }
 
 static int run_renew(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET lease_until = mq_now() + ?3 WHERE job_id = ?1 AND attempt = ?2"
       " AND (state = 'RUNNING' OR (delivery_acked AND state IN ('SUCCESS', 'FAILED')))";
-  return mqproc__sq_run(db, r, SQL, 1, 2, 1);
-}
-
-static int sq_renew(mqproc__store_t *base, const char *job_id, int attempt, int lease_ms,
-                    mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(
-      base, mqproc__sq_req(run_renew, NULL, done, ud, "sii", job_id, attempt, lease_ms));
+  const mqproc__store_renew_t *a = &r->q.u.renew;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_int(st, 2, a->attempt);
+  mqproc__sq_bind_int(st, 3, a->lease_ms);
+  return mqproc__sq_write_fenced(db, st, r, "write", a->job_id, a->attempt);
 }
 
 /* Reads the schema's table, not just `SELECT 1`: a file that is no database any more
  * fails here. While the database is down the engine checks it more closely first
- * (sqlite_engine.c, recover). */
+ * (store/sqlite/engine.c, recover). */
 static int run_ping(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "SELECT max(version) FROM mqproc_schema_migrations";
-  return mqproc__sq_run(db, r, SQL, 0, 0, 0);
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  return mqproc__sq_write(db, st, r, "write");
 }
 
-static int sq_ping(mqproc__store_t *base, mqproc__store_done_cb done, void *ud) {
-  sq_req_t *r = mqproc__sq_req(run_ping, NULL, done, ud, "");
-  if (r != NULL)
-    r->probe = 1;
-  return mqproc__sq_send(base, r);
+/* ---- every operation ---------------------------------------------------------------- */
+
+static const sq_op_t CLAIM = {run_claim, claim_answer, 0, 0};
+static const sq_op_t START_TRY = {run_start_try, start_try_answer, 0, 0};
+static const sq_op_t END_TRY = {run_end_try, NULL, 0, 0};
+static const sq_op_t SUCCEED = {run_succeed, NULL, 0, 0};
+static const sq_op_t CANCELLED = {run_cancelled, NULL, 0, 0};
+static const sq_op_t FAIL = {run_fail, fail_answer, 0, 0};
+static const sq_op_t RELEASE = {run_release, NULL, 0, 0};
+static const sq_op_t GIVE_UP = {run_give_up, NULL, 0, 0};
+static const sq_op_t ACK_EARLY = {run_ack_early, NULL, 0, 0};
+static const sq_op_t RENEW = {run_renew, NULL, 0, 0};
+static const sq_op_t PING = {run_ping, NULL, 0, 1};
+
+static const sq_op_t *const OPS[MQPROC__STORE_NOPS] = {
+    [MQPROC__STORE_CLAIM] = &CLAIM,
+    [MQPROC__STORE_START_TRY] = &START_TRY,
+    [MQPROC__STORE_END_TRY] = &END_TRY,
+    [MQPROC__STORE_SUCCEED] = &SUCCEED,
+    [MQPROC__STORE_CANCELLED] = &CANCELLED,
+    [MQPROC__STORE_FAIL] = &FAIL,
+    [MQPROC__STORE_RELEASE] = &RELEASE,
+    [MQPROC__STORE_GIVE_UP] = &GIVE_UP,
+    [MQPROC__STORE_ACK_EARLY] = &ACK_EARLY,
+    [MQPROC__STORE_RENEW] = &RENEW,
+    [MQPROC__STORE_PING] = &PING,
+    [MQPROC__STORE_SWEEP] = &mqproc__sq_op_sweep,
+    [MQPROC__STORE_SWEEP_OUTBOX] = &mqproc__sq_op_sweep_outbox,
+    [MQPROC__STORE_REPUBLISHED] = &mqproc__sq_op_republished,
+    [MQPROC__STORE_OUTBOX_DONE] = &mqproc__sq_op_outbox_done,
+    [MQPROC__STORE_DEAD_LETTERED] = &mqproc__sq_op_dead_lettered,
+    [MQPROC__STORE_MARK_PUBLISHED] = &mqproc__sq_op_mark_published,
+    [MQPROC__STORE_RECORD_CALLBACKS] = &mqproc__sq_op_record_callbacks,
+    [MQPROC__STORE_RECORD_DEAD] = &mqproc__sq_op_record_dead,
+    [MQPROC__STORE_BEAT] = &mqproc__sq_op_beat,
+    [MQPROC__STORE_HOLDER_GONE] = &mqproc__sq_op_holder_gone,
+};
+
+/* The texts and bytes of the request r->q (a copy of the caller's) become r's own copies
+ * (claim and beat: of the caller's struct, into r->x), so the thread reads nothing of the
+ * caller's; what is derived from them is made here too (a beat's jobs as JSON, a dead
+ * letter's SHA-256 of the whole body). Out of memory sets r->nomem. */
+static void own_args(sq_req_t *r) {
+  mqproc__store_req_t *q = &r->q;
+  switch (q->op) {
+  case MQPROC__STORE_CLAIM: {
+    mqproc__claim_t *c = &r->x.claim;
+    *c = *q->u.claim;
+    mqproc__sq_own_text(r, &c->job_id);
+    mqproc__sq_own_text(r, &c->processor);
+    mqproc__sq_own_text(r, &c->worker_id);
+    mqproc__sq_own_text(r, &c->request_json);
+    mqproc__sq_own_text(r, &c->request_format);
+    mqproc__sq_own_bytes(r, &c->request_body, c->request_body_len);
+    mqproc__sq_own_text(r, &c->headers_json);
+    mqproc__sq_own_text(r, &c->log_path);
+    break;
+  }
+  case MQPROC__STORE_START_TRY:
+    mqproc__sq_own_text(r, &q->u.start_try.job_id);
+    mqproc__sq_own_text(r, &q->u.start_try.worker_id);
+    mqproc__sq_own_text(r, &q->u.start_try.log_path);
+    break;
+  case MQPROC__STORE_END_TRY:
+    mqproc__sq_own_text(r, &q->u.end_try.job_id);
+    mqproc__sq_own_text(r, &q->u.end_try.end.error);
+    break;
+  case MQPROC__STORE_SUCCEED:
+    mqproc__sq_own_text(r, &q->u.succeed.job_id);
+    mqproc__sq_own_text(r, &q->u.succeed.end.error);
+    break;
+  case MQPROC__STORE_CANCELLED:
+    mqproc__sq_own_text(r, &q->u.cancelled.job_id);
+    mqproc__sq_own_text(r, &q->u.cancelled.end.error);
+    break;
+  case MQPROC__STORE_FAIL:
+    mqproc__sq_own_text(r, &q->u.fail.job_id);
+    mqproc__sq_own_text(r, &q->u.fail.error);
+    break;
+  case MQPROC__STORE_RELEASE:
+    mqproc__sq_own_text(r, &q->u.release.job_id);
+    mqproc__sq_own_text(r, &q->u.release.why);
+    break;
+  case MQPROC__STORE_GIVE_UP:
+    mqproc__sq_own_text(r, &q->u.give_up.job_id);
+    mqproc__sq_own_text(r, &q->u.give_up.why);
+    break;
+  case MQPROC__STORE_ACK_EARLY:
+    mqproc__sq_own_text(r, &q->u.ack_early.job_id);
+    break;
+  case MQPROC__STORE_RENEW:
+    mqproc__sq_own_text(r, &q->u.renew.job_id);
+    break;
+  case MQPROC__STORE_PING:
+    break;
+  case MQPROC__STORE_SWEEP:
+    mqproc__sq_own_text(r, &q->u.sweep.processor);
+    break;
+  case MQPROC__STORE_SWEEP_OUTBOX:
+    mqproc__sq_own_text(r, &q->u.sweep_outbox.processor);
+    break;
+  case MQPROC__STORE_REPUBLISHED:
+    mqproc__sq_own_text(r, &q->u.republished.job_id);
+    break;
+  case MQPROC__STORE_OUTBOX_DONE:
+    mqproc__sq_own_text(r, &q->u.outbox_done.job_id);
+    mqproc__sq_own_text(r, &q->u.outbox_done.publish_error);
+    mqproc__sq_own_text(r, &q->u.outbox_done.callback_error);
+    break;
+  case MQPROC__STORE_DEAD_LETTERED:
+    mqproc__sq_own_text(r, &q->u.dead_lettered.job_id);
+    break;
+  case MQPROC__STORE_MARK_PUBLISHED:
+    mqproc__sq_own_text(r, &q->u.mark_published.job_id);
+    mqproc__sq_own_text(r, &q->u.mark_published.error);
+    break;
+  case MQPROC__STORE_RECORD_CALLBACKS:
+    mqproc__sq_own_text(r, &q->u.record_callbacks.job_id);
+    mqproc__sq_own_text(r, &q->u.record_callbacks.error);
+    break;
+  case MQPROC__STORE_RECORD_DEAD: {
+    mqproc__store_record_dead_t *a = &q->u.record_dead;
+    if (a->body == NULL)
+      a->body = "";
+    mqproc__sha256(a->body, a->len, r->x.sha256);
+    mqproc__sq_own_text(r, &a->processor);
+    mqproc__sq_own_text(r, &a->job_id);
+    mqproc__sq_own_text(r, &a->reason);
+    mqproc__sq_own_text(r, &a->worker_id);
+    mqproc__sq_own_bytes(r, &a->body, a->len < a->keep ? a->len : a->keep);
+    break;
+  }
+  case MQPROC__STORE_BEAT:
+    mqproc__sq_own_beat(r);
+    break;
+  case MQPROC__STORE_HOLDER_GONE:
+    mqproc__sq_own_text(r, &q->u.holder_gone.worker_id);
+    mqproc__sq_own_text(r, &q->u.holder_gone.host);
+    mqproc__sq_own_text(r, &q->u.holder_gone.by);
+    break;
+  case MQPROC__STORE_NOPS:
+    break;
+  }
 }
 
-/* ---- open, migrate, the class ------------------------------------------------------- */
+/* ---- the class ---------------------------------------------------------------------- */
+
+/* A request of q's operation with copies of what q points to, queued for the engine. */
+static int sq_submit(mqproc__store_t *base, const mqproc__store_req_t *q) {
+  sq_req_t *r;
+  if ((unsigned)q->op >= MQPROC__STORE_NOPS || OPS[q->op] == NULL)
+    return MQPROC_EINVAL;
+  if ((r = calloc(1, sizeof(*r))) == NULL)
+    return MQPROC_ENOMEM;
+  r->op = OPS[q->op];
+  r->q = *q;
+  own_args(r);
+  if (r->nomem) {
+    mqproc__sq_req_free(r);
+    return MQPROC_ENOMEM;
+  }
+  return mqproc__sq_enqueue((sq_store_t *)base, r);
+}
 
 static void sq_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
   /* no notifications in SQLite: a file beside it that operators append to; without it, a
@@ -491,33 +604,13 @@ static void sq_destroy(mqproc__store_t *base) {
 }
 
 static const struct mqproc__store_class sq_class = {
-    "sqlite",                    /* name */
-    mqproc__sq_open,             /* open */
-    mqproc__sq_migrate,          /* migrate */
-    sq_claim,                    /* claim */
-    sq_start_try,                /* start_try */
-    sq_end_try,                  /* end_try */
-    sq_succeed,                  /* succeed */
-    sq_fail,                     /* fail */
-    sq_release,                  /* release */
-    sq_give_up,                  /* give_up */
-    sq_ack_early,                /* ack_early */
-    mqproc__sq_sweep,            /* sweep */
-    mqproc__sq_republished,      /* republished */
-    sq_ping,                     /* ping */
-    sq_renew,                    /* renew */
-    mqproc__sq_outbox_done,      /* outbox_done */
-    mqproc__sq_dead_lettered,    /* dead_lettered */
-    mqproc__sq_sweep_outbox,     /* sweep_outbox */
-    mqproc__sq_mark_published,   /* mark_published */
-    mqproc__sq_record_callbacks, /* record_callbacks */
-    mqproc__sq_record_dead,      /* record_dead */
-    mqproc__sq_beat,             /* beat */
-    mqproc__sq_holder_gone,      /* holder_gone */
-    sq_cancelled,                /* cancelled */
-    sq_listen,                   /* listen */
-    sq_forget,                   /* forget */
-    sq_destroy,                  /* destroy */
+    "sqlite",           /* name */
+    mqproc__sq_open,    /* open */
+    mqproc__sq_migrate, /* migrate */
+    sq_submit,          /* submit */
+    sq_listen,          /* listen */
+    sq_forget,          /* forget */
+    sq_destroy,         /* destroy */
 };
 
 int mqproc__store_is_sqlite(const char *url) {
@@ -530,6 +623,9 @@ int mqproc__store_sqlite_new(mqproc__store_t **out, const char *url, mqproc__loo
   const char *p = url + 9, *q;
   int rc;
   *out = NULL;
+  for (int op = 0; op < MQPROC__STORE_NOPS; op++) /* an operation left out of OPS: a bug */
+    if (OPS[op] == NULL)
+      return mqproc__err(err, MQPROC_ESTATE, "the SQLite store lacks operation %d (OPS)", op);
   if (!mqproc__store_is_sqlite(url) || p[0] != '/' || p[1] == '\0')
     return mqproc__err(err, MQPROC_ECONFIG,
                        "--database %s: expected sqlite:///ABSOLUTE/PATH[?synchronous=normal]", url);

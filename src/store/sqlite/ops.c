@@ -1,7 +1,9 @@
-/* SQLite job store, part two: the sweeps (republish, outbox), the marks of what was sent,
- * dead letters, and the fleet (the workers row, the operators' wish and cancels, a holder
- * found dead). The same statements as store/pg_sweep.c and store/pg_fleet.c in SQLite's
- * dialect; rows found on the engine's thread are handed to the caller on the loop. */
+/* SQLite job store: the sweeps (republish, outbox), the marks of what was sent, dead
+ * letters, and the fleet (the workers row, the operators' wish and cancels, a holder found
+ * dead), in store.h's order of operations: the same statements as store/pg/sweep.c and
+ * store/pg/fleet.c in SQLite's dialect, each operation's run and answer in
+ * store/sqlite/jobs.c's table. Rows found on the engine's thread are handed to the caller
+ * on the loop. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,15 +37,17 @@ static int keep_row(sqlite3_stmt *st, sq_req_t *r, int ncols) {
   return 0;
 }
 
-/* Runs a statement whose rows go to the loop; s[0], i[0], i[1] bound as ?1 ?2 ?3. */
-static int run_rows(sqlite3 *db, sq_req_t *r, const char *sql, int ncols) {
+/* Runs a statement whose rows go to the loop: ?1 the processor, ?2 the lease, ?3 the
+ * limit. */
+static int run_rows(sqlite3 *db, sq_req_t *r, const char *sql, int ncols, const char *processor,
+                    int lease_ms, int limit) {
   sqlite3_stmt *st = mqproc__sq_stmt(db, sql, r->err);
   int rc;
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
-  mqproc__sq_text(st, 1, r->s[0]);
-  sqlite3_bind_int64(st, 2, r->i[0]);
-  sqlite3_bind_int64(st, 3, r->i[1]);
+  mqproc__sq_bind_text(st, 1, processor);
+  mqproc__sq_bind_int(st, 2, lease_ms);
+  mqproc__sq_bind_int(st, 3, limit);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW)
     if (keep_row(st, r, ncols) != 0) {
       sqlite3_reset(st);
@@ -70,12 +74,11 @@ static int run_sweep(sqlite3 *db, sq_req_t *r) {
       "   ORDER BY lease_until LIMIT ?3)"
       " RETURNING job_id, request, request_format, request_body, attempt,"
       "   coalesce(priority, -1), headers";
-  return run_rows(db, r, SQL, 7);
+  const mqproc__store_sweep_t *a = &r->q.u.sweep;
+  return run_rows(db, r, SQL, 7, a->processor, a->lease_ms, a->limit);
 }
 
-static void sweep_out(sq_req_t *r) {
-  void (*cb)(void *, const mqproc__sweep_row_t *) =
-      (void (*)(void *, const mqproc__sweep_row_t *))r->row_cb;
+static void sweep_answer(sq_req_t *r) {
   for (sq_row_t *w = r->rows; w != NULL; w = w->next) {
     mqproc__sweep_row_t row = {.job_id = w->col[0],
                                .request_json = w->col[1],
@@ -86,22 +89,13 @@ static void sweep_out(sq_req_t *r) {
                                .priority = w->col[5] != NULL ? atoi(w->col[5]) : -1,
                                .headers_json = w->col[6]};
     if (row.job_id != NULL && row.request_json != NULL)
-      cb(r->ud, &row);
+      r->q.u.sweep.row(r->q.ud, &row);
   }
 }
 
-int mqproc__sq_sweep(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                     void (*row)(void *ud, const mqproc__sweep_row_t *r),
-                     mqproc__store_done_cb done, void *ud) {
-  sq_req_t *r = mqproc__sq_req(run_sweep, NULL, done, ud, "sii", processor, lease_ms, limit);
-  if (r != NULL) {
-    r->rows_out = sweep_out;
-    r->row_cb = (void *)row;
-  }
-  return mqproc__sq_send(s, r);
-}
+const sq_op_t mqproc__sq_op_sweep = {run_sweep, sweep_answer, 0, 0};
 
-static int run_outbox(sqlite3 *db, sq_req_t *r) {
+static int run_sweep_outbox(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET lease_until = mq_now() + ?2, updated_at = mq_now()"
       " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = ?1"
@@ -110,12 +104,11 @@ static int run_outbox(sqlite3 *db, sq_req_t *r) {
       " RETURNING job_id, request, request_format, state, attempt, result_published,"
       "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, ''),"
       "   request_body";
-  return run_rows(db, r, SQL, 10);
+  const mqproc__store_sweep_outbox_t *a = &r->q.u.sweep_outbox;
+  return run_rows(db, r, SQL, 10, a->processor, a->lease_ms, a->limit);
 }
 
-static void outbox_out(sq_req_t *r) {
-  void (*cb)(void *, const mqproc__outbox_row_t *) =
-      (void (*)(void *, const mqproc__outbox_row_t *))r->row_cb;
+static void sweep_outbox_answer(sq_req_t *r) {
   for (sq_row_t *w = r->rows; w != NULL; w = w->next) {
     mqproc__outbox_row_t row = {.job_id = w->col[0],
                                 .request_json = w->col[1],
@@ -129,20 +122,11 @@ static void outbox_out(sq_req_t *r) {
                                 .body = w->col[9],
                                 .body_len = w->len[9]};
     if (row.job_id != NULL && row.request_json != NULL && row.state != NULL)
-      cb(r->ud, &row);
+      r->q.u.sweep_outbox.row(r->q.ud, &row);
   }
 }
 
-int mqproc__sq_sweep_outbox(mqproc__store_t *s, const char *processor, int lease_ms, int limit,
-                            void (*row)(void *ud, const mqproc__outbox_row_t *r),
-                            mqproc__store_done_cb done, void *ud) {
-  sq_req_t *r = mqproc__sq_req(run_outbox, NULL, done, ud, "sii", processor, lease_ms, limit);
-  if (r != NULL) {
-    r->rows_out = outbox_out;
-    r->row_cb = (void *)row;
-  }
-  return mqproc__sq_send(s, r);
-}
+const sq_op_t mqproc__sq_op_sweep_outbox = {run_sweep_outbox, sweep_outbox_answer, 0, 0};
 
 /* ---- marks -------------------------------------------------------------------------- */
 
@@ -150,15 +134,15 @@ static int run_republished(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET republish = 0, lease_until = NULL,"
                             " updated_at = mq_now() WHERE job_id = ?1 AND state = 'QUEUED'"
                             " AND republish";
-  return mqproc__sq_run(db, r, SQL, 1, 0, 0);
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, r->q.u.republished.job_id);
+  return mqproc__sq_write(db, st, r, "write");
 }
 
-int mqproc__sq_republished(mqproc__store_t *s, const char *job_id, mqproc__store_done_cb done,
-                           void *ud) {
-  return mqproc__sq_send(s, mqproc__sq_req(run_republished, NULL, done, ud, "s", job_id));
-}
+const sq_op_t mqproc__sq_op_republished = {run_republished, NULL, 0, 0};
 
-/* s: job, publish error, callback error; i: attempt, result sent, callbacks sent */
 static int run_outbox_done(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET delivery_acked = 0, dead_letter_pending = 0, lease_until = NULL,"
@@ -168,93 +152,114 @@ static int run_outbox_done(sqlite3 *db, sq_req_t *r) {
       "   ELSE callback_state END,"
       " callback_error = CASE WHEN ?6 THEN ?3 ELSE callback_error END, updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?4 AND state IN ('SUCCESS', 'FAILED') AND delivery_acked";
-  return mqproc__sq_run(db, r, SQL, 3, 3, 0);
+  const mqproc__store_outbox_done_t *a = &r->q.u.outbox_done;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_text(st, 2, a->publish_error);
+  mqproc__sq_bind_text(st, 3, a->callback_error);
+  mqproc__sq_bind_int(st, 4, a->attempt);
+  mqproc__sq_bind_bool(st, 5, a->result_sent);
+  mqproc__sq_bind_bool(st, 6, a->callbacks_sent);
+  return mqproc__sq_write(db, st, r, "write");
 }
 
-int mqproc__sq_outbox_done(mqproc__store_t *s, const char *job_id, int attempt, int result_sent,
-                           const char *publish_error, int callbacks_sent,
-                           const char *callback_error, mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(s, mqproc__sq_req(run_outbox_done, NULL, done, ud, "sssiii", job_id,
-                                           publish_error, callback_error, attempt, result_sent,
-                                           callbacks_sent));
-}
+const sq_op_t mqproc__sq_op_outbox_done = {run_outbox_done, NULL, 0, 0};
 
 static int run_dead_lettered(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET dead_letter_pending = 0, updated_at = mq_now()"
                             " WHERE job_id = ?1 AND attempt = ?2 AND dead_letter_pending";
-  return mqproc__sq_run(db, r, SQL, 1, 1, 0);
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, r->q.u.dead_lettered.job_id);
+  mqproc__sq_bind_int(st, 2, r->q.u.dead_lettered.attempt);
+  return mqproc__sq_write(db, st, r, "write");
 }
 
-int mqproc__sq_dead_lettered(mqproc__store_t *s, const char *job_id, int attempt,
-                             mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(s,
-                         mqproc__sq_req(run_dead_lettered, NULL, done, ud, "si", job_id, attempt));
-}
+const sq_op_t mqproc__sq_op_dead_lettered = {run_dead_lettered, NULL, 0, 0};
 
 static int run_mark_published(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] = "UPDATE mqproc_jobs SET result_published = (?2 IS NULL),"
                             " last_error = coalesce(?2, last_error), updated_at = mq_now()"
                             " WHERE job_id = ?1";
-  return mqproc__sq_run(db, r, SQL, 2, 0, 0);
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, r->q.u.mark_published.job_id);
+  mqproc__sq_bind_text(st, 2, r->q.u.mark_published.error);
+  return mqproc__sq_write(db, st, r, "write");
 }
 
-int mqproc__sq_mark_published(mqproc__store_t *s, const char *job_id, const char *error,
-                              mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(s,
-                         mqproc__sq_req(run_mark_published, NULL, done, ud, "ss", job_id, error));
-}
+const sq_op_t mqproc__sq_op_mark_published = {run_mark_published, NULL, 0, 0};
 
 static int run_record_callbacks(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_jobs SET callback_state = CASE WHEN ?2 IS NULL THEN 'OK' ELSE 'FAILED' END,"
       " callback_error = ?2, updated_at = mq_now() WHERE job_id = ?1";
-  return mqproc__sq_run(db, r, SQL, 2, 0, 0);
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, r->q.u.record_callbacks.job_id);
+  mqproc__sq_bind_text(st, 2, r->q.u.record_callbacks.error);
+  return mqproc__sq_write(db, st, r, "write");
 }
 
-int mqproc__sq_record_callbacks(mqproc__store_t *s, const char *job_id, const char *error,
-                                mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(s,
-                         mqproc__sq_req(run_record_callbacks, NULL, done, ud, "ss", job_id, error));
-}
+const sq_op_t mqproc__sq_op_record_callbacks = {run_record_callbacks, NULL, 0, 0};
 
-/* s: processor, job, reason, worker, sha256 (hex); i: full length; the kept bytes as blob */
+/* The kept bytes of the body (submit copied at most keep), its whole length and the
+ * SHA-256 of all of it (32 bytes, as PostgreSQL keeps it), computed by submit. */
 static int run_record_dead(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "INSERT INTO mqproc_dead_letters (processor_name, job_id, reason, worker_id, body_sha256,"
       " body_len, body, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, mq_now())";
+  const mqproc__store_record_dead_t *a = &r->q.u.record_dead;
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
-  unsigned char sha[32];
-  int n;
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
-  for (int i = 0; i < 32; i++) /* the digest's 32 bytes, as PostgreSQL keeps them */
-    sscanf(r->s[4] + 2 * i, "%2hhx", &sha[i]);
-  for (int k = 0; k < 4; k++)
-    mqproc__sq_text(st, k + 1, r->s[k]);
-  sqlite3_bind_blob(st, 5, sha, sizeof(sha), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 6, r->i[0]);
-  sqlite3_bind_blob(st, 7, r->blob != NULL ? r->blob : "", (int)r->blob_len, SQLITE_STATIC);
-  return (n = mqproc__sq_exec(db, st, "record the dead letter", r->err)) < 0 ? n : MQPROC_OK;
+  mqproc__sq_bind_text(st, 1, a->processor);
+  mqproc__sq_bind_text(st, 2, a->job_id);
+  mqproc__sq_bind_text(st, 3, a->reason);
+  mqproc__sq_bind_text(st, 4, a->worker_id);
+  mqproc__sq_bind_bytes(st, 5, r->x.sha256, sizeof(r->x.sha256));
+  mqproc__sq_bind_int(st, 6, (int64_t)a->len);
+  mqproc__sq_bind_bytes(st, 7, a->body, a->len < a->keep ? a->len : a->keep);
+  return mqproc__sq_write(db, st, r, "record the dead letter");
 }
 
-int mqproc__sq_record_dead(mqproc__store_t *s, const char *processor, const char *job_id,
-                           const void *body, size_t len, size_t keep, const char *reason,
-                           const char *worker_id, mqproc__store_done_cb done, void *ud) {
-  unsigned char sha[32];
-  char hex[65];
-  mqproc__sha256(body != NULL ? body : "", len, sha);
-  for (int i = 0; i < 32; i++)
-    snprintf(hex + 2 * i, 3, "%02x", sha[i]);
-  return mqproc__sq_send(s, mqproc__sq_req(run_record_dead, NULL, done, ud, "sssssly", processor,
-                                           job_id, reason, worker_id, hex, (long long)len,
-                                           body != NULL ? body : "", len < keep ? len : keep));
-}
+const sq_op_t mqproc__sq_op_record_dead = {run_record_dead, NULL, 0, 0};
 
 /* ---- the fleet ---------------------------------------------------------------------- */
 
-/* s: worker, processor, host, version, state, current jobs (JSON), note;
- * i: pid, started ms, interval ms, concurrency, in flight, done, failed, restarts.
- * Rows to the loop: ("wish", WISH) and ("cancel", JOB, ATTEMPT). */
+void mqproc__sq_own_beat(sq_req_t *r) {
+  mqproc__beat_t *b = &r->x.beat.b;
+  json_t *jobs = json_array();
+  char *text;
+  *b = *r->q.u.beat;
+  for (size_t i = 0; i < b->n_current; i++)
+    json_array_append_new(jobs, json_string(b->current_jobs[i]));
+  text = json_dumps(jobs, JSON_COMPACT);
+  json_decref(jobs);
+  b->current_jobs = NULL; /* the caller's: the thread reads jobs_json */
+  b->n_current = 0;
+  if (text == NULL) {
+    r->nomem = 1;
+    return;
+  }
+  r->x.beat.jobs_json = text;
+  mqproc__sq_own_text(r, &r->x.beat.jobs_json);
+  free(text);
+  mqproc__sq_own_text(r, &b->worker_id);
+  mqproc__sq_own_text(r, &b->processor);
+  mqproc__sq_own_text(r, &b->host);
+  mqproc__sq_own_text(r, &b->version);
+  mqproc__sq_own_text(r, &b->state);
+  mqproc__sq_own_text(r, &b->note);
+}
+
+/* The workers row, then what it reads back, as rows for the loop: ("wish", WISH) and
+ * ("cancel", JOB, ATTEMPT). */
 static int run_beat(sqlite3 *db, sq_req_t *r) {
   static const char ROW[] =
       "INSERT INTO mqproc_workers (worker_id, processor_name, host, pid, version, started_at,"
@@ -273,16 +278,34 @@ static int run_beat(sqlite3 *db, sq_req_t *r) {
   static const char CANCELS[] = "SELECT 'cancel', job_id, attempt FROM mqproc_jobs"
                                 " WHERE worker_id = ?1 AND state = 'RUNNING' AND cancel_requested";
   const char *reads[2] = {WISH, CANCELS};
-  sqlite3_stmt *st;
-  int rc = mqproc__sq_run(db, r, ROW, 7, 8, 0);
-  if (rc != MQPROC_OK)
+  const mqproc__beat_t *b = &r->x.beat.b;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, ROW, r->err);
+  int rc;
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, b->worker_id);
+  mqproc__sq_bind_text(st, 2, b->processor);
+  mqproc__sq_bind_text(st, 3, b->host);
+  mqproc__sq_bind_text(st, 4, b->version);
+  mqproc__sq_bind_text(st, 5, b->state);
+  mqproc__sq_bind_text(st, 6, r->x.beat.jobs_json);
+  mqproc__sq_bind_text(st, 7, b->note);
+  mqproc__sq_bind_int(st, 8, b->pid);
+  mqproc__sq_bind_int(st, 9, b->started_ms);
+  mqproc__sq_bind_int(st, 10, b->interval_ms);
+  mqproc__sq_bind_int(st, 11, b->concurrency);
+  mqproc__sq_bind_int(st, 12, b->in_flight);
+  mqproc__sq_bind_int(st, 13, b->jobs_done);
+  mqproc__sq_bind_int(st, 14, b->jobs_failed);
+  mqproc__sq_bind_int(st, 15, b->restarts);
+  if ((rc = mqproc__sq_write(db, st, r, "write")) != MQPROC_OK)
     return rc;
   for (int k = 0; k < 2; k++) {
     if ((st = mqproc__sq_stmt(db, reads[k], r->err)) == NULL)
       return MQPROC_ESTORE_QUERY;
-    mqproc__sq_text(st, 1, r->s[0]);
+    mqproc__sq_bind_text(st, 1, b->worker_id);
     if (k == 0)
-      mqproc__sq_text(st, 2, r->s[1]);
+      mqproc__sq_bind_text(st, 2, b->processor);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
       keep_row(st, r, 3);
     sqlite3_reset(st);
@@ -292,9 +315,9 @@ static int run_beat(sqlite3 *db, sq_req_t *r) {
   return MQPROC_OK;
 }
 
-static void beat_out(sq_req_t *r) {
-  mqproc__beat_t *b = r->out;
-  void (*cancel)(void *, const char *, int) = (void (*)(void *, const char *, int))r->row_cb;
+static void beat_answer(sq_req_t *r) {
+  mqproc__beat_t *b = r->q.u.beat;
+  void (*cancel)(void *, const char *, int) = r->x.beat.b.cancel;
   b->wish[0] = '\0';
   for (sq_row_t *w = r->rows; w != NULL; w = w->next) {
     if (w->col[0] == NULL || w->col[1] == NULL)
@@ -302,45 +325,27 @@ static void beat_out(sq_req_t *r) {
     if (!strcmp(w->col[0], "wish"))
       snprintf(b->wish, sizeof(b->wish), "%s", w->col[1]);
     else if (cancel != NULL)
-      cancel(r->ud, w->col[1], w->col[2] != NULL ? atoi(w->col[2]) : 0);
+      cancel(r->q.ud, w->col[1], w->col[2] != NULL ? atoi(w->col[2]) : 0);
   }
 }
 
-int mqproc__sq_beat(mqproc__store_t *s, mqproc__beat_t *b,
-                    void (*cancel)(void *ud, const char *job_id, int attempt),
-                    mqproc__store_done_cb done, void *ud) {
-  json_t *jobs = json_array();
-  char *text;
-  sq_req_t *r;
-  for (size_t i = 0; i < b->n_current; i++)
-    json_array_append_new(jobs, json_string(b->current_jobs[i]));
-  text = json_dumps(jobs, JSON_COMPACT);
-  json_decref(jobs);
-  if (text == NULL)
-    return MQPROC_ENOMEM;
-  r = mqproc__sq_req(run_beat, b, done, ud, "sssssssilliilli", b->worker_id, b->processor, b->host,
-                     b->version, b->state, text, b->note, b->pid, b->started_ms,
-                     (long long)b->interval_ms, b->concurrency, b->in_flight, b->jobs_done,
-                     b->jobs_failed, b->restarts);
-  free(text);
-  if (r != NULL) {
-    r->rows_out = beat_out;
-    r->row_cb = (void *)cancel;
-    r->unsynced_ok = 1; /* the next refresh says it again: an idle server's refreshes need
-                           not wait for the disk */
-  }
-  return mqproc__sq_send(s, r);
-}
+/* unsynced_ok: the next refresh says it again, so an idle server's refreshes need not wait
+ * for the disk */
+const sq_op_t mqproc__sq_op_beat = {run_beat, beat_answer, 1, 0};
 
 static int run_holder_gone(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
       "UPDATE mqproc_workers SET state = 'dead', note = 'pid gone, seen by ' || ?3"
       " WHERE worker_id = ?1 AND host = ?2 AND pid = ?4 AND state NOT IN ('stopped', 'dead')";
-  return mqproc__sq_run(db, r, SQL, 3, 1, 0);
+  const mqproc__store_holder_gone_t *a = &r->q.u.holder_gone;
+  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->worker_id);
+  mqproc__sq_bind_text(st, 2, a->host);
+  mqproc__sq_bind_text(st, 3, a->by);
+  mqproc__sq_bind_int(st, 4, a->pid);
+  return mqproc__sq_write(db, st, r, "write");
 }
 
-int mqproc__sq_holder_gone(mqproc__store_t *s, const char *worker_id, const char *host, int pid,
-                           const char *by, mqproc__store_done_cb done, void *ud) {
-  return mqproc__sq_send(
-      s, mqproc__sq_req(run_holder_gone, NULL, done, ud, "sssi", worker_id, host, by, pid));
-}
+const sq_op_t mqproc__sq_op_holder_gone = {run_holder_gone, NULL, 0, 0};
