@@ -300,12 +300,14 @@ static int purge(mqproc__odb_t *c, const args_t *a) {
       " AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND ($2::text IS NULL OR state = $2)"
       " AND ($3::text IS NULL OR processor_name = $3)"
       /* the outbox's, the dead-letter sweep's and the republish sweep's rows stay */
-      " AND NOT delivery_acked AND NOT dead_letter_pending AND NOT republish";
+      " AND NOT delivery_acked AND NOT dead_letter_pending AND NOT republish"
+      " AND NOT EXISTS (SELECT 1 FROM mqproc_outbox o WHERE o.job_id = mqproc_jobs.job_id)";
   static const char SQ_WHERE[] =
       "end_time < mq_now() - CAST(?1 AS INTEGER) * 1000"
       " AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND (?2 IS NULL OR state = ?2)"
       " AND (?3 IS NULL OR processor_name = ?3)"
-      " AND NOT delivery_acked AND NOT dead_letter_pending AND NOT republish";
+      " AND NOT delivery_acked AND NOT dead_letter_pending AND NOT republish"
+      " AND NOT EXISTS (SELECT 1 FROM mqproc_outbox o WHERE o.job_id = mqproc_jobs.job_id)";
   char sql[1024], sq[1024];
   if (secs < 0) {
     fprintf(stderr, "mqproc jobs purge: --older-than DURATION is required (e.g. 30d; at most "

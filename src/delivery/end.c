@@ -75,6 +75,8 @@ static mqproc__store_succeed_t job_end(const mqproc__delivery_t *d) {
                                    .try_no = d->try_no,
                                    .end = mqproc__delivery_try_end(d),
                                    .outbox = outcome_to_send(d),
+                                   .result = d->msg->result_queue_name != NULL,
+                                   .callbacks = mqproc__delivery_has_callbacks(d->msg),
                                    .lease_ms = cfg(d)->lease_s * 1000};
 }
 

@@ -278,7 +278,9 @@ static const char SQ_JOB_SQL[] =
     "   'exit_code', t.exit_code, 'term_signal', t.term_signal,"
     "   'duration_ms', t.duration_ms, 'error', t.error) AS x"
     "   FROM mqproc_job_tries t WHERE t.job_id = j.job_id ORDER BY t.try)),"
-    " j.request FROM mqproc_jobs j WHERE job_id = ?1";
+    " j.request, j.request_body,"
+    " EXISTS (SELECT 1 FROM mqproc_outbox o WHERE o.job_id = j.job_id)"
+    " FROM mqproc_jobs j WHERE job_id = ?1";
 /* clang-format on */
 
 json_t *mqproc__ops_jobs(mqproc__odb_t *c, const mqproc__jobs_filter_t *f, char *err) {
@@ -300,6 +302,31 @@ json_t *mqproc__ops_jobs(mqproc__odb_t *c, const mqproc__jobs_filter_t *f, char 
   return out;
 }
 
+/* A try that succeeded has no row (sql/007_lean_writes.sql): it is the job row's. Listed
+ * like the others, after them. */
+static void success_try(const json_t *job, json_t *tries) {
+  json_int_t n = json_integer_value(json_object_get(job, "tries"));
+  size_t i;
+  json_t *t;
+  if (strcmp(json_string_value(json_object_get(job, "state")) != NULL
+                 ? json_string_value(json_object_get(job, "state"))
+                 : "",
+             "SUCCESS") != 0 ||
+      n <= 0)
+    return;
+  json_array_foreach(tries, i, t) {
+    if (json_integer_value(json_object_get(t, "try")) == n)
+      return; /* a row of its own (written before the table's version 7) */
+  }
+  json_array_append_new(tries,
+                        json_pack("{s:I, s:O?, s:O?, s:O?, s:O?, s:b, s:i, s:O?, s:n}", "try", n,
+                                  "attempt", json_object_get(job, "attempt"), "worker_id",
+                                  json_object_get(job, "worker_id"), "started_at",
+                                  json_object_get(job, "start_time"), "ended_at",
+                                  json_object_get(job, "end_time"), "ok", 1, "exit_code", 0,
+                                  "duration_ms", json_object_get(job, "exec_time_ms"), "error"));
+}
+
 json_t *mqproc__ops_job(mqproc__odb_t *c, const char *id, char *err) {
   const char *vals[1] = {id};
   mqproc__ores_t *r =
@@ -307,9 +334,14 @@ json_t *mqproc__ops_job(mqproc__odb_t *c, const char *id, char *err) {
                     "SELECT (to_jsonb(j) - 'request_body' - 'request')::text,"
                     " coalesce((SELECT jsonb_agg(to_jsonb(t) - 'job_id' ORDER BY t.try)"
                     "   FROM mqproc_job_tries t WHERE t.job_id = j.job_id), '[]')::text,"
-                    " j.request::text FROM mqproc_jobs j WHERE job_id = $1",
+                    " j.request::text, j.request_body,"
+                    " EXISTS (SELECT 1 FROM mqproc_outbox o WHERE o.job_id = j.job_id)"
+                    " FROM mqproc_jobs j WHERE job_id = $1",
                     SQ_JOB_SQL, 1, vals, err);
-  json_t *job, *tries, *req;
+  json_t *job, *tries, *req = NULL;
+  size_t blen = 0;
+  unsigned char *body;
+  int outbox;
   if (r == NULL)
     return NULL;
   if (mqproc__ores_rows(r) == 0) {
@@ -319,7 +351,17 @@ json_t *mqproc__ops_job(mqproc__odb_t *c, const char *id, char *err) {
   }
   job = json_loads(mqproc__ores_get(r, 0, 0), 0, NULL);
   tries = json_loads(mqproc__ores_get(r, 0, 1), 0, NULL);
-  req = mqproc__ores_null(r, 0, 2) ? json_null() : json_loads(mqproc__ores_get(r, 0, 2), 0, NULL);
+  /* the request as stored for display (older rows), else decoded from its bytes */
+  if (!mqproc__ores_null(r, 0, 2))
+    req = json_loads(mqproc__ores_get(r, 0, 2), 0, NULL);
+  else if ((body = mqproc__ores_bytes(r, 0, 3, &blen)) != NULL) {
+    mqproc__format_t fmt;
+    char why[MQPROC_ERR_LEN];
+    if (mqproc__codec_parse(body, blen, &req, &fmt, why) != MQPROC_OK)
+      req = NULL;
+    free(body);
+  }
+  outbox = !strcmp(mqproc__ores_get(r, 0, 4), "t") || !strcmp(mqproc__ores_get(r, 0, 4), "1");
   mqproc__ores_free(r);
   if (job == NULL) {
     json_decref(tries);
@@ -328,7 +370,11 @@ json_t *mqproc__ops_job(mqproc__odb_t *c, const char *id, char *err) {
     return NULL;
   }
   json_object_set_new(job, "request", req != NULL ? req : json_null());
-  json_object_set_new(job, "tries", tries != NULL ? tries : json_array());
+  json_object_set_new(job, "outbox_pending", json_boolean(outbox));
+  if (tries == NULL)
+    tries = json_array();
+  success_try(job, tries);
+  json_object_set_new(job, "tries", tries);
   /* no password is ever shown: rows stored before requests were masked, errors, headers */
   mqproc__doc_mask(job);
   return job;

@@ -130,16 +130,20 @@ typedef struct mqproc__store_end_try {
   mqproc__try_end_t end;
 } mqproc__store_end_try_t;
 
-/* succeed: try try_no ended well (end) and the job is RUNNING -> SUCCESS, in one write.
- * outbox: the result or callbacks are still to be sent by this holder, whose delivery is
- * acked now: the row keeps delivery_acked and a lease of lease_ms for the outbox sweep
- * (outbox_done clears both once everything is out). */
+/* succeed: try try_no ended well (end) and the job is RUNNING -> SUCCESS, in one write
+ * (no try row: a try that succeeded is the job row's). outbox: the result (result) or
+ * callbacks (callbacks) are still to be sent by this holder, whose delivery is acked now:
+ * an outbox mark with a lease of lease_ms carries them for the outbox sweep, and the row
+ * says they went out (result_published, callback_state OK) unless outbox_done records
+ * otherwise; outbox_done lets the mark go once everything is out. */
 typedef struct mqproc__store_succeed {
   const char *job_id;
   int attempt;
   int try_no;
   mqproc__try_end_t end;
   int outbox;
+  int result;    /* a result message is to be sent */
+  int callbacks; /* callbacks are to be posted */
   int lease_ms;
 } mqproc__store_succeed_t;
 

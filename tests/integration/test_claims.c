@@ -255,17 +255,22 @@ Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) 
   char *body;
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
-  /* as if the holder died right after recording SUCCESS, its delivery acked early */
-  it_sql(it_q("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
-              " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 3, true,"
-              " now() - interval '1 second', $2::jsonb)",
-              "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
-              " lease_until, request) VALUES ('outbox-1', $1, 'SUCCESS', 3, true,"
-              " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - 1000, $2)"),
+  /* as if the holder died right after recording SUCCESS, its delivery acked early: the
+   * row, and its outbox mark with a lease that ran out */
+  it_sql(it_q("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, request)"
+              " VALUES ('outbox-1', $1, 'SUCCESS', 3, $2::jsonb)",
+              "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, request)"
+              " VALUES ('outbox-1', $1, 'SUCCESS', 3, $2)"),
          2, proc,
          it_job_json(
              proc, "outbox-1",
              it_fmt("{\"result_queue_name\": \"%s\", \"callback_url\": \"%s\"}", results, cb_url)));
+  it_sql(it_q("INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until)"
+              " VALUES ('outbox-1', $1, 3, now() - interval '1 second')",
+              "INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until)"
+              " VALUES ('outbox-1', $1, 3,"
+              " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - 1000)"),
+         1, proc);
   cr_assert(it_get(results, WAIT_MS, &m), "the sweeper did not send the result");
   cr_expect(strstr(m.body, "outbox-1") != NULL && strstr(m.body, "SUCCESS") != NULL, "%s", m.body);
   /* the same message as its holder's: the id consumers deduplicate by, the attempt that won */
@@ -279,10 +284,10 @@ Test(claims, the_outcome_an_early_acked_holder_never_sent_is_sent_by_a_sweeper) 
   it_server_stop(srv); /* the outbox delivery ended before the server could stop */
   cr_expect_str_eq(it_sql("SELECT CASE WHEN result_published THEN 'true' ELSE 'false' END || ' ' "
                           "|| callback_state || ' ' ||"
-                          " CASE WHEN delivery_acked THEN 'true' ELSE 'false' END FROM mqproc_jobs "
-                          "WHERE job_id = 'outbox-1'",
+                          " (SELECT count(*) FROM mqproc_outbox o WHERE o.job_id = j.job_id)"
+                          " FROM mqproc_jobs j WHERE job_id = 'outbox-1'",
                           0),
-                   "true OK false");
+                   "true OK 0", "sent, recorded, and its outbox mark gone");
   test_http_stop(cb);
   free(cb_url);
 }
@@ -295,18 +300,24 @@ Test(claims, the_dead_letter_an_early_acked_holder_never_sent_is_sent_by_a_sweep
   it_msg_t m;
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
-  /* as if the holder died right after recording FAILED, its delivery acked early */
-  it_sql(it_q("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
-              " dead_letter_pending, lease_until, last_error, request, request_format)"
-              " VALUES ('outdead-1', $1, 'FAILED', 1, true, true, now() - interval '1 second',"
+  /* as if the holder died right after recording FAILED, its delivery acked early: the row,
+   * and its outbox mark (the dead letter pending) with a lease that ran out */
+  it_sql(it_q("INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt,"
+              " dead_letter_pending, last_error, request, request_format)"
+              " VALUES ('outdead-1', $1, 'FAILED', 1, true,"
               " 'processor exited with status 3', $2::jsonb, 'yaml')",
-              "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, delivery_acked,"
-              " dead_letter_pending, lease_until, last_error, request, request_format)"
-              " VALUES ('outdead-1', $1, 'FAILED', 1, true, true, CAST((julianday('now') - "
-              "2440587.5) * 86400000 AS INTEGER) - 1000,"
+              "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt,"
+              " dead_letter_pending, last_error, request, request_format)"
+              " VALUES ('outdead-1', $1, 'FAILED', 1, 1,"
               " 'processor exited with status 3', $2, 'yaml')"),
          2, proc,
          it_job_json(proc, "outdead-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  it_sql(it_q("INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until,"
+              " dead_letter) VALUES ('outdead-1', $1, 1, now() - interval '1 second', true)",
+              "INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until,"
+              " dead_letter) VALUES ('outdead-1', $1, 1,"
+              " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - 1000, 1)"),
+         1, proc);
   cr_assert(it_get(dead, WAIT_MS, &m), "the sweeper did not send the dead letter");
   cr_expect(strstr(m.reason, "job FAILED: processor exited with status 3 (sent by") != NULL,
             "reason: %s", m.reason);
@@ -318,10 +329,10 @@ Test(claims, the_dead_letter_an_early_acked_holder_never_sent_is_sent_by_a_sweep
   it_msg_free(&m);
   it_server_stop(srv);
   cr_expect_str_eq(it_sql("SELECT CASE WHEN dead_letter_pending THEN 'true' ELSE 'false' END || ' "
-                          "' || CASE WHEN delivery_acked THEN 'true' ELSE 'false' END"
-                          " FROM mqproc_jobs WHERE job_id = 'outdead-1'",
+                          "' || (SELECT count(*) FROM mqproc_outbox o WHERE o.job_id = j.job_id)"
+                          " FROM mqproc_jobs j WHERE job_id = 'outdead-1'",
                           0),
-                   "false false");
+                   "false 0");
 }
 
 Test(claims, an_early_acked_job_that_fails_for_good_is_dead_lettered_once) {

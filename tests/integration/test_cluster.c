@@ -94,7 +94,7 @@ static void round_with_kill(const char *proc, const char *prefix, long base, con
           now_s() - killed);
   cr_expect_eq(successes(), base + JOBS, "%s: lost jobs (%ld of %d SUCCESS)", what,
                successes() - base, JOBS);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM (SELECT job_id FROM mqproc_job_tries WHERE ok "
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM (SELECT job_id FROM mqproc_all_tries WHERE ok "
                            "GROUP BY job_id HAVING count(*) > 1) twice",
                            0),
                0, "%s: a job ran to success twice", what);

@@ -71,12 +71,12 @@ Test(http, metrics_equal_the_job_table_and_pass_promtool) {
   cr_expect_eq(sample(text, series), 5);
   series = it_fmt("mqproc_job_retries_total{processor=\"%s\"}", proc);
   cr_expect_eq(sample(text, series),
-               it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE try > 1", 0),
+               it_sql_long("SELECT count(*) FROM mqproc_all_tries WHERE try > 1", 0),
                "the failing job's second try");
   series = it_fmt("mqproc_jobs_dead_lettered_total{processor=\"%s\"}", proc);
   cr_expect_eq(sample(text, series), 1);
   series = it_fmt("mqproc_job_run_seconds_count{processor=\"%s\"}", proc);
-  cr_expect_eq(sample(text, series), it_sql_long("SELECT count(*) FROM mqproc_job_tries", 0));
+  cr_expect_eq(sample(text, series), it_sql_long("SELECT count(*) FROM mqproc_all_tries", 0));
   series = it_fmt("mqproc_up{processor=\"%s\",peer=\"broker\"}", proc);
   cr_expect_eq(sample(text, series), 1);
   cr_expect(strstr(text, "job_id") == NULL, "no job id label");

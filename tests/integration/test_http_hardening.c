@@ -277,9 +277,10 @@ Test(http_hardening, callback_passwords_stay_out_of_the_request_column_the_page_
   text = it_sql(it_q("SELECT request::text FROM mqproc_jobs WHERE job_id = 'cbpw-1'",
                      "SELECT request FROM mqproc_jobs WHERE job_id = 'cbpw-1'"),
                 0);
-  cr_assert_not_null(text);
-  cr_expect(strstr(text, "S3cretPW") == NULL, "the request column holds the password: %s", text);
-  cr_expect(strstr(text, "cbuser:***@127.0.0.1:9/cb") != NULL, "masked as in the log: %s", text);
+  /* (the request is stored once, as its bytes: the display column is NULL for new rows,
+   * masked in rows written before) */
+  cr_expect(text == NULL || strstr(text, "S3cretPW") == NULL,
+            "the request column holds the password: %s", text);
   cr_expect_eq(
       it_sql_long(it_q("SELECT (position('S3cretPW' in convert_from(request_body, 'UTF8')) > 0)"
                        "::int FROM mqproc_jobs WHERE job_id = 'cbpw-1'",

@@ -312,7 +312,7 @@ Test(processors, a_killed_spawn_helper_ends_its_try_and_a_new_helper_runs_the_ne
                            " AND try = 1 AND NOT ok AND term_signal = 9",
                            0),
                1, "the first try ended as killed");
-  cr_expect_str_eq(it_sql("SELECT CASE WHEN ok THEN 'true' ELSE 'false' END FROM mqproc_job_tries "
+  cr_expect_str_eq(it_sql("SELECT CASE WHEN ok THEN 'true' ELSE 'false' END FROM mqproc_all_tries "
                           "WHERE job_id = 'hang-helper'"
                           " AND try = 2",
                           0),
@@ -457,8 +457,8 @@ Test(processors, process_isolation_turns_a_crash_into_a_failed_try) {
                8, "every try recorded as a crash");
   expect_c_job_succeeds(proc, results, "crash-after");
   cr_expect_eq(it_server_wait_exit(srv, 0), -1, "the server died");
-  cr_expect_eq(it_sql_long("SELECT count(DISTINCT worker_id) FROM mqproc_job_tries", 0), 1);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE worker_id LIKE $1", 1,
+  cr_expect_eq(it_sql_long("SELECT count(DISTINCT worker_id) FROM mqproc_all_tries", 0), 1);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_all_tries WHERE worker_id LIKE $1", 1,
                            it_fmt("%%:%d", (int)it_server_pid(srv))),
                9, "every try ran under the first server process");
   it_server_stop(srv);
@@ -511,7 +511,7 @@ Test(processors, process_isolation_runs_each_job_once_in_at_most_prefetch_worker
     it_msg_free(&m);
   }
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 20);
-  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries", 0), 20);
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_all_tries", 0), 20);
   cr_expect_eq(it_file_lines(marker), 20, "each job ran exactly once");
   for (int i = 0; i < 20; i++)
     worker_pids(it_fmt("cmany-%d", i), pids, &n, 21);

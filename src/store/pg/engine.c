@@ -433,6 +433,12 @@ static void finish_round(pg_engine_t *e) {
     if (failed) {
       r->rc = fail_rc;
       snprintf(r->err, sizeof(r->err), "%s", fail_err);
+    } else if (r->rc == MQPROC__PG_FALLBACK && r->stmt->fallback != NULL) {
+      r->rc = MQPROC_OK; /* the full statement, in the next round (the same parameters) */
+      r->stmt = r->stmt->fallback;
+      *at = r;
+      at = &r->next;
+      continue;
     } else if (r->rc == MQPROC__PG_RETRY && ++r->retries <= 3) {
       r->rc = MQPROC_OK;
       *at = r;

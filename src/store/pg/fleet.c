@@ -78,7 +78,8 @@ static void bind_beat(pg_req_t *r, const mqproc__store_req_t *q) {
   r->out.beat.cancel = b->cancel;
 }
 
-const pg_stmt_t mqproc__pg_stmt_beat = {"mqproc_beat", BEAT_SQL, 15, 0, 0, bind_beat, parse_beat};
+const pg_stmt_t mqproc__pg_stmt_beat = {"mqproc_beat", BEAT_SQL,   15,  0, 0,
+                                        bind_beat,     parse_beat, NULL};
 
 static void bind_holder_gone(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__store_holder_gone_t *a = &q->u.holder_gone;
@@ -96,4 +97,5 @@ const pg_stmt_t mqproc__pg_stmt_holder_gone = {
     0,
     0,
     bind_holder_gone,
+    NULL,
     NULL};

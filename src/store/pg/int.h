@@ -51,11 +51,21 @@ typedef struct pg_stmt {
    * when the request is made, so nothing of q is read later. NULL: no parameters. */
   void (*bind)(pg_req_t *r, const mqproc__store_req_t *q);
   /* Reads the rows of r (indices rows[0..n), n may be 0) into r->out; returns MQPROC_OK,
-   * an error (into r->err), or MQPROC__PG_RETRY to run the request again. */
+   * an error (into r->err), MQPROC__PG_RETRY to run the request again, or
+   * MQPROC__PG_FALLBACK to run it again with the fallback statement. */
   int (*parse)(pg_req_t *r, PGresult *res, const int *rows, int n);
+  /* The statement a request goes on with when parse says MQPROC__PG_FALLBACK (the same
+   * parameters and batching; NULL: none). A fast path for the common case, the full
+   * statement for the rest (the claim). */
+  const struct pg_stmt *fallback;
 } pg_stmt_t;
 
+/* The SQL of op's statement (fallback: of its fallback), NULL when none: for the test that
+ * looks at their plans (tests/integration/test_pg_plans.c). */
+const char *mqproc__pg_stmt_sql(mqproc__store_op_t op, int fallback);
+
 #define MQPROC__PG_RETRY 1
+#define MQPROC__PG_FALLBACK 2
 
 /* When a holder's lease ends, one rule for the claim and the sweeps (store/pg/jobs.c says
  * why): at lease_until, never within two leases (ms, an SQL expression) of the database's

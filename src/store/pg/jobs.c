@@ -107,39 +107,61 @@ int mqproc__pg_parse_fenced(pg_req_t *r, PGresult *res, const int *rows, int n) 
  * outage (started during it, or idle) would otherwise take a live job over; a copy redelivered
  * meanwhile is held, not run, until the holders had the time to renew. */
 /* clang-format off */
-/* The claims of many deliveries in one statement: take each job when it is new, QUEUED,
- * or RUNNING under an expired lease (attempt + 1) and start its first try; otherwise
- * count the delivery and report the row as it is. The server's lease and attempt limit
- * are the same in every element (one server makes a batch): element 1 stands for all. */
+/* The claims of many deliveries in one statement, the common case first: a job nobody
+ * has seen is inserted RUNNING at attempt 1 (its first try started) and that is all. A job
+ * the table knows already (a redelivery, a takeover, a replay, a retry's new message) is
+ * not inserted: its request comes back without a row and goes again with CLAIM_FULL below
+ * (the engine's fallback), so the rare cases cost the common one nothing. Arrays sorted by
+ * job_id: two servers' batches lock rows in the same order. */
 static const char CLAIM_SQL[] =
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
-    "   $5::bigint[], $6::jsonb[], $7::text[], $8::int[], $9::bytea[], $10::text[],"
-    "   $11::jsonb[], $12::smallint[])"
-    "   WITH ORDINALITY AS v(job_id, processor, worker, lease_ms, created, request, fmt,"
-    "   maxa, body, log_path, headers, prio, ord)),"
+    "   $5::bigint[], $6::text[], $7::int[], $8::bytea[], $9::text[], $10::jsonb[],"
+    "   $11::smallint[])"
+    "   WITH ORDINALITY AS v(job_id, processor, worker, lease_ms, created, fmt, maxa, body,"
+    "   log_path, headers, prio, ord)),"
+    " ins AS ("
+    " INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, deliveries, worker_id,"
+    "   lease_until, created_time, start_time, request_format, request_body, tries, log_path,"
+    "   headers, priority)"
+    " SELECT job_id, processor, 'RUNNING', 1, 1, worker,"
+    "   now() + lease_ms * interval '1 millisecond', to_timestamp(created), now(), fmt, body, 1,"
+    "   log_path, headers, prio FROM v ORDER BY job_id"
+    " ON CONFLICT (job_id) DO NOTHING RETURNING job_id)"
+    "SELECT v.ord, v.job_id, true, 1, 'RUNNING', 1, 0, false, false, false, 0::bigint, v.worker,"
+    "   false, '', 0 FROM ins JOIN v ON v.job_id = ins.job_id";
+
+/* The claim of a job the table knows: take it when it is QUEUED, or RUNNING under an
+ * expired lease or a dead holder (attempt + 1), and start its try; otherwise count the
+ * delivery and report the row as it is (held, finished, its outcome still in the outbox).
+ * Inserts too, for a row that went away since (purged). The server's lease and attempt
+ * limit are the same in every element (one server makes a batch): element 1 stands for
+ * all. Same parameters as CLAIM_SQL. */
+static const char CLAIM_FULL_SQL[] =
+    "WITH v AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[],"
+    "   $5::bigint[], $6::text[], $7::int[], $8::bytea[], $9::text[], $10::jsonb[],"
+    "   $11::smallint[])"
+    "   WITH ORDINALITY AS v(job_id, processor, worker, lease_ms, created, fmt, maxa, body,"
+    "   log_path, headers, prio, ord)),"
     " claim AS ("
     " INSERT INTO mqproc_jobs AS j (job_id, processor_name, state, attempt, deliveries,"
-    "   worker_id, lease_until, created_time, start_time, request, request_format,"
-    "   request_body, tries, log_path, headers, priority)"
+    "   worker_id, lease_until, created_time, start_time, request_format, request_body, tries,"
+    "   log_path, headers, priority)"
     " SELECT job_id, processor, 'RUNNING', 1, 1, worker,"
-    "   now() + lease_ms * interval '1 millisecond', to_timestamp(created), now(), request,"
-    "   fmt, body, 1, log_path, headers, prio FROM v"
+    "   now() + lease_ms * interval '1 millisecond', to_timestamp(created), now(), fmt, body, 1,"
+    "   log_path, headers, prio FROM v ORDER BY job_id"
     " ON CONFLICT (job_id) DO UPDATE SET state = 'RUNNING', attempt = j.attempt + 1,"
     "   deliveries = j.deliveries + 1, worker_id = EXCLUDED.worker_id,"
     "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
     "   delivery_acked = false, republish = false, tries = j.tries + 1,"
     "   log_path = EXCLUDED.log_path, headers = coalesce(EXCLUDED.headers, j.headers),"
     "   priority = coalesce(EXCLUDED.priority, j.priority),"
-    "   request = coalesce(j.request, EXCLUDED.request),"
     "   request_body = coalesce(j.request_body, EXCLUDED.request_body), updated_at = now()"
     "  WHERE (j.state = 'QUEUED'"
     "     OR (j.state = 'RUNNING' AND (" LEASE_END("j.lease_until", "($4::int[])[1]") " < now()"
     "       OR coalesce(" HOLDER_DEAD_AT("j.worker_id", "($4::int[])[1]") " < now(), false))))"
-    "    AND j.attempt - j.attempt_base < ($8::int[])[1]"
+    "    AND j.attempt - j.attempt_base < ($7::int[])[1]"
     " RETURNING j.job_id, true, j.attempt, j.state, j.tries, j.requeues, j.result_published,"
     "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id, false, '', 0),"
-    " try AS (INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
-    "   SELECT job_id, tries, attempt, worker_id FROM claim),"
     " seen AS ("
     " UPDATE mqproc_jobs s SET deliveries = s.deliveries + 1, updated_at = now() FROM v"
     "  WHERE s.job_id = v.job_id AND NOT EXISTS (SELECT 1 FROM claim c WHERE c.job_id = v.job_id)"
@@ -150,7 +172,8 @@ static const char CLAIM_SQL[] =
     "   greatest(0, extract(epoch FROM least(" LEASE_END("s.lease_until", "($4::int[])[1]") ","
     "     " HOLDER_DEAD_AT("s.worker_id", "($4::int[])[1]") ") - now()) * 1000)::bigint,"
     "   coalesce(s.worker_id, ''),"
-    "   s.delivery_acked AND s.state IN ('SUCCESS', 'FAILED', 'CANCELLED'),"
+    "   s.state IN ('SUCCESS', 'FAILED', 'CANCELLED')"
+    "     AND EXISTS (SELECT 1 FROM mqproc_outbox o WHERE o.job_id = s.job_id),"
     "   coalesce((SELECT w.host FROM mqproc_workers w WHERE w.worker_id = s.worker_id), ''),"
     "   coalesce((SELECT w.pid FROM mqproc_workers w WHERE w.worker_id = s.worker_id), 0))"
     "SELECT v.ord, r.* FROM (SELECT * FROM claim UNION ALL SELECT * FROM seen) r"
@@ -180,7 +203,13 @@ static int parse_claim(pg_req_t *r, PGresult *res, const int *rows, int n) {
   return MQPROC_OK;
 }
 
-/* $1..$12 of CLAIM_SQL, in its unnest's order; created and priority NULL when absent */
+/* No row for a job the table knew already: the full claim decides (CLAIM_FULL). */
+static int parse_claim_new(pg_req_t *r, PGresult *res, const int *rows, int n) {
+  return n == 0 ? MQPROC__PG_FALLBACK : parse_claim(r, res, rows, n);
+}
+
+/* $1..$11 of both claims, in their unnest's order; created and priority NULL when absent
+ * (the request is stored once, as its bytes) */
 static void bind_claim(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__claim_t *c = q->u.claim;
   mqproc__pg_bind_text(r, 0, c->job_id);
@@ -189,18 +218,20 @@ static void bind_claim(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_int(r, 3, c->lease_ms);
   if (c->created_time >= 0)
     mqproc__pg_bind_int64(r, 4, c->created_time);
-  mqproc__pg_bind_text(r, 5, c->request_json);
-  mqproc__pg_bind_text(r, 6, c->request_format != NULL ? c->request_format : "json");
-  mqproc__pg_bind_int(r, 7, c->max_attempts > 0 ? c->max_attempts : 1000000);
-  mqproc__pg_bind_bytes(r, 8, c->request_body, c->request_body_len);
-  mqproc__pg_bind_text(r, 9, c->log_path);
-  mqproc__pg_bind_text(r, 10, c->headers_json);
+  mqproc__pg_bind_text(r, 5, c->request_format != NULL ? c->request_format : "json");
+  mqproc__pg_bind_int(r, 6, c->max_attempts > 0 ? c->max_attempts : 1000000);
+  mqproc__pg_bind_bytes(r, 7, c->request_body, c->request_body_len);
+  mqproc__pg_bind_text(r, 8, c->log_path);
+  mqproc__pg_bind_text(r, 9, c->headers_json);
   if (c->priority >= 0)
-    mqproc__pg_bind_int(r, 11, c->priority);
+    mqproc__pg_bind_int(r, 10, c->priority);
   r->out.claim = q->u.claim;
 }
 
-static const pg_stmt_t CLAIM = {"mqproc_claim", CLAIM_SQL, 12, 1, 0, bind_claim, parse_claim};
+static const pg_stmt_t CLAIM_FULL = {"mqproc_claim_full", CLAIM_FULL_SQL, 11,  1, 0,
+                                     bind_claim,          parse_claim,    NULL};
+static const pg_stmt_t CLAIM = {"mqproc_claim", CLAIM_SQL,       11,         1, 0,
+                                bind_claim,     parse_claim_new, &CLAIM_FULL};
 
 /* ---- tries -------------------------------------------------------------------------- */
 
@@ -221,18 +252,18 @@ static void bind_start_try(pg_req_t *r, const mqproc__store_req_t *q) {
   r->out.try_no = a->try_no;
 }
 
+/* A retry's try: its number (tries + 1). Its row is written when it ends, if it fails:
+ * a try that succeeds is the job row's. */
 static const pg_stmt_t START_TRY = {
     "mqproc_start_try",
-    "WITH j AS (UPDATE mqproc_jobs SET tries = tries + 1, log_path = $4,"
-    " updated_at = now() WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
-    " RETURNING tries)"
-    " INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
-    " SELECT $1, tries, $2::int, $3 FROM j RETURNING try",
+    "UPDATE mqproc_jobs SET tries = tries + 1, log_path = $4, worker_id = $3, updated_at = now()"
+    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING tries",
     4,
     0,
     0,
     bind_start_try,
-    parse_start_try};
+    parse_start_try,
+    NULL};
 
 /* exit code and signal NULL when there are none */
 static void bind_end_try(pg_req_t *r, const mqproc__store_req_t *q) {
@@ -249,19 +280,28 @@ static void bind_end_try(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_text(r, 7, a->end.error);
 }
 
+/* A try that failed (or was cut short): its row, with when it started (its duration
+ * before its end) and on which server. */
 static const pg_stmt_t END_TRY = {
     "mqproc_end_try",
     "WITH j AS (UPDATE mqproc_jobs SET last_error = coalesce($8, last_error),"
     " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
-    " AND state = 'RUNNING' RETURNING job_id)"
-    " UPDATE mqproc_job_tries t SET ended_at = now(), ok = $4::boolean,"
-    " exit_code = $5::int, term_signal = $6::int, duration_ms = $7::bigint,"
-    " error = $8 FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
+    " AND state = 'RUNNING' RETURNING job_id, worker_id)"
+    " INSERT INTO mqproc_job_tries AS t (job_id, try, attempt, worker_id, started_at, ended_at,"
+    "   ok, exit_code, term_signal, duration_ms, error)"
+    " SELECT j.job_id, $3::int, $2::int, coalesce(j.worker_id, ''),"
+    "   now() - $7::bigint * interval '1 millisecond', now(), $4::boolean, $5::int, $6::int,"
+    "   $7::bigint, $8 FROM j"
+    " ON CONFLICT (job_id, try) DO UPDATE SET ended_at = now(), ok = EXCLUDED.ok,"
+    "   exit_code = EXCLUDED.exit_code, term_signal = EXCLUDED.term_signal,"
+    "   duration_ms = EXCLUDED.duration_ms, error = EXCLUDED.error"
+    " RETURNING t.job_id",
     8,
     0,
     0,
     bind_end_try,
-    mqproc__pg_parse_fenced};
+    mqproc__pg_parse_fenced,
+    NULL};
 
 /* ---- outcomes ----------------------------------------------------------------------- */
 
@@ -276,31 +316,38 @@ static void bind_succeed(pg_req_t *r, const mqproc__store_req_t *q) {
     mqproc__pg_bind_int(r, 4, a->end.exit_code);
   mqproc__pg_bind_bool(r, 5, a->outbox);
   mqproc__pg_bind_int(r, 6, a->lease_ms);
+  mqproc__pg_bind_bool(r, 7, a->result);
+  mqproc__pg_bind_bool(r, 8, a->callbacks);
 }
 
-/* The successes of many jobs in one statement: the try's end and SUCCESS in one write
- * (the hot path). outbox: the holder acks its delivery now and still sends the result or
- * callbacks: the row carries them (delivery_acked, a lease) until outbox_done. */
+/* The successes of many jobs in one statement (the hot path): SUCCESS, its run time and
+ * no lease in the row, and, when the holder acks its delivery now and still sends the
+ * result or callbacks (outbox), a narrow outbox mark that carries them until outbox_done
+ * lets it go; the row says they went out unless outbox_done records otherwise. No try
+ * row: the try is the job row's (a failed try before it has its own). */
 static const pg_stmt_t SUCCEED = {
     "mqproc_succeed",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bigint[],"
-    "   $5::int[], $6::bool[], $7::int[])"
-    "   WITH ORDINALITY AS v(job_id, attempt, try, ms, code, outbox, lease_ms, ord)),"
+    "   $5::int[], $6::bool[], $7::int[], $8::bool[], $9::bool[])"
+    "   WITH ORDINALITY AS v(job_id, attempt, try, ms, code, outbox, lease_ms, res, cbs, ord)),"
     " j AS (UPDATE mqproc_jobs j SET state = 'SUCCESS', end_time = now(),"
-    "   exec_time_ms = v.ms, updated_at = now(),"
-    "   delivery_acked = j.delivery_acked OR v.outbox,"
-    "   lease_until = CASE WHEN j.delivery_acked OR v.outbox"
-    "     THEN now() + v.lease_ms * interval '1 millisecond' END"
+    "   exec_time_ms = v.ms, updated_at = now(), lease_until = NULL, delivery_acked = false,"
+    "   result_published = j.result_published OR (v.outbox AND v.res),"
+    "   callback_state = CASE WHEN v.outbox AND v.cbs THEN 'OK' ELSE j.callback_state END"
     "  FROM v WHERE j.job_id = v.job_id AND j.attempt = v.attempt AND j.state = 'RUNNING'"
-    "  RETURNING j.job_id, v.ord, v.try, v.ms, v.code),"
-    " t AS (UPDATE mqproc_job_tries t SET ended_at = now(), ok = true, exit_code = j.code,"
-    "   duration_ms = j.ms FROM j WHERE t.job_id = j.job_id AND t.try = j.try)"
+    "  RETURNING j.job_id, j.processor_name, j.attempt, v.ord, v.outbox, v.lease_ms),"
+    " o AS (INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until)"
+    "   SELECT job_id, processor_name, attempt, now() + lease_ms * interval '1 millisecond'"
+    "   FROM j WHERE outbox ORDER BY job_id"
+    "   ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,"
+    "     lease_until = EXCLUDED.lease_until, dead_letter = false)"
     " SELECT ord FROM j",
-    7,
+    9,
     1,
     0,
     bind_succeed,
-    mqproc__pg_parse_fenced};
+    mqproc__pg_parse_fenced,
+    NULL};
 
 static void bind_cancelled(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__store_cancelled_t *a = &q->u.cancelled;
@@ -310,28 +357,40 @@ static void bind_cancelled(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_int64(r, 3, a->end.duration_ms);
   mqproc__pg_bind_bool(r, 4, a->outbox);
   mqproc__pg_bind_int(r, 5, a->lease_ms);
+  mqproc__pg_bind_bool(r, 6, a->result);
+  mqproc__pg_bind_bool(r, 7, a->callbacks);
 }
 
 /* A cancelled job's end, like a success's (the outbox too), with the try recorded failed. */
 static const pg_stmt_t CANCELLED = {
     "mqproc_cancelled",
     "WITH j AS (UPDATE mqproc_jobs j SET state = 'CANCELLED', end_time = now(),"
-    "   last_error = 'cancelled by an operator', updated_at = now(),"
-    "   delivery_acked = j.delivery_acked OR $5::bool,"
-    "   lease_until = CASE WHEN j.delivery_acked OR $5::bool"
-    "     THEN now() + $6::int * interval '1 millisecond' END"
+    "   last_error = 'cancelled by an operator', updated_at = now(), lease_until = NULL,"
+    "   delivery_acked = false,"
+    "   result_published = j.result_published OR ($5::bool AND $7::bool),"
+    "   callback_state = CASE WHEN $5::bool AND $8::bool THEN 'OK' ELSE j.callback_state END"
     "  WHERE j.job_id = $1 AND j.attempt = $2::int AND j.state = 'RUNNING'"
-    "  RETURNING j.job_id),"
-    " t AS (UPDATE mqproc_job_tries t SET ended_at = coalesce(t.ended_at, now()),"
-    "   ok = coalesce(t.ok, false), duration_ms = coalesce(t.duration_ms, $4::bigint),"
-    "   error = coalesce(t.error, 'cancelled by an operator')"
-    "   FROM j WHERE t.job_id = j.job_id AND t.try = $3::int)"
+    "  RETURNING j.job_id, j.processor_name, j.attempt, j.worker_id),"
+    " o AS (INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until)"
+    "   SELECT job_id, processor_name, attempt, now() + $6::int * interval '1 millisecond'"
+    "   FROM j WHERE $5::bool"
+    "   ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,"
+    "     lease_until = EXCLUDED.lease_until, dead_letter = false),"
+    " t AS (INSERT INTO mqproc_job_tries AS t (job_id, try, attempt, worker_id, started_at,"
+    "   ended_at, ok, duration_ms, error)"
+    "   SELECT job_id, $3::int, $2::int, coalesce(worker_id, ''),"
+    "     now() - $4::bigint * interval '1 millisecond', now(), false, $4::bigint,"
+    "     'cancelled by an operator' FROM j"
+    "   ON CONFLICT (job_id, try) DO UPDATE SET ended_at = coalesce(t.ended_at, now()),"
+    "     ok = coalesce(t.ok, false), duration_ms = coalesce(t.duration_ms, $4::bigint),"
+    "     error = coalesce(t.error, 'cancelled by an operator'))"
     " SELECT job_id FROM j",
-    6,
+    8,
     0,
     0,
     bind_cancelled,
-    mqproc__pg_parse_fenced};
+    mqproc__pg_parse_fenced,
+    NULL};
 
 static int parse_fail(pg_req_t *r, PGresult *res, const int *rows, int n) {
   (void)rows;
@@ -351,23 +410,34 @@ static void bind_fail(pg_req_t *r, const mqproc__store_req_t *q) {
   r->out.requeued = a->requeued;
 }
 
+/* A failed attempt: requeued, or FAILED. An early-acked job that ends FAILED has no
+ * message left to dead-letter from: its dead letter goes through the outbox (a mark that
+ * the outbox sweep sends if this holder dies first). */
 static const pg_stmt_t FAIL = {
     "mqproc_fail",
-    "UPDATE mqproc_jobs SET"
+    "WITH j AS (UPDATE mqproc_jobs SET"
     " state = CASE WHEN requeues < $4::int THEN 'QUEUED' ELSE 'FAILED' END,"
     " requeues = CASE WHEN requeues < $4::int THEN requeues + 1 ELSE requeues END,"
     " end_time = CASE WHEN requeues < $4::int THEN NULL ELSE now() END,"
     " republish = $5::boolean AND requeues < $4::int,"
-    " delivery_acked = delivery_acked AND requeues >= $4::int,"
+    " delivery_acked = false,"
     " dead_letter_pending = delivery_acked AND requeues >= $4::int,"
     " lease_until = CASE WHEN delivery_acked AND requeues >= $4::int"
     "   THEN lease_until END, last_error = $3, updated_at = now()"
-    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING state",
+    " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
+    " RETURNING job_id, processor_name, attempt, state, dead_letter_pending, lease_until),"
+    " o AS (INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until, dead_letter)"
+    "   SELECT job_id, processor_name, attempt, coalesce(lease_until, now()), true FROM j"
+    "   WHERE dead_letter_pending"
+    "   ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,"
+    "     lease_until = EXCLUDED.lease_until, dead_letter = true)"
+    " SELECT state FROM j",
     5,
     0,
     0,
     bind_fail,
-    parse_fail};
+    parse_fail,
+    NULL};
 
 static void bind_release(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__store_release_t *a = &q->u.release;
@@ -388,7 +458,8 @@ static const pg_stmt_t RELEASE = {"mqproc_release",
                                   0,
                                   0,
                                   bind_release,
-                                  mqproc__pg_parse_fenced};
+                                  mqproc__pg_parse_fenced,
+                                  NULL};
 
 static void bind_give_up(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__store_give_up_t *a = &q->u.give_up;
@@ -407,7 +478,8 @@ static const pg_stmt_t GIVE_UP = {
     0,
     0,
     bind_give_up,
-    mqproc__pg_parse_fenced};
+    mqproc__pg_parse_fenced,
+    NULL};
 
 static void bind_ack_early(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_text(r, 0, q->u.ack_early.job_id);
@@ -422,7 +494,8 @@ static const pg_stmt_t ACK_EARLY = {
     0,
     0,
     bind_ack_early,
-    mqproc__pg_parse_fenced};
+    mqproc__pg_parse_fenced,
+    NULL};
 
 static void bind_renew(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__store_renew_t *a = &q->u.renew;
@@ -431,22 +504,28 @@ static void bind_renew(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_int(r, 2, a->lease_ms);
 }
 
-/* The lease renewals of many jobs in one statement (the server's tick). */
+/* The lease renewals of many jobs in one statement (the server's tick): a running job's
+ * in its row, a final one's (its holder still sends its outcome) in its outbox mark. */
 static const pg_stmt_t RENEW = {
     "mqproc_renew",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[])"
-    "   WITH ORDINALITY AS v(job_id, attempt, lease_ms, ord))"
-    " UPDATE mqproc_jobs j SET lease_until = now() + v.lease_ms * interval '1 millisecond'"
-    " FROM v WHERE j.job_id = v.job_id AND j.attempt = v.attempt"
-    " AND (j.state = 'RUNNING' OR (j.delivery_acked AND j.state IN ('SUCCESS', 'FAILED')))"
-    " RETURNING v.ord",
+    "   WITH ORDINALITY AS v(job_id, attempt, lease_ms, ord)),"
+    " j AS (UPDATE mqproc_jobs j SET lease_until = now() + v.lease_ms * interval '1 millisecond'"
+    "   FROM v WHERE j.job_id = v.job_id AND j.attempt = v.attempt AND j.state = 'RUNNING'"
+    "   RETURNING v.ord),"
+    " o AS (UPDATE mqproc_outbox o SET lease_until = now() + v.lease_ms * interval '1 millisecond'"
+    "   FROM v WHERE o.job_id = v.job_id AND o.attempt = v.attempt"
+    "   AND NOT EXISTS (SELECT 1 FROM j WHERE j.ord = v.ord)"
+    "   RETURNING v.ord)"
+    " SELECT ord FROM j UNION ALL SELECT ord FROM o",
     3,
     1,
     0,
     bind_renew,
-    mqproc__pg_parse_fenced};
+    mqproc__pg_parse_fenced,
+    NULL};
 
-static const pg_stmt_t PING = {"mqproc_ping", "SELECT 1", 0, 0, 0, NULL, NULL};
+static const pg_stmt_t PING = {"mqproc_ping", "SELECT 1", 0, 0, 0, NULL, NULL, NULL};
 
 /* ---- every operation's statement ------------------------------------------------------ */
 
@@ -473,6 +552,13 @@ static const pg_stmt_t *const STMTS[MQPROC__STORE_NOPS] = {
     [MQPROC__STORE_BEAT] = &mqproc__pg_stmt_beat,
     [MQPROC__STORE_HOLDER_GONE] = &mqproc__pg_stmt_holder_gone,
 };
+
+const char *mqproc__pg_stmt_sql(mqproc__store_op_t op, int fallback) {
+  const pg_stmt_t *st = (unsigned)op < MQPROC__STORE_NOPS ? STMTS[op] : NULL;
+  if (st != NULL && fallback)
+    st = st->fallback;
+  return st != NULL ? st->sql : NULL;
+}
 
 /* ---- class -------------------------------------------------------------------------- */
 

@@ -29,18 +29,19 @@ static const char SWEEP_SQL[] =
     " RETURNING job_id, request::text, request_format, request_body, attempt,"
     "   coalesce(priority, -1), headers::text";
 
-/* Final jobs whose early-acked holder died before it sent their result or callbacks
- * (nothing would replay them: their message was acked). Taken for a grace lease. */
+/* Final jobs whose holder died before it sent their result, callbacks or dead letter
+ * (nothing would replay them: their message was acked): their outbox marks, taken for a
+ * grace lease. What was sent already is not known: the result and the callbacks go again
+ * (a result's message_id lets its reader drop the copy). */
 static const char OUTBOX_SQL[] =
-    "UPDATE mqproc_jobs SET lease_until = now() + $2::int * interval '1 millisecond',"
-    " updated_at = now()"
-    " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = $1"
-    "   AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND delivery_acked"
+    "UPDATE mqproc_outbox o SET lease_until = now() + $2::int * interval '1 millisecond'"
+    " FROM mqproc_jobs j"
+    " WHERE o.job_id IN (SELECT job_id FROM mqproc_outbox WHERE processor_name = $1"
     "   AND " LEASE_END("lease_until", "$2::int") " < now()"
     "   ORDER BY lease_until LIMIT $3::int FOR UPDATE SKIP LOCKED)"
-    " RETURNING job_id, request::text, request_format, state, attempt, result_published,"
-    "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, ''),"
-    "   request_body";
+    "   AND j.job_id = o.job_id"
+    " RETURNING o.job_id, j.request::text, j.request_format, j.state, o.attempt, false, false,"
+    "   o.dead_letter, coalesce(j.last_error, ''), j.request_body";
 /* clang-format on */
 
 /* A bytea column of a text-format result, unescaped (NULL for SQL NULL). */
@@ -54,16 +55,16 @@ static unsigned char *bytea_value(PGresult *res, int row, int col, size_t *len) 
 static int parse_sweep(pg_req_t *r, PGresult *res, const int *rows, int n) {
   for (int k = 0; k < n; k++) {
     int i = rows[k];
-    mqproc__sweep_row_t row = {.job_id = PQgetvalue(res, i, 0),
-                               .request_json = PQgetvalue(res, i, 1),
-                               .format = PQgetvalue(res, i, 2),
-                               .attempt = atoi(PQgetvalue(res, i, 4)),
-                               .priority = atoi(PQgetvalue(res, i, 5)),
-                               .headers_json =
-                                   PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6)};
+    mqproc__sweep_row_t row = {
+        .job_id = PQgetvalue(res, i, 0),
+        .request_json = PQgetisnull(res, i, 1) ? NULL : PQgetvalue(res, i, 1),
+        .format = PQgetvalue(res, i, 2),
+        .attempt = atoi(PQgetvalue(res, i, 4)),
+        .priority = atoi(PQgetvalue(res, i, 5)),
+        .headers_json = PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6)};
     unsigned char *body = bytea_value(res, i, 3, &row.body_len);
     row.body = body;
-    if (!PQgetisnull(res, i, 1))
+    if (!PQgetisnull(res, i, 1) || body != NULL) /* the request: its bytes, or an old row's */
       r->out.sweep_row(r->ud, &row);
     PQfreemem(body);
   }
@@ -78,15 +79,15 @@ static void bind_sweep(pg_req_t *r, const mqproc__store_req_t *q) {
   r->out.sweep_row = a->row;
 }
 
-const pg_stmt_t mqproc__pg_stmt_sweep = {
-    "mqproc_sweep", SWEEP_SQL, 3, 0, 0, bind_sweep, parse_sweep,
-};
+const pg_stmt_t mqproc__pg_stmt_sweep = {"mqproc_sweep", SWEEP_SQL,   3,   0, 0,
+                                         bind_sweep,     parse_sweep, NULL};
 
 static int parse_outbox(pg_req_t *r, PGresult *res, const int *rows, int n) {
   for (int k = 0; k < n; k++) {
     int i = rows[k];
     mqproc__outbox_row_t row = {.job_id = PQgetvalue(res, i, 0),
-                                .request_json = PQgetvalue(res, i, 1),
+                                .request_json =
+                                    PQgetisnull(res, i, 1) ? NULL : PQgetvalue(res, i, 1),
                                 .format = PQgetvalue(res, i, 2),
                                 .state = PQgetvalue(res, i, 3),
                                 .attempt = atoi(PQgetvalue(res, i, 4)),
@@ -96,7 +97,7 @@ static int parse_outbox(pg_req_t *r, PGresult *res, const int *rows, int n) {
                                 .last_error = PQgetvalue(res, i, 8)};
     unsigned char *body = bytea_value(res, i, 9, &row.body_len);
     row.body = body;
-    if (!PQgetisnull(res, i, 1))
+    if (!PQgetisnull(res, i, 1) || body != NULL)
       r->out.outbox_row(r->ud, &row);
     PQfreemem(body);
   }
@@ -111,9 +112,8 @@ static void bind_sweep_outbox(pg_req_t *r, const mqproc__store_req_t *q) {
   r->out.outbox_row = a->row;
 }
 
-const pg_stmt_t mqproc__pg_stmt_sweep_outbox = {
-    "mqproc_sweep_outbox", OUTBOX_SQL, 3, 0, 0, bind_sweep_outbox, parse_outbox,
-};
+const pg_stmt_t mqproc__pg_stmt_sweep_outbox = {"mqproc_sweep_outbox", OUTBOX_SQL,   3,   0, 0,
+                                                bind_sweep_outbox,     parse_outbox, NULL};
 
 static void bind_republished(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_text(r, 0, q->u.republished.job_id);
@@ -127,6 +127,7 @@ const pg_stmt_t mqproc__pg_stmt_republished = {
     0,
     0,
     bind_republished,
+    NULL,
     NULL};
 
 static void bind_outbox_done(pg_req_t *r, const mqproc__store_req_t *q) {
@@ -141,28 +142,34 @@ static void bind_outbox_done(pg_req_t *r, const mqproc__store_req_t *q) {
 
 /* The holders of many final jobs sent everything: one statement for all, in the next
  * round (not held back as low priority: until it commits, a dead holder's result is sent
- * again by the outbox sweep, so that window stays one round long). It records what the
- * result and callbacks came to and lets the row go (no lease, no outbox marks). */
+ * again by the outbox sweep, so that window stays one round long). It lets the outbox
+ * marks go, and writes the job row only where something did not go out (the success
+ * recorded the result and callbacks as sent). */
 const pg_stmt_t mqproc__pg_stmt_outbox_done = {
     "mqproc_outbox_done",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::bool[], $4::text[],"
     "   $5::bool[], $6::text[])"
-    "   WITH ORDINALITY AS v(job_id, attempt, rsent, perr, csent, cerr, ord))"
-    " UPDATE mqproc_jobs j SET delivery_acked = false, dead_letter_pending = false,"
-    "   lease_until = NULL,"
+    "   WITH ORDINALITY AS v(job_id, attempt, rsent, perr, csent, cerr, ord)),"
+    " o AS (DELETE FROM mqproc_outbox o USING v WHERE o.job_id = v.job_id"
+    "   AND o.attempt = v.attempt RETURNING v.ord),"
+    " j AS (UPDATE mqproc_jobs j SET"
     "   result_published = CASE WHEN v.rsent THEN v.perr IS NULL ELSE j.result_published END,"
     "   last_error = coalesce(v.perr, j.last_error),"
     "   callback_state = CASE WHEN v.csent THEN"
     "     CASE WHEN v.cerr IS NULL THEN 'OK' ELSE 'FAILED' END ELSE j.callback_state END,"
     "   callback_error = CASE WHEN v.csent THEN v.cerr ELSE j.callback_error END,"
-    "   updated_at = now()"
-    " FROM v WHERE j.job_id = v.job_id AND j.attempt = v.attempt"
-    "   AND j.state IN ('SUCCESS', 'FAILED') AND j.delivery_acked"
-    " RETURNING v.ord",
+    "   dead_letter_pending = false, updated_at = now()"
+    "  FROM v WHERE j.job_id = v.job_id AND j.attempt = v.attempt"
+    "   AND ((v.rsent AND v.perr IS NOT NULL) OR (v.csent AND v.cerr IS NOT NULL)"
+    "     OR (v.rsent AND NOT j.result_published) OR (v.csent AND j.callback_state IS NULL)"
+    "     OR j.dead_letter_pending)"
+    "  RETURNING v.ord)"
+    " SELECT ord FROM o UNION SELECT ord FROM j",
     6,
     1,
-    1,
+    0, /* (the comment above says why it is no low-priority statement) */
     bind_outbox_done,
+    NULL,
     NULL};
 
 static void bind_dead_lettered(pg_req_t *r, const mqproc__store_req_t *q) {
@@ -170,14 +177,17 @@ static void bind_dead_lettered(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_int(r, 1, q->u.dead_lettered.attempt);
 }
 
+/* The dead letter of an early-acked FAILED job is confirmed: its outbox mark need not send
+ * it again. */
 const pg_stmt_t mqproc__pg_stmt_dead_lettered = {
     "mqproc_dead_lettered",
-    "UPDATE mqproc_jobs SET dead_letter_pending = false, updated_at = now()"
-    " WHERE job_id = $1 AND attempt = $2::int AND dead_letter_pending",
+    "UPDATE mqproc_outbox SET dead_letter = false"
+    " WHERE job_id = $1 AND attempt = $2::int AND dead_letter",
     2,
     0,
     0,
     bind_dead_lettered,
+    NULL,
     NULL};
 
 static void bind_mark_published(pg_req_t *r, const mqproc__store_req_t *q) {
@@ -193,6 +203,7 @@ const pg_stmt_t mqproc__pg_stmt_mark_published = {
     0,
     0,
     bind_mark_published,
+    NULL,
     NULL};
 
 static void bind_record_callbacks(pg_req_t *r, const mqproc__store_req_t *q) {
@@ -208,6 +219,7 @@ const pg_stmt_t mqproc__pg_stmt_record_callbacks = {
     0,
     0,
     bind_record_callbacks,
+    NULL,
     NULL};
 
 /* at most keep bytes of the body (none: empty), its whole length and SHA-256 */
@@ -234,4 +246,5 @@ const pg_stmt_t mqproc__pg_stmt_record_dead = {
     0,
     0,
     bind_record_dead,
+    NULL,
     NULL};

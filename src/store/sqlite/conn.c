@@ -12,7 +12,7 @@
 #include "store/sqlite/int.h"
 #include "base/util.h"
 
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 7
 /* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
  * not delivered yet): mq_now() exists only on the servers' connections */
 #define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
@@ -39,7 +39,8 @@ static const char SCHEMA[] =
     "  dead_letter_pending integer NOT NULL DEFAULT 0, request_body blob,"
     "  headers text, priority integer, cancel_requested integer NOT NULL DEFAULT 0,"
     "  attempt_base integer NOT NULL DEFAULT 0);"
-    "CREATE INDEX IF NOT EXISTS mqproc_jobs_state_idx ON mqproc_jobs (processor_name, state);"
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_active_idx ON mqproc_jobs (processor_name, state)"
+    "  WHERE state IN ('QUEUED', 'RUNNING');"
     "CREATE INDEX IF NOT EXISTS mqproc_jobs_sweep_idx ON mqproc_jobs (processor_name, lease_until)"
     "  WHERE delivery_acked OR republish;"
     "CREATE INDEX IF NOT EXISTS mqproc_jobs_list_idx ON mqproc_jobs (queued_at DESC, job_id DESC);"
@@ -74,8 +75,33 @@ static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS mqproc_audit ("
     "  id integer PRIMARY KEY AUTOINCREMENT, at integer NOT NULL, actor text NOT NULL,"
     "  action text NOT NULL, target text NOT NULL, rows_affected integer NOT NULL, detail text);"
+    "CREATE TABLE IF NOT EXISTS mqproc_outbox ("
+    "  job_id text PRIMARY KEY, processor_name text NOT NULL, attempt integer NOT NULL,"
+    "  lease_until integer NOT NULL, dead_letter integer NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS mqproc_outbox_sweep_idx"
+    "  ON mqproc_outbox (processor_name, lease_until);"
     "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
-    "  VALUES (5, 'sqlite schema', mq_now());";
+    "  VALUES (5, 'sqlite schema', mq_now());"
+    /* version 7 (sql/007_lean_writes.sql): a database of version 5 moves what its outbox
+     * held into the outbox table and trades the state index for the partial one (on a new
+     * database these change nothing) */
+    "INSERT OR IGNORE INTO mqproc_outbox (job_id, processor_name, attempt, lease_until,"
+    "  dead_letter) SELECT job_id, processor_name, attempt, coalesce(lease_until, mq_now()),"
+    "  dead_letter_pending FROM mqproc_jobs"
+    "  WHERE delivery_acked AND state IN ('SUCCESS', 'FAILED', 'CANCELLED');"
+    "UPDATE mqproc_jobs SET delivery_acked = 0, dead_letter_pending = 0, lease_until = NULL"
+    "  WHERE delivery_acked AND state IN ('SUCCESS', 'FAILED', 'CANCELLED');"
+    "DROP INDEX IF EXISTS mqproc_jobs_state_idx;"
+    "CREATE VIEW IF NOT EXISTS mqproc_all_tries AS"
+    "  SELECT job_id, try, attempt, worker_id, started_at, ended_at, ok, exit_code, term_signal,"
+    "    duration_ms, error FROM mqproc_job_tries"
+    "  UNION ALL"
+    "  SELECT j.job_id, j.tries, j.attempt, coalesce(j.worker_id, ''), j.start_time, j.end_time,"
+    "    1, 0, NULL, j.exec_time_ms, NULL FROM mqproc_jobs j"
+    "  WHERE j.state = 'SUCCESS' AND j.tries > 0 AND NOT EXISTS (SELECT 1 FROM mqproc_job_tries t"
+    "    WHERE t.job_id = j.job_id AND t.try = j.tries);"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (7, 'lean writes', mq_now());";
 /* clang-format on */
 
 /* A database on a network filesystem is refused: WAL needs shared memory on one host,

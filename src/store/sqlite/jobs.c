@@ -30,9 +30,9 @@
 /* The claim's statements, bound by claim_new(), claim_again() and claim_seen() below. */
 static const char CLAIM_NEW[] =
     "INSERT INTO mqproc_jobs (job_id, processor_name, state, attempt, deliveries, worker_id,"
-    " lease_until, created_time, queued_at, start_time, request, request_format, request_body,"
+    " lease_until, created_time, queued_at, start_time, request_format, request_body,"
     " tries, log_path, headers, priority, updated_at)"
-    " VALUES (?1, ?2, 'RUNNING', 1, 1, ?3, mq_now() + ?4, ?5, mq_now(), mq_now(), ?6, ?7, ?8,"
+    " VALUES (?1, ?2, 'RUNNING', 1, 1, ?3, mq_now() + ?4, ?5, mq_now(), mq_now(), ?7, ?8,"
     " 1, ?9, ?10, ?11, mq_now()) ON CONFLICT (job_id) DO NOTHING";
 
 static const char CLAIM_AGAIN[] =
@@ -40,7 +40,7 @@ static const char CLAIM_AGAIN[] =
     " deliveries = deliveries + 1, worker_id = ?2, lease_until = mq_now() + ?3,"
     " start_time = mq_now(), end_time = NULL, delivery_acked = 0, republish = 0,"
     " tries = tries + 1, log_path = ?4, headers = coalesce(?5, headers),"
-    " priority = coalesce(?6, priority), request = coalesce(request, ?7),"
+    " priority = coalesce(?6, priority),"
     " request_body = coalesce(request_body, ?8), updated_at = mq_now()"
     " WHERE job_id = ?1 AND (state = 'QUEUED' OR (state = 'RUNNING' AND (lease_until < mq_now()"
     "   OR coalesce(" HOLDER_DEAD_AT " < mq_now(), 0))))"
@@ -55,27 +55,12 @@ static const char CLAIM_ROW[] =
     " state = 'RUNNING' AND lease_until >= mq_now()"
     "   AND NOT coalesce(" HOLDER_DEAD_AT " < mq_now(), 0),"
     " max(0, min(lease_until, coalesce(" HOLDER_DEAD_AT ", lease_until)) - mq_now()),"
-    " coalesce(worker_id, ''), delivery_acked AND state IN ('SUCCESS', 'FAILED', 'CANCELLED'),"
+    " coalesce(worker_id, ''), state IN ('SUCCESS', 'FAILED', 'CANCELLED')"
+    "   AND EXISTS (SELECT 1 FROM mqproc_outbox o WHERE o.job_id = mqproc_jobs.job_id),"
     " coalesce((SELECT w.host FROM mqproc_workers w WHERE w.worker_id = mqproc_jobs.worker_id),"
     "   ''),"
     " coalesce((SELECT w.pid FROM mqproc_workers w WHERE w.worker_id = mqproc_jobs.worker_id), 0)"
     " FROM mqproc_jobs WHERE job_id = ?1";
-
-static const char TRY_NEW[] =
-    "INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id, started_at)"
-    " VALUES (?1, ?2, ?3, ?4, mq_now())";
-
-static int insert_try(sqlite3 *db, sq_req_t *r, const char *job, int try_no, int attempt,
-                      const char *worker) {
-  sqlite3_stmt *st = mqproc__sq_stmt(db, TRY_NEW, r->err);
-  if (st == NULL)
-    return MQPROC_ESTORE_QUERY;
-  mqproc__sq_bind_text(st, 1, job);
-  mqproc__sq_bind_int(st, 2, try_no);
-  mqproc__sq_bind_int(st, 3, attempt);
-  mqproc__sq_bind_text(st, 4, worker);
-  return mqproc__sq_write(db, st, r, "record the try");
-}
 
 /* Inserts a new job (its first try starts): 1, or 0 when the job exists. */
 static int claim_new(sqlite3 *db, sq_req_t *r, const mqproc__claim_t *c) {
@@ -88,7 +73,7 @@ static int claim_new(sqlite3 *db, sq_req_t *r, const mqproc__claim_t *c) {
   mqproc__sq_bind_int(st, 4, c->lease_ms);
   if (c->created_time >= 0)
     mqproc__sq_bind_int(st, 5, c->created_time * 1000LL);
-  mqproc__sq_bind_text(st, 6, c->request_json);
+  /* (the request is stored once, as its bytes: sql/007_lean_writes.sql) */
   mqproc__sq_bind_text(st, 7, c->request_format != NULL ? c->request_format : "json");
   mqproc__sq_bind_bytes(st, 8, c->request_body, c->request_body_len);
   mqproc__sq_bind_text(st, 9, c->log_path);
@@ -110,7 +95,6 @@ static int claim_again(sqlite3 *db, sq_req_t *r, const mqproc__claim_t *c, sqlit
   mqproc__sq_bind_text(*st, 5, c->headers_json);
   if (c->priority >= 0)
     mqproc__sq_bind_int(*st, 6, c->priority);
-  mqproc__sq_bind_text(*st, 7, c->request_json);
   mqproc__sq_bind_bytes(*st, 8, c->request_body, c->request_body_len);
   mqproc__sq_bind_int(*st, 9, c->max_attempts > 0 ? c->max_attempts : 1000000);
   return mqproc__sq_first(db, *st, "claim", r->err);
@@ -165,7 +149,7 @@ static int run_claim(sqlite3 *db, sq_req_t *r) {
     c->attempt = c->tries = c->try_no = 1;
     c->requeues = c->result_published = c->callbacks_done = 0;
     snprintf(c->state, sizeof(c->state), "RUNNING");
-    return insert_try(db, r, c->job_id, 1, 1, c->worker_id);
+    return MQPROC_OK; /* (its try has no row unless it fails) */
   }
   if ((n = claim_again(db, r, c, &st)) < 0)
     return n;
@@ -180,7 +164,7 @@ static int run_claim(sqlite3 *db, sq_req_t *r) {
   snprintf(c->state, sizeof(c->state), "RUNNING");
   if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
     return n;
-  return insert_try(db, r, c->job_id, c->tries, c->attempt, c->worker_id);
+  return MQPROC_OK;
 }
 
 static void claim_answer(sq_req_t *r) {
@@ -221,7 +205,7 @@ static int run_start_try(sqlite3 *db, sq_req_t *r) {
   if ((n = mqproc__sq_exec(db, st, "start a try", r->err)) < 0)
     return n;
   r->int_out = try_no;
-  return insert_try(db, r, a->job_id, try_no, a->attempt, a->worker_id);
+  return MQPROC_OK; /* (its row is written if it fails) */
 }
 
 static void start_try_answer(sq_req_t *r) {
@@ -232,9 +216,15 @@ static int run_end_try(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] = "UPDATE mqproc_jobs SET last_error = coalesce(?2, last_error),"
                             " updated_at = mq_now() WHERE job_id = ?1 AND attempt = ?3"
                             " AND state = 'RUNNING'";
+  /* a try that failed or was cut short: its row (one that succeeded is the job row's) */
   static const char TRY[] =
-      "UPDATE mqproc_job_tries SET ended_at = mq_now(), ok = ?2, exit_code = ?3,"
-      " term_signal = ?4, duration_ms = ?5, error = ?6 WHERE job_id = ?1 AND try = ?7";
+      "INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id, started_at, ended_at,"
+      " ok, exit_code, term_signal, duration_ms, error)"
+      " SELECT ?1, ?7, ?8, coalesce(worker_id, ''), mq_now() - ?5, mq_now(), ?2, ?3, ?4, ?5, ?6"
+      " FROM mqproc_jobs WHERE job_id = ?1"
+      " ON CONFLICT (job_id, try) DO UPDATE SET ended_at = mq_now(), ok = excluded.ok,"
+      " exit_code = excluded.exit_code, term_signal = excluded.term_signal,"
+      " duration_ms = excluded.duration_ms, error = excluded.error";
   const mqproc__store_end_try_t *a = &r->q.u.end_try;
   sqlite3_stmt *st = mqproc__sq_stmt(db, JOB, r->err);
   int rc;
@@ -256,15 +246,38 @@ static int run_end_try(sqlite3 *db, sq_req_t *r) {
   mqproc__sq_bind_int(st, 5, a->end.duration_ms);
   mqproc__sq_bind_text(st, 6, a->end.error);
   mqproc__sq_bind_int(st, 7, a->try_no);
+  mqproc__sq_bind_int(st, 8, a->attempt);
   return mqproc__sq_write(db, st, r, "end the try");
 }
 
 /* ---- outcomes ----------------------------------------------------------------------- */
 
+/* An outbox mark for an outcome the holder still sends (its delivery was acked): the
+ * outbox sweep takes it over if the holder dies (?1 job, ?2 attempt, ?3 lease_ms, ?4 a
+ * dead letter pending). */
+static const char OUTBOX_MARK[] =
+    "INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until, dead_letter)"
+    " SELECT job_id, processor_name, ?2, mq_now() + ?3, ?4 FROM mqproc_jobs WHERE job_id = ?1"
+    " ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt,"
+    " lease_until = excluded.lease_until, dead_letter = excluded.dead_letter";
+
+static int outbox_mark(sqlite3 *db, sq_req_t *r, const char *job_id, int attempt, int lease_ms,
+                       int dead_letter) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, OUTBOX_MARK, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, job_id);
+  mqproc__sq_bind_int(st, 2, attempt);
+  mqproc__sq_bind_int(st, 3, lease_ms);
+  mqproc__sq_bind_bool(st, 4, dead_letter);
+  return mqproc__sq_write(db, st, r, "mark the outbox");
+}
+
 /* The job's end (job_sql: SUCCESS or CANCELLED; ?1 job, ?2 attempt, ?3 ms, ?4 outbox,
- * ?5 lease_ms), then its try's (try_sql: ?1 job, ?2 try, ?3 ms, ?4 exit_code, if any). */
-static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, int exit_code,
-                   const char *job_sql, const char *try_sql) {
+ * ?5 result, ?6 callbacks), its outbox mark when the outcome is still to be sent, then,
+ * for a cancelled try, its try row (try_sql: ?1 job, ?2 try, ?3 ms, ?4 attempt). */
+static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, const char *job_sql,
+                   const char *try_sql) {
   sqlite3_stmt *st = mqproc__sq_stmt(db, job_sql, r->err);
   int rc;
   if (st == NULL)
@@ -273,42 +286,51 @@ static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, i
   mqproc__sq_bind_int(st, 2, a->attempt);
   mqproc__sq_bind_int(st, 3, a->end.duration_ms);
   mqproc__sq_bind_bool(st, 4, a->outbox);
-  mqproc__sq_bind_int(st, 5, a->lease_ms);
+  mqproc__sq_bind_bool(st, 5, a->result);
+  mqproc__sq_bind_bool(st, 6, a->callbacks);
   rc = mqproc__sq_write_fenced(db, st, r, "record the outcome", a->job_id, a->attempt);
-  if (rc != MQPROC_OK)
+  if (rc == MQPROC_OK && a->outbox)
+    rc = outbox_mark(db, r, a->job_id, a->attempt, a->lease_ms, 0);
+  if (rc != MQPROC_OK || try_sql == NULL)
     return rc;
   if ((st = mqproc__sq_stmt(db, try_sql, r->err)) == NULL)
     return MQPROC_ESTORE_QUERY;
   mqproc__sq_bind_text(st, 1, a->job_id);
   mqproc__sq_bind_int(st, 2, a->try_no);
   mqproc__sq_bind_int(st, 3, a->end.duration_ms);
-  if (exit_code >= 0)
-    mqproc__sq_bind_int(st, 4, exit_code);
+  mqproc__sq_bind_int(st, 4, a->attempt);
   return mqproc__sq_write(db, st, r, "end the try");
 }
 
+/* SUCCESS: no try row (a try that succeeded is the job row's); the result and callbacks
+ * recorded as sent when the outbox carries them (outbox_done says otherwise if they do not
+ * go out). */
 static int run_succeed(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] =
       "UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = mq_now(), exec_time_ms = ?3,"
-      " updated_at = mq_now(), lease_until = CASE WHEN delivery_acked OR ?4"
-      "   THEN mq_now() + ?5 END, delivery_acked = delivery_acked OR ?4"
+      " updated_at = mq_now(), lease_until = NULL, delivery_acked = 0,"
+      " result_published = result_published OR (?4 AND ?5),"
+      " callback_state = CASE WHEN ?4 AND ?6 THEN 'OK' ELSE callback_state END"
       " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
-  static const char TRY[] = "UPDATE mqproc_job_tries SET ended_at = mq_now(), ok = 1,"
-                            " exit_code = ?4, duration_ms = ?3 WHERE job_id = ?1 AND try = ?2";
-  return end_job(db, r, &r->q.u.succeed, r->q.u.succeed.end.exit_code, JOB, TRY);
+  return end_job(db, r, &r->q.u.succeed, JOB, NULL);
 }
 
 static int run_cancelled(sqlite3 *db, sq_req_t *r) {
-  static const char JOB[] = "UPDATE mqproc_jobs SET state = 'CANCELLED', end_time = mq_now(),"
-                            " last_error = 'cancelled by an operator', updated_at = mq_now(),"
-                            " lease_until = CASE WHEN delivery_acked OR ?4 THEN mq_now() + ?5 END,"
-                            " delivery_acked = delivery_acked OR ?4"
-                            " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
+  static const char JOB[] =
+      "UPDATE mqproc_jobs SET state = 'CANCELLED', end_time = mq_now(),"
+      " last_error = 'cancelled by an operator', updated_at = mq_now(), lease_until = NULL,"
+      " delivery_acked = 0, result_published = result_published OR (?4 AND ?5),"
+      " callback_state = CASE WHEN ?4 AND ?6 THEN 'OK' ELSE callback_state END"
+      " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
   static const char TRY[] =
-      "UPDATE mqproc_job_tries SET ended_at = coalesce(ended_at, mq_now()),"
+      "INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id, started_at, ended_at,"
+      " ok, duration_ms, error)"
+      " SELECT ?1, ?2, ?4, coalesce(worker_id, ''), mq_now() - ?3, mq_now(), 0, ?3,"
+      " 'cancelled by an operator' FROM mqproc_jobs WHERE job_id = ?1"
+      " ON CONFLICT (job_id, try) DO UPDATE SET ended_at = coalesce(ended_at, mq_now()),"
       " ok = coalesce(ok, 0), duration_ms = coalesce(duration_ms, ?3),"
-      " error = coalesce(error, 'cancelled by an operator') WHERE job_id = ?1 AND try = ?2";
-  return end_job(db, r, &r->q.u.cancelled, -1, JOB, TRY);
+      " error = coalesce(error, 'cancelled by an operator')";
+  return end_job(db, r, &r->q.u.cancelled, JOB, TRY);
 }
 
 static int run_fail(sqlite3 *db, sq_req_t *r) {
@@ -318,14 +340,15 @@ static int run_fail(sqlite3 *db, sq_req_t *r) {
       " requeues = CASE WHEN requeues < ?4 THEN requeues + 1 ELSE requeues END,"
       " end_time = CASE WHEN requeues < ?4 THEN NULL ELSE mq_now() END,"
       " republish = ?5 AND requeues < ?4,"
-      " delivery_acked = delivery_acked AND requeues >= ?4,"
+      " delivery_acked = 0,"
       " dead_letter_pending = delivery_acked AND requeues >= ?4,"
       " lease_until = CASE WHEN delivery_acked AND requeues >= ?4 THEN lease_until END,"
       " last_error = ?2, updated_at = mq_now()"
-      " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING' RETURNING state";
+      " WHERE job_id = ?1 AND attempt = ?3 AND state = 'RUNNING'"
+      " RETURNING state, dead_letter_pending, coalesce(lease_until - mq_now(), 0)";
   const mqproc__store_fail_t *a = &r->q.u.fail;
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
-  int queued, n;
+  int queued, dead, lease_left, n;
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
   mqproc__sq_bind_text(st, 1, a->job_id);
@@ -336,10 +359,14 @@ static int run_fail(sqlite3 *db, sq_req_t *r) {
   if ((n = mqproc__sq_first(db, st, "fail", r->err)) <= 0)
     return n < 0 ? n : mqproc__sq_fenced(r, a->job_id, a->attempt);
   queued = strcmp((const char *)sqlite3_column_text(st, 0), "QUEUED") == 0;
+  dead = sqlite3_column_int(st, 1);
+  lease_left = sqlite3_column_int(st, 2);
   if ((n = mqproc__sq_exec(db, st, "fail", r->err)) < 0)
     return n;
   r->int_out = queued;
-  return MQPROC_OK;
+  /* an early-acked job FAILED: its dead letter goes through the outbox */
+  return dead ? outbox_mark(db, r, a->job_id, a->attempt, lease_left > 0 ? lease_left : 0, 1)
+              : MQPROC_OK;
 }
 
 static void fail_answer(sq_req_t *r) {
@@ -393,12 +420,24 @@ static int run_ack_early(sqlite3 *db, sq_req_t *r) {
 }
 
 static int run_renew(sqlite3 *db, sq_req_t *r) {
+  /* a running job's lease is in its row, a final one's (its holder still sends its
+   * outcome) in its outbox mark */
   static const char SQL[] =
       "UPDATE mqproc_jobs SET lease_until = mq_now() + ?3 WHERE job_id = ?1 AND attempt = ?2"
-      " AND (state = 'RUNNING' OR (delivery_acked AND state IN ('SUCCESS', 'FAILED')))";
+      " AND state = 'RUNNING'";
+  static const char OUTBOX[] = "UPDATE mqproc_outbox SET lease_until = mq_now() + ?3"
+                               " WHERE job_id = ?1 AND attempt = ?2";
   const mqproc__store_renew_t *a = &r->q.u.renew;
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  int n;
   if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_int(st, 2, a->attempt);
+  mqproc__sq_bind_int(st, 3, a->lease_ms);
+  if ((n = mqproc__sq_exec(db, st, "renew", r->err)) != 0)
+    return n < 0 ? n : MQPROC_OK;
+  if ((st = mqproc__sq_stmt(db, OUTBOX, r->err)) == NULL)
     return MQPROC_ESTORE_QUERY;
   mqproc__sq_bind_text(st, 1, a->job_id);
   mqproc__sq_bind_int(st, 2, a->attempt);

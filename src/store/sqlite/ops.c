@@ -88,7 +88,7 @@ static void sweep_answer(sq_req_t *r) {
                                .attempt = w->col[4] != NULL ? atoi(w->col[4]) : 0,
                                .priority = w->col[5] != NULL ? atoi(w->col[5]) : -1,
                                .headers_json = w->col[6]};
-    if (row.job_id != NULL && row.request_json != NULL)
+    if (row.job_id != NULL && (row.request_json != NULL || row.body != NULL))
       r->q.u.sweep.row(r->q.ud, &row);
   }
 }
@@ -96,14 +96,20 @@ static void sweep_answer(sq_req_t *r) {
 const sq_op_t mqproc__sq_op_sweep = {run_sweep, sweep_answer, 0, 0};
 
 static int run_sweep_outbox(sqlite3 *db, sq_req_t *r) {
+  /* final jobs whose holder died before it sent their outcome: their outbox marks, taken
+   * for a grace lease; the result and the callbacks go again (what was sent is unknown) */
   static const char SQL[] =
-      "UPDATE mqproc_jobs SET lease_until = mq_now() + ?2, updated_at = mq_now()"
-      " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE processor_name = ?1"
-      "   AND state IN ('SUCCESS', 'FAILED', 'CANCELLED') AND delivery_acked"
+      "UPDATE mqproc_outbox SET lease_until = mq_now() + ?2"
+      " WHERE job_id IN (SELECT job_id FROM mqproc_outbox WHERE processor_name = ?1"
       "   AND lease_until < mq_now() ORDER BY lease_until LIMIT ?3)"
-      " RETURNING job_id, request, request_format, state, attempt, result_published,"
-      "   callback_state IS NOT NULL, dead_letter_pending, coalesce(last_error, ''),"
-      "   request_body";
+      " RETURNING job_id, (SELECT request FROM mqproc_jobs j WHERE j.job_id = "
+      "mqproc_outbox.job_id),"
+      "   (SELECT request_format FROM mqproc_jobs j WHERE j.job_id = mqproc_outbox.job_id),"
+      "   (SELECT state FROM mqproc_jobs j WHERE j.job_id = mqproc_outbox.job_id), attempt, 0, 0,"
+      "   dead_letter,"
+      "   (SELECT coalesce(last_error, '') FROM mqproc_jobs j"
+      "     WHERE j.job_id = mqproc_outbox.job_id),"
+      "   (SELECT request_body FROM mqproc_jobs j WHERE j.job_id = mqproc_outbox.job_id)";
   const mqproc__store_sweep_outbox_t *a = &r->q.u.sweep_outbox;
   return run_rows(db, r, SQL, 10, a->processor, a->lease_ms, a->limit);
 }
@@ -121,7 +127,7 @@ static void sweep_outbox_answer(sq_req_t *r) {
                                 .last_error = w->col[8] != NULL ? w->col[8] : "",
                                 .body = w->col[9],
                                 .body_len = w->len[9]};
-    if (row.job_id != NULL && row.request_json != NULL && row.state != NULL)
+    if (row.job_id != NULL && (row.request_json != NULL || row.body != NULL) && row.state != NULL)
       r->q.u.sweep_outbox.row(r->q.ud, &row);
   }
 }
@@ -143,18 +149,30 @@ static int run_republished(sqlite3 *db, sq_req_t *r) {
 
 const sq_op_t mqproc__sq_op_republished = {run_republished, NULL, 0, 0};
 
+/* The holder sent everything: its outbox mark goes, and the job row is written only where
+ * something did not go out (the success recorded the result and callbacks as sent). */
 static int run_outbox_done(sqlite3 *db, sq_req_t *r) {
+  static const char OUTBOX[] = "DELETE FROM mqproc_outbox WHERE job_id = ?1 AND attempt = ?2";
   static const char SQL[] =
-      "UPDATE mqproc_jobs SET delivery_acked = 0, dead_letter_pending = 0, lease_until = NULL,"
+      "UPDATE mqproc_jobs SET dead_letter_pending = 0,"
       " result_published = CASE WHEN ?5 THEN ?2 IS NULL ELSE result_published END,"
       " last_error = coalesce(?2, last_error),"
       " callback_state = CASE WHEN ?6 THEN CASE WHEN ?3 IS NULL THEN 'OK' ELSE 'FAILED' END"
       "   ELSE callback_state END,"
       " callback_error = CASE WHEN ?6 THEN ?3 ELSE callback_error END, updated_at = mq_now()"
-      " WHERE job_id = ?1 AND attempt = ?4 AND state IN ('SUCCESS', 'FAILED') AND delivery_acked";
+      " WHERE job_id = ?1 AND attempt = ?4"
+      "   AND ((?5 AND ?2 IS NOT NULL) OR (?6 AND ?3 IS NOT NULL) OR (?5 AND NOT result_published)"
+      "     OR (?6 AND callback_state IS NULL) OR dead_letter_pending)";
   const mqproc__store_outbox_done_t *a = &r->q.u.outbox_done;
-  sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
+  sqlite3_stmt *st = mqproc__sq_stmt(db, OUTBOX, r->err);
+  int rc;
   if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  mqproc__sq_bind_int(st, 2, a->attempt);
+  if ((rc = mqproc__sq_write(db, st, r, "write")) != MQPROC_OK)
+    return rc;
+  if ((st = mqproc__sq_stmt(db, SQL, r->err)) == NULL)
     return MQPROC_ESTORE_QUERY;
   mqproc__sq_bind_text(st, 1, a->job_id);
   mqproc__sq_bind_text(st, 2, a->publish_error);
@@ -168,8 +186,9 @@ static int run_outbox_done(sqlite3 *db, sq_req_t *r) {
 const sq_op_t mqproc__sq_op_outbox_done = {run_outbox_done, NULL, 0, 0};
 
 static int run_dead_lettered(sqlite3 *db, sq_req_t *r) {
-  static const char SQL[] = "UPDATE mqproc_jobs SET dead_letter_pending = 0, updated_at = mq_now()"
-                            " WHERE job_id = ?1 AND attempt = ?2 AND dead_letter_pending";
+  /* its outbox mark need not send the dead letter again */
+  static const char SQL[] = "UPDATE mqproc_outbox SET dead_letter = 0"
+                            " WHERE job_id = ?1 AND attempt = ?2 AND dead_letter";
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
   if (st == NULL)
     return MQPROC_ESTORE_QUERY;
