@@ -1,25 +1,59 @@
 #!/usr/bin/env bash
-# Install every Debian 12 package mqproc needs (build, tests, local services, compose check).
+# Install the Debian 12 packages one use of mqproc needs, and no more (README's dependency
+# table says why each is there):
 #
-#   bash scripts/setup.sh            # skips apt entirely when everything is installed
-#   MQPROC_SETUP_FORCE=1 bash scripts/setup.sh   # always apt-get update + install
+#   bash scripts/setup.sh              # build mqproc + the embedded demo (README command 1)
+#   bash scripts/setup.sh --rabbitmq   # + RabbitMQ, PostgreSQL, amqp-tools (demo.sh --rabbitmq)
+#   bash scripts/setup.sh --tests      # everything the test suite needs (README command 2, CI)
+#   bash scripts/setup.sh --list [--rabbitmq|--tests]   # print that list; install nothing
+#   MQPROC_SETUP_FORCE=1 bash scripts/setup.sh ...       # apt even when all are installed
 #
-# Runs as root, or through sudo for a normal user. After an install it stops whatever the
+# It skips apt entirely when every package of the list is installed. Runs as root, or
+# through sudo for a normal user. After installing RabbitMQ or PostgreSQL it stops what the
 # packages auto-started (system RabbitMQ, the postgresql 15 main cluster, the rabbitmq
 # user's epmd on 4369): the project runs its own private servers (scripts/services.sh).
 set -euo pipefail
 
-PACKAGES=(
-  build-essential cmake pkg-config git ca-certificates openssl clang-format
-  librabbitmq-dev amqp-tools libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev
-  libcriterion-dev libmicrohttpd-dev libxml2-dev libsqlite3-dev sqlite3
-  rabbitmq-server postgresql pgbouncer
+# building libmqproc, the mqproc program, ocrd-example and ocrd-dummy; the embedded demo
+# (dir:// + sqlite://) needs nothing more than what it builds
+BUILD_PACKAGES=(
+  build-essential cmake pkg-config
+  librabbitmq-dev libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev
+  libmicrohttpd-dev libsqlite3-dev libxml2-dev
+)
+# the private RabbitMQ + PostgreSQL of scripts/services.sh, and publishing over AMQP
+RABBITMQ_PACKAGES=(rabbitmq-server postgresql amqp-tools curl iproute2 procps)
+# the test suite on top of both (tests/, tests/interop/, the check_*.sh scripts)
+TEST_PACKAGES=(
+  git ca-certificates openssl clang-format libcriterion-dev sqlite3 pgbouncer
   python3 python3-pika python3-yaml python3-jsonschema
-  docker-compose curl jq procps iproute2 systemd
-  prometheus chromium
+  docker-compose jq systemd prometheus chromium
 )
 
 log() { printf 'setup: %s\n' "$*"; }
+usage() {
+  echo "usage: bash scripts/setup.sh [--rabbitmq | --tests] [--list]" >&2
+  exit 2
+}
+
+group=build
+list_only=0
+for a in "$@"; do
+  case $a in
+  --rabbitmq) group=rabbitmq ;;
+  --tests) group=tests ;;
+  --list) list_only=1 ;;
+  *) usage ;;
+  esac
+done
+PACKAGES=("${BUILD_PACKAGES[@]}")
+[ "$group" = build ] || PACKAGES+=("${RABBITMQ_PACKAGES[@]}")
+[ "$group" != tests ] || PACKAGES+=("${TEST_PACKAGES[@]}")
+
+if [ "$list_only" = 1 ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -38,12 +72,12 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ] && [ "${MQPROC_SETUP_FORCE:-0}" != 1 ]; then
-  log "all ${#PACKAGES[@]} packages already installed; skipping apt (MQPROC_SETUP_FORCE=1 forces it)"
+  log "all ${#PACKAGES[@]} packages ($group) already installed; skipping apt (MQPROC_SETUP_FORCE=1 forces it)"
   exit 0
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
-  log "missing packages: ${missing[*]}"
+  log "missing packages ($group): ${missing[*]}"
 else
   log "MQPROC_SETUP_FORCE=1: running apt anyway"
 fi
@@ -56,9 +90,15 @@ log "apt-get install -y --no-install-recommends ${PACKAGES[*]}"
   apt-get install -y --no-install-recommends "${PACKAGES[@]}"
 log "apt done in $((SECONDS - t0)) s"
 
+if [ "$group" = build ]; then # no servers among the packages
+  log "done in $((SECONDS - t0)) s"
+  exit 0
+fi
+
 # --- stop what the packages may have auto-started --------------------------------------
 # (Nothing starts in containers where policy-rc.d denies it; on a normal Debian box the
 # system RabbitMQ node and the 15/main cluster do. Each step only acts if it is running.)
+
 if pgrep -u rabbitmq -x beam.smp >/dev/null 2>&1; then
   log "stopping the system rabbitmq-server (auto-started by the package)"
   "${SUDO[@]}" service rabbitmq-server stop || log "warning: 'service rabbitmq-server stop' failed"

@@ -15,7 +15,7 @@ fail() {
 
 [ -f "$FILE" ] || fail "$FILE not found"
 command -v docker-compose >/dev/null 2>&1 ||
-  fail "docker-compose is not installed (Debian: apt-get install --no-install-recommends docker-compose; scripts/setup.sh does it)"
+  fail "docker-compose is not installed (Debian: apt-get install --no-install-recommends docker-compose; scripts/setup.sh --tests does it)"
 
 if ! err=$(docker-compose -f "$FILE" config -q 2>&1); then
   echo "$err" >&2

@@ -9,7 +9,7 @@ cd "$SRC"
 
 command -v clang-format >/dev/null 2>&1 ||
   {
-    echo "check_format: FAIL: clang-format is not installed (scripts/setup.sh installs it)" >&2
+    echo "check_format: FAIL: clang-format is not installed (bash scripts/setup.sh --tests installs it)" >&2
     exit 1
   }
 

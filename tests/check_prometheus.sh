@@ -6,8 +6,8 @@
 set -euo pipefail
 src=${1:-.}
 fail() { echo "check_prometheus: FAIL: $*" >&2; exit 1; }
-command -v promtool >/dev/null || fail "promtool missing (bash scripts/setup.sh)"
-command -v jq >/dev/null || fail "jq missing (bash scripts/setup.sh)"
+command -v promtool >/dev/null || fail "promtool missing (bash scripts/setup.sh --tests)"
+command -v jq >/dev/null || fail "jq missing (bash scripts/setup.sh --tests)"
 promtool check rules "$src/contrib/prometheus/alerts.yml"
 
 g=$src/contrib/grafana/mqproc.json

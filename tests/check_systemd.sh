@@ -16,13 +16,13 @@ fail() {
 
 [ -f "$UNIT" ] || fail "$UNIT not found"
 command -v systemd-analyze >/dev/null 2>&1 ||
-  fail "systemd-analyze is not installed (Debian: apt-get install systemd; scripts/setup.sh does it)"
+  fail "systemd-analyze is not installed (Debian: apt-get install systemd; scripts/setup.sh --tests does it)"
 BIN=$(find "$(cd "$BUILD" && pwd)" -maxdepth 1 -name mqproc -type f -perm -u+x | head -1)
 [ -n "$BIN" ] || fail "no mqproc program under $BUILD (build first)"
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-sed "s|^ExecStart=/usr/bin/mqproc |ExecStart=$BIN |" "$UNIT" >"$dir/mqproc@.service"
+sed "s|^ExecStart=/usr/local/bin/mqproc |ExecStart=$BIN |" "$UNIT" >"$dir/mqproc@.service"
 grep -q "^ExecStart=$BIN processing-server" "$dir/mqproc@.service" || fail "ExecStart not found"
 ln -s "$dir/mqproc@.service" "$dir/mqproc@ocrd-check.service"
 # verify prints findings on stderr and may still exit 0 (unknown keys): any output fails
