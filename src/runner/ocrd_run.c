@@ -258,17 +258,17 @@ static void uuid4(char out[37]) {
            b[15]);
 }
 
-/* "A,B" -> ["A", "B"]; an empty name is refused. */
+/* "A,B" -> ["A", "B"]; an empty name, or one that is not UTF-8, is refused. */
 static int split_grps(json_t *doc, const char *key, const char *opt, const char *list, char *err) {
   json_t *arr = json_array();
   const char *p = list;
   for (;;) {
     const char *end = strchrnul(p, ',');
-    if (end == p) {
+    if (end == p || json_array_append_new(arr, json_stringn(p, (size_t)(end - p))) != 0) {
       json_decref(arr);
-      return fail(2, err, "%s %.200s: an empty file group name", opt, list);
+      return fail(2, err, "%s %.200s: %s", opt, list,
+                  end == p ? "an empty file group name" : "not valid UTF-8");
     }
-    json_array_append_new(arr, json_stringn(p, (size_t)(end - p)));
     if (*end == '\0')
       break;
     p = end + 1;
@@ -308,8 +308,10 @@ static int make_msg(const cli_t *cli, const mqproc_processor_t *proc, const char
     json_decref(doc);
     return 2;
   }
-  if (cli->page_id != NULL)
-    json_object_set_new(doc, "page_id", json_string(cli->page_id));
+  if (cli->page_id != NULL && json_object_set_new(doc, "page_id", json_string(cli->page_id)) != 0) {
+    json_decref(doc);
+    return fail(2, err, "-g: not valid UTF-8");
+  }
   if (mqproc__msg_validate(doc, MQPROC__FMT_JSON, proc->name, out, why) == MQPROC_OK)
     return 0;
   opt = option_of(why);
@@ -346,6 +348,8 @@ static int resolve_mets(const cli_t *cli, char **mets, char **wd, char *err) {
   *wd = dir != NULL ? real_dir(dir, "the METS's directory", err) : NULL;
   if (*wd != NULL)
     *mets = mqproc__asprintf("%s/%s", strcmp(*wd, "/") == 0 ? "" : *wd, slash + 1);
+  if (dir == NULL || (*wd != NULL && *mets == NULL))
+    fail(1, err, "out of memory");
   free(dir);
   free(joined);
   if (*wd == NULL || *mets == NULL)

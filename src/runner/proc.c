@@ -339,6 +339,8 @@ static void read_reports(int fd, reports_t *r) {
       continue;
     }
     r->tail_len = head.err > 0 && (size_t)head.err <= n - at ? (size_t)head.err : n - at;
+    if (r->tail_len > sizeof(r->tail))
+      r->tail_len = sizeof(r->tail);
     r->tail_cut = head.stage == MQPROC__REPORT_OUTPUT_CUT;
     memcpy(r->tail, buf + at, r->tail_len);
     at += r->tail_len;
