@@ -1,6 +1,7 @@
 /* ocrd-example: a C processor built on libmqproc, used by the demo and the tests.
  *
- * It logs what it was asked to do into the job log, then follows its parameters:
+ * It logs what it was asked to do (and its parameters) into the job log, then follows its
+ * parameters:
  *   "sleep_ms": N        work for N ms
  *   "fail": true         fail every try (the error is recorded)
  *   "fail_tries": N      fail the first N tries of the job, then succeed
@@ -13,6 +14,7 @@
  *   "hang": true         never return
  *
  *   ocrd-example processing-server --queue=amqp://… --database=postgresql://…
+ *   ocrd-example -m /data/ws/mets.xml -I OCR-D-IMG -P sleep_ms 100     (one job, here)
  */
 #include <jansson.h>
 #include <mqproc/mqproc.h>
@@ -49,6 +51,7 @@ static int process(mqproc_job_t *job, void *userdata) {
                  mqproc_job_id(job),
                  mqproc_job_path_to_mets(job) ? mqproc_job_path_to_mets(job) : "(workspace)",
                  mqproc_job_input_file_grp_count(job), mqproc_job_input_file_grp(job, 0));
+  mqproc_job_log(job, "parameters %s", mqproc_job_parameters_json(job));
   if (json_is_string(json_object_get(params, "log_header"))) {
     const char *name = json_string_value(json_object_get(params, "log_header"));
     const char *value = mqproc_job_header(job, name);
@@ -72,12 +75,33 @@ static int process(mqproc_job_t *job, void *userdata) {
   return rc;
 }
 
+/* Its ocrd-tool description: what --dump-json prints and --help lists. */
+static const char TOOL_JSON[] =
+    "{\"executable\": \"ocrd-example\","
+    " \"description\": \"example C processor: logs the job, optionally sleeps, fails or marks\","
+    " \"categories\": [], \"steps\": [],"
+    " \"parameters\": {"
+    "  \"sleep_ms\": {\"type\": \"number\", \"format\": \"integer\", \"default\": 0,"
+    "   \"description\": \"work for this many milliseconds\"},"
+    "  \"fail\": {\"type\": \"boolean\", \"default\": false, \"description\": \"fail every try\"},"
+    "  \"fail_tries\": {\"type\": \"number\", \"format\": \"integer\", \"default\": 0,"
+    "   \"description\": \"fail the first N tries of the job, then succeed\"},"
+    "  \"marker\": {\"type\": \"string\", \"required\": false,"
+    "   \"description\": \"append '<job_id> <attempt> <try>' to this file\"},"
+    "  \"log_header\": {\"type\": \"string\", \"required\": false,"
+    "   \"description\": \"log the value of this AMQP header of the message\"},"
+    "  \"crash\": {\"type\": \"boolean\", \"default\": false,"
+    "   \"description\": \"die of SIGSEGV (tests of --isolation=process)\"},"
+    "  \"hang\": {\"type\": \"boolean\", \"default\": false,"
+    "   \"description\": \"never return (tests of --isolation=process)\"}}}";
+
 int main(int argc, char **argv) {
   static const mqproc_processor_t processor = {
       .name = "ocrd-example",
       .version = "1.0.0",
       .description = "example C processor: logs the job, optionally sleeps, fails or marks",
       .process = process,
+      .ocrd_tool_json = TOOL_JSON,
   };
   return mqproc_main(argc, argv, &processor);
 }

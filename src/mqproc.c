@@ -1,9 +1,11 @@
 /* Command line: `processing-server`, `migrate`, `--help`, `--version`, shared by the
  * mqproc program (any command as processor) and by C processors (mqproc_main); a C
  * processor also answers `__mqproc-worker`, the worker process --isolation=process starts
- * (runner_worker.c). */
+ * (runner_worker.c), and OCR-D's processor options (`-m mets.xml -I A -O B`: one job run
+ * here, runner/ocrd_run.c). */
 #include "mqproc.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "delivery/callback.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "runner/ocrd_run.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "server/supervisor.h"
@@ -77,19 +80,25 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
   mqproc__config_t cfg;
   int rc;
   if (argc < 2) {
-    usage(stderr, prog, kind, proc);
+    if (kind == MQPROC__CLI_C)
+      mqproc__ocrd_run_usage(stderr, proc);
+    else
+      usage(stderr, prog, kind, proc);
     return 2;
+  }
+  /* a C processor is an OCR-D processor program too: its options, its --help, --version */
+  if (kind == MQPROC__CLI_C && argv[1][0] == '-')
+    return mqproc__ocrd_run_main(argc, argv, proc);
+  if (kind == MQPROC__CLI_C && !strcmp(argv[1], "help")) {
+    mqproc__ocrd_run_usage(stdout, proc);
+    return 0;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     usage(stdout, prog, kind, proc);
     return 0;
   }
   if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
-    if (kind == MQPROC__CLI_C)
-      printf("%s %s (mqproc %s)\n", proc->name, proc->version != NULL ? proc->version : "0",
-             MQPROC_VERSION);
-    else
-      printf("mqproc %s\n", MQPROC_VERSION);
+    printf("mqproc %s\n", MQPROC_VERSION);
     return 0;
   }
   if (kind == MQPROC__CLI_C && !strcmp(argv[1], MQPROC_WORKER_COMMAND))
@@ -141,10 +150,24 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
   return rc;
 }
 
-MQPROC_API int mqproc_main(int argc, char **argv, const mqproc_processor_t *processor) {
-  if (processor == NULL || processor->name == NULL || processor->process == NULL) {
+/* The library reads only the fields the program's struct has (mqproc.h's mqproc_main
+ * macro passes its size): the rest stay NULL in this copy, which lives as long as the
+ * command runs. */
+MQPROC_API int mqproc_main_sized(int argc, char **argv, const mqproc_processor_t *processor,
+                                 size_t processor_size) {
+  mqproc_processor_t p;
+  memset(&p, 0, sizeof(p));
+  if (processor != NULL)
+    memcpy(&p, processor, processor_size < sizeof(p) ? processor_size : sizeof(p));
+  if (p.name == NULL || p.process == NULL) {
     fprintf(stderr, "mqproc_main: the processor needs a name and a process function\n");
     return 2;
   }
-  return mqproc__cli_main(argc, argv, MQPROC__CLI_C, processor);
+  return mqproc__cli_main(argc, argv, MQPROC__CLI_C, &p);
+}
+
+/* The entry of programs built against 0.1.0's header, whose struct ends at userdata. */
+#undef mqproc_main
+MQPROC_API int mqproc_main(int argc, char **argv, const mqproc_processor_t *processor) {
+  return mqproc_main_sized(argc, argv, processor, offsetof(mqproc_processor_t, ocrd_tool_json));
 }

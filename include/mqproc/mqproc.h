@@ -13,7 +13,9 @@
  *     return mqproc_main(argc, argv, &p);
  *   }
  *
- * and gets `ocrd-foo processing-server --queue=amqp://… --database=postgresql://…`.
+ * and gets `ocrd-foo processing-server --queue=amqp://… --database=postgresql://…`, and
+ * OCR-D's processor command line, one job here and now (no queue, no database):
+ * `ocrd-foo -m mets.xml -I OCR-D-IMG -O OCR-D-FOO -P key value` (exit status 0 on success).
  *
  * Ownership: every const char * returned by an mqproc_job_* accessor is owned by the
  * job and valid until the processing function returns; do not free it.
@@ -94,11 +96,28 @@ typedef struct mqproc_processor {
   const char *description;   /* one line for --help; may be NULL */
   mqproc_process_cb process; /* required */
   void *userdata;            /* passed to process() unchanged */
+  /* Added after 0.1.0 (read only from programs built with a header that has it, see
+   * mqproc_main): the processor's OCR-D tool description, the object ocrd-tool.json holds
+   * under "tools" for this executable ({"executable": …, "description": …, "parameters":
+   * {…}, …}), as JSON text; printed by `--dump-json`, its parameters listed by `--help`.
+   * May be NULL: --dump-json then prints a minimal description (name, description). */
+  const char *ocrd_tool_json;
 } mqproc_processor_t;
 
-/* Entry point for a C processor: parses argv (`processing-server`, `migrate`,
- * `--help`, `--version`), runs the chosen command and returns the process exit code. */
+/* Entry point for a C processor: parses argv (`processing-server`, `migrate`, `--help`,
+ * `--version`, or OCR-D's processor options: one job run here), runs the chosen command
+ * and returns the process exit code. processor is borrowed until it returns.
+ *
+ * mqproc_main() is a macro that passes the size of the program's mqproc_processor_t, so a
+ * program built against an older header (a shorter struct) keeps working with a newer
+ * library: the library reads only the fields the program's struct has. The function
+ * mqproc_main (its address, or a call with the macro suppressed) takes a struct of
+ * 0.1.0's fields. */
+int mqproc_main_sized(int argc, char **argv, const mqproc_processor_t *processor,
+                      size_t processor_size);
 int mqproc_main(int argc, char **argv, const mqproc_processor_t *processor);
+#define mqproc_main(argc, argv, processor)                                                         \
+  mqproc_main_sized((argc), (argv), (processor), sizeof(*(processor)))
 
 /* With --isolation=process the server starts its worker processes by running its own
  * program again as `<program> __mqproc-worker`: a main() that hands only some commands to

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "base/util.h"
 #include "codec/codec.h"
 
 static const mqproc__opt_choice_t FORMATS[] = {
@@ -135,6 +136,29 @@ static int valid(json_t *msg, mqproc__format_t fmt) {
   return 1;
 }
 
+/* Names the jobs of ids (a JSON array text) that did not succeed, with their errors (a
+ * failed --exec try's error ends with the processor's last output). */
+static void report_failed(mqproc__odb_t *c, const char *ids) {
+  const char *vals[1] = {ids};
+  mqproc__ores_t *r = mqproc__admin_q(
+      c,
+      "SELECT job_id, state, coalesce(last_error, '') FROM mqproc_jobs WHERE state IN"
+      " ('FAILED', 'CANCELLED') AND job_id IN (SELECT jsonb_array_elements_text($1::jsonb))"
+      " ORDER BY job_id LIMIT 20",
+      "SELECT job_id, state, coalesce(last_error, '') FROM mqproc_jobs WHERE state IN"
+      " ('FAILED', 'CANCELLED') AND job_id IN (SELECT value FROM json_each(?1))"
+      " ORDER BY job_id LIMIT 20",
+      1, vals);
+  for (int i = 0; r != NULL && i < mqproc__ores_rows(r); i++) {
+    const char *e = mqproc__ores_get(r, i, 2);
+    fprintf(stderr, "mqproc submit: job %s %s%s", mqproc__ores_get(r, i, 0),
+            mqproc__ores_get(r, i, 1), e[0] != '\0' ? ": " : "");
+    mqproc__print_term(stderr, e, strlen(e));
+    fputc('\n', stderr);
+  }
+  mqproc__ores_free(r);
+}
+
 /* Waits for the final state of every id: 0 all SUCCESS, 1 one FAILED or CANCELLED,
  * 2 timeout. */
 static int wait_all(const args_t *a, json_t *ids) {
@@ -166,6 +190,8 @@ static int wait_all(const args_t *a, json_t *ids) {
     bad = atoll(mqproc__ores_get(r, 0, 1));
     mqproc__ores_free(r);
     if (ok + bad == (long long)json_array_size(ids)) {
+      if (bad > 0)
+        report_failed(c, arr);
       fprintf(stderr, "mqproc submit: %lld SUCCESS, %lld FAILED or CANCELLED\n", ok, bad);
       rc = bad > 0 ? 1 : 0;
       break;

@@ -18,6 +18,9 @@
  *   - copies the processor's stdout and stderr into the job log and counts the bytes: past
  *     --max-log-size the processor is killed and the supervisor dies of SIGXFSZ (the log
  *     limit limits the log, not the files the processor writes, as RLIMIT_FSIZE did);
+ *   - keeps the last MQPROC__TAIL_BYTES of that output and, when the processor failed,
+ *     writes them to the report pipe (runner_int.h), so the try's error can say why
+ *     without the server reading the log;
  *   - ends the way the processor ended (exit status or signal), so the server sees it.
  */
 #include "runner/child.h"
@@ -123,6 +126,48 @@ static void write_all(int fd, const char *buf, size_t n) {
   }
 }
 
+/* The last MQPROC__TAIL_BYTES bytes of the processor's output, a ring. */
+typedef struct tail {
+  char ring[MQPROC__TAIL_BYTES];
+  unsigned long long seen; /* bytes ever added */
+} tail_t;
+
+static void tail_add(tail_t *t, const char *buf, size_t n) {
+  if (n > MQPROC__TAIL_BYTES) {
+    t->seen += n - MQPROC__TAIL_BYTES;
+    buf += n - MQPROC__TAIL_BYTES;
+    n = MQPROC__TAIL_BYTES;
+  }
+  for (size_t i = 0; i < n; i++)
+    t->ring[(t->seen + i) % MQPROC__TAIL_BYTES] = buf[i];
+  t->seen += n;
+}
+
+/* The failed processor's last output into the report pipe, in order, as one write (below
+ * PIPE_BUF: atomic, and the pipe holds at most one 8-byte report besides). */
+static void tail_report(const tail_t *t, int report_fd) {
+  char msg[sizeof(mqproc__child_report_t) + MQPROC__TAIL_BYTES];
+  mqproc__child_report_t head = {MQPROC__REPORT_OUTPUT, 0};
+  size_t n = t->seen < MQPROC__TAIL_BYTES ? (size_t)t->seen : MQPROC__TAIL_BYTES;
+  size_t from = t->seen < MQPROC__TAIL_BYTES ? 0 : (size_t)(t->seen % MQPROC__TAIL_BYTES);
+  ssize_t w;
+  if (n == 0)
+    return;
+  if (t->seen > MQPROC__TAIL_BYTES)
+    head.stage = MQPROC__REPORT_OUTPUT_CUT;
+  head.err = (int)n;
+  memcpy(msg, &head, sizeof(head));
+  for (size_t i = 0; i < n; i++)
+    msg[sizeof(head) + i] = t->ring[(from + i) % MQPROC__TAIL_BYTES];
+  w = write(report_fd, msg, sizeof(head) + n); /* lost if it fails: only the text is */
+  (void)w;
+}
+
+/* Whether a wait status is a failure worth the output's tail. */
+static int failed(int st) {
+  return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
 /* Dies of sig, as the processor did (or of SIGXFSZ for a full log). */
 __attribute__((noreturn)) static void die_of(int sig) {
   sigset_t one;
@@ -138,6 +183,7 @@ __attribute__((noreturn)) static void die_of(int sig) {
  * drained (a child it left behind may hold the pipe open: the server kills it). */
 __attribute__((noreturn)) static void supervise(const mqproc__child_plan_t *p, pid_t pid, int out_r,
                                                 int sfd) {
+  tail_t tail = {.seen = 0};
   char buf[16384];
   long written = 0;
   int st = 0, exited = 0;
@@ -163,15 +209,19 @@ __attribute__((noreturn)) static void supervise(const mqproc__child_plan_t *p, p
         ;
       break;
     }
+    tail_add(&tail, buf, (size_t)n);
     if (p->max_log_bytes > 0 && written + n > p->max_log_bytes) {
       write_all(p->log_fd, buf, (size_t)(p->max_log_bytes - written));
       write_all(p->log_fd, LOG_FULL_NOTE, sizeof(LOG_FULL_NOTE) - 1);
       kill(pid, SIGKILL);
+      tail_report(&tail, p->report_fd);
       die_of(SIGXFSZ);
     }
     write_all(p->log_fd, buf, (size_t)n);
     written += n;
   }
+  if (failed(st))
+    tail_report(&tail, p->report_fd);
   if (WIFEXITED(st))
     _exit(WEXITSTATUS(st));
   die_of(WTERMSIG(st));
@@ -215,7 +265,8 @@ void mqproc__child_main(void *plan) {
     mqproc__child_fail(p->report_fd, MQPROC__STAGE_FORK);
   if (pid == 0)
     processor_main(p, out[1]);
-  close(p->report_fd); /* EOF for the server once the processor's execve closed its copy */
+  /* p->report_fd stays open: the output's tail goes there when the processor fails (the
+   * server reads the pipe only once this process has ended) */
   close(p->in_fd);
   close(out[1]);
   supervise(p, pid, out[0], sfd);

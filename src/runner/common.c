@@ -156,6 +156,135 @@ void mqproc__runner_function_result(int rc, const char *why, int64_t duration_ms
     snprintf(r->error, sizeof(r->error), "processing function returned %d", rc);
 }
 
+/* ---- the end of a failed processor's output ------------------------------------------ */
+
+#define ELLIPSIS "\xe2\x80\xa6"                 /* … */
+#define TAIL_SEP " | "                          /* between lines */
+#define TAIL_LEAD " \xe2\x80\x94 last output: " /* " — last output: " */
+
+/* Past an escape sequence at s[i] (ESC): a CSI (ESC [ params final) or ESC and one byte. */
+static size_t skip_escape(const unsigned char *s, size_t n, size_t i) {
+  if (i + 1 >= n || s[i + 1] != '[')
+    return i + 2 < n ? i + 2 : n;
+  for (i += 2; i < n; i++)
+    if (s[i] >= 0x40 && s[i] <= 0x7e)
+      return i + 1;
+  return n;
+}
+
+/* s[0..n) as showable text into clean (room for n): valid UTF-8 ('?' for a malformed
+ * byte), '\n' for a line break (\n or \r), a space for a tab, no other control
+ * character, C1 control or escape sequence. Returns its length. */
+static size_t tail_clean(const unsigned char *s, size_t n, char *clean) {
+  size_t i = 0, k = 0, len;
+  while (i < n) {
+    unsigned char c = s[i];
+    if (c == 0x1b) {
+      i = skip_escape(s, n, i);
+      continue;
+    }
+    if (c < 0x80) {
+      if (c == '\n' || c == '\r' || c == '\t' || (c >= 0x20 && c != 0x7f))
+        clean[k++] = c == '\r' ? '\n' : c == '\t' ? ' ' : (char)c;
+      i++;
+      continue;
+    }
+    len = mqproc__utf8_seq_len(s + i, n - i);
+    if (len == 0) {
+      clean[k++] = '?';
+      len = 1;
+    } else if (!(len == 2 && c == 0xc2 && s[i + 1] < 0xa0)) { /* not a C1 control */
+      memcpy(clean + k, s + i, len);
+      k += len;
+    }
+    i += len;
+  }
+  return k;
+}
+
+/* The spans of the last MQPROC__TAIL_LINES non-empty lines of clean[0..n), trimmed, in
+ * order; returns their count. */
+static size_t tail_lines(const char *clean, size_t n, size_t at[], size_t len[]) {
+  size_t count = 0, first = 0, i = 0;
+  while (i < n) {
+    size_t b = i, e = i;
+    while (e < n && clean[e] != '\n')
+      e++;
+    i = e + 1;
+    while (b < e && clean[b] == ' ')
+      b++;
+    while (e > b && clean[e - 1] == ' ')
+      e--;
+    if (e == b)
+      continue;
+    if (count == MQPROC__TAIL_LINES) /* a ring: the oldest line gives way */
+      first = (first + 1) % MQPROC__TAIL_LINES;
+    else
+      count++;
+    at[(first + count - 1) % MQPROC__TAIL_LINES] = b;
+    len[(first + count - 1) % MQPROC__TAIL_LINES] = e - b;
+  }
+  for (size_t r = 0; r < first; r++) { /* rotate into order */
+    size_t a0 = at[0], l0 = len[0];
+    memmove(at, at + 1, (MQPROC__TAIL_LINES - 1) * sizeof(at[0]));
+    memmove(len, len + 1, (MQPROC__TAIL_LINES - 1) * sizeof(len[0]));
+    at[MQPROC__TAIL_LINES - 1] = a0;
+    len[MQPROC__TAIL_LINES - 1] = l0;
+  }
+  return count;
+}
+
+size_t mqproc__runner_tail_text(const char *raw, size_t n, int cut, char *out, size_t size) {
+  char clean[MQPROC__TAIL_BYTES], joined[MQPROC__TAIL_BYTES + MQPROC__TAIL_LINES * 3 + 4];
+  size_t at[MQPROC__TAIL_LINES], len[MQPROC__TAIL_LINES], lines, k, j = 0, max;
+  const char *nl;
+  int partial = 0;
+  if (n > MQPROC__TAIL_BYTES) { /* only the end counts */
+    raw += n - MQPROC__TAIL_BYTES;
+    n = MQPROC__TAIL_BYTES;
+    cut = 1;
+  }
+  if (cut && (nl = memchr(raw, '\n', n)) != NULL) { /* its first line began earlier */
+    n -= (size_t)(nl + 1 - raw);
+    raw = nl + 1;
+  } else if (cut) { /* one long line: its end, from a character's start */
+    while (n > 0 && ((unsigned char)*raw & 0xc0) == 0x80)
+      raw++, n--;
+    partial = 1;
+  }
+  k = tail_clean((const unsigned char *)raw, n, clean);
+  lines = tail_lines(clean, k, at, len);
+  for (size_t i = 0; i < lines; i++) {
+    if (i > 0)
+      j += (size_t)sprintf(joined + j, TAIL_SEP);
+    memcpy(joined + j, clean + at[i], len[i]);
+    j += len[i];
+  }
+  max = (size < MQPROC__TAIL_SHOWN + 1 ? size - 1 : MQPROC__TAIL_SHOWN) - (sizeof(ELLIPSIS) - 1);
+  k = 0;
+  if (j > max || (partial && j > 0)) { /* the start is cut off: "…" and the rest */
+    size_t from = j > max ? j - max : 0;
+    while (from < j && ((unsigned char)joined[from] & 0xc0) == 0x80)
+      from++;
+    k = (size_t)sprintf(out, ELLIPSIS);
+    memcpy(out + k, joined + from, j - from);
+    k += j - from;
+  } else {
+    memcpy(out, joined, j);
+    k = j;
+  }
+  out[k] = '\0';
+  return k;
+}
+
+void mqproc__runner_add_tail(mqproc__run_result_t *r, const char *raw, size_t n, int cut) {
+  char text[MQPROC__TAIL_SHOWN + 1];
+  size_t at = strlen(r->error);
+  if (mqproc__runner_tail_text(raw, n, cut, text, sizeof(text)) == 0)
+    return;
+  snprintf(r->error + at, sizeof(r->error) - at, "%s%s", TAIL_LEAD, text);
+}
+
 /* ---- starting a child: in the parent ------------------------------------------------ */
 
 void mqproc__child_report_text(const mqproc__child_report_t *rep, char *out, size_t n) {
@@ -239,10 +368,6 @@ static int read_report(int fd, mqproc__child_report_t *rep) {
     n = read(fd, rep, sizeof(*rep));
   while (n < 0 && errno == EINTR);
   return n == (ssize_t)sizeof(*rep);
-}
-
-int mqproc__runner_report_read(int report_r, mqproc__child_report_t *rep) {
-  return read_report(report_r, rep);
 }
 
 int mqproc__runner_fork_exec(mqproc__child_main_fn child_main, void *plan, int *report_fd,

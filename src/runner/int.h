@@ -58,6 +58,26 @@ enum {
   MQPROC__STAGE_SIGNALFD
 };
 
+/* The end of a failed processor's output: the supervisor (runner_child.c) keeps the last
+ * MQPROC__TAIL_BYTES bytes the processor wrote (stdout and stderr share the job log's
+ * pipe) and, when the processor failed, writes them to the report pipe after a report
+ * {MQPROC__REPORT_OUTPUT or _OUTPUT_CUT (more came before them), the byte count}: one
+ * write below PIPE_BUF, so it is atomic and never blocks. */
+#define MQPROC__TAIL_BYTES 2048
+enum { MQPROC__REPORT_OUTPUT = 100, MQPROC__REPORT_OUTPUT_CUT = 101 };
+/* At most this many lines and bytes of it are shown in a try's error text. */
+#define MQPROC__TAIL_LINES 10
+#define MQPROC__TAIL_SHOWN 1024
+
+/* The text shown of raw[0..n), a processor's last output (cut: it began earlier): its last
+ * MQPROC__TAIL_LINES non-empty lines, valid UTF-8 (a malformed byte is '?'), without
+ * control characters or terminal escape sequences (a tab is a space), lines joined by
+ * " | ", at most MQPROC__TAIL_SHOWN bytes (the start cut off, then led by "…"). Into out
+ * (size >= MQPROC__TAIL_SHOWN + 1); returns its length ("" when nothing is left). */
+size_t mqproc__runner_tail_text(const char *raw, size_t n, int cut, char *out, size_t size);
+/* Appends " — last output: <that text>" to r->error when there is any. */
+void mqproc__runner_add_tail(mqproc__run_result_t *r, const char *raw, size_t n, int cut);
+
 /* "No such file or directory" for a failed execve, else "setpgid: Operation not
  * permitted" (the step, then errno), into out. */
 void mqproc__child_report_text(const mqproc__child_report_t *rep, char *out, size_t n);
@@ -97,9 +117,6 @@ typedef void (*mqproc__child_main_fn)(void *plan);
  * succeeded; -1 with *rep saying which step failed (the child is reaped then). */
 int mqproc__runner_fork_exec(mqproc__child_main_fn child_main, void *plan, int *report_fd,
                              pid_t *pid, mqproc__child_report_t *rep);
-/* 1 with *rep when the report pipe holds a child's failure report (the command runner
- * reads its report pipe once the child has ended), else 0. */
-int mqproc__runner_report_read(int report_r, mqproc__child_report_t *rep);
 
 /* In the child, between fork and execve (async-signal-safe): */
 /* Reports stage and errno on report_fd and exits 127. */

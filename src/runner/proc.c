@@ -25,6 +25,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,38 +132,114 @@ static void free_env(char **env) {
 
 /* ---- the program and limits, resolved in the parent --------------------------------- */
 
+/* The PATH execvp searches: the server's (which its processors get too). */
+static const char *search_path(void) {
+  const char *dirs = getenv("PATH");
+  return dirs != NULL ? dirs : "/bin:/usr/bin";
+}
+
 /* Finds prog as execvp would (a name with a slash is taken as it is; otherwise the first
  * executable regular file along $PATH, an empty entry meaning the current directory).
  * Done in the parent because the child may not allocate. Returns a malloc'd path, or
- * NULL with *e = ENOENT, EACCES or ENOMEM. */
-static char *resolve_program(const char *prog, int *e) {
-  const char *dirs = getenv("PATH"), *p, *end;
-  int denied = 0;
+ * NULL with *e = ENOENT, EACCES or ENOMEM; denied (may be NULL) gets the first regular
+ * file found that is not executable (malloc'd; NULL when none). */
+static char *resolve_program(const char *prog, int *e, char **denied) {
+  const char *p, *end;
+  char *first_denied = NULL;
   if (strchr(prog, '/') != NULL) {
     char *path = mqproc__strdup(prog);
     *e = path == NULL ? ENOMEM : 0;
     return path;
   }
-  for (p = dirs != NULL ? dirs : "/bin:/usr/bin";; p = end + 1) {
+  for (p = search_path();; p = end + 1) {
     struct stat st;
     char *cand;
+    int regular;
     end = strchrnul(p, ':');
     cand = end == p ? mqproc__strdup(prog) : mqproc__asprintf("%.*s/%s", (int)(end - p), p, prog);
     if (cand == NULL) {
+      free(first_denied);
       *e = ENOMEM;
       return NULL;
     }
-    if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
-      if (access(cand, X_OK) == 0)
-        return cand;
-      denied = 1;
+    regular = stat(cand, &st) == 0 && S_ISREG(st.st_mode); /* execvp skips directories */
+    if (regular && access(cand, X_OK) == 0) {
+      free(first_denied);
+      return cand;
     }
-    free(cand);
+    if (regular && first_denied == NULL)
+      first_denied = cand; /* kept */
+    else
+      free(cand);
     if (*end == '\0')
       break;
   }
-  *e = denied ? EACCES : ENOENT;
+  *e = first_denied != NULL ? EACCES : ENOENT;
+  if (denied != NULL)
+    *denied = first_denied;
+  else
+    free(first_denied);
   return NULL;
+}
+
+/* The user the server (and so its processors) runs as, for the texts below. */
+static const char *user_name(char *buf, size_t n) {
+  struct passwd *pw = getpwuid(geteuid());
+  if (pw != NULL)
+    snprintf(buf, n, "%s", pw->pw_name);
+  else
+    snprintf(buf, n, "uid %d", (int)geteuid());
+  return buf;
+}
+
+/* A program named with a slash (relative ones from the current directory), as execve
+ * would take it: a regular file this user may execute. */
+static int check_path(const char *prog, char *err) {
+  char cwd[PATH_MAX] = "", user[64];
+  struct stat st;
+  const char *where = "";
+  if (prog[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
+    where = cwd;
+  if (stat(prog, &st) < 0)
+    return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.300s: %s%s%.300s%s", prog, strerror(errno),
+                       where[0] ? " (relative to " : "", where, where[0] ? ")" : "");
+  if (S_ISDIR(st.st_mode))
+    return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.300s: is a directory", prog);
+  if (!S_ISREG(st.st_mode))
+    return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.300s: not a regular file", prog);
+  if (access(prog, X_OK) < 0)
+    return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.300s: not executable by %s (mode %04o)",
+                       prog, user_name(user, sizeof(user)), (unsigned)(st.st_mode & 07777));
+  return MQPROC_OK;
+}
+
+/* Whether the program of --exec can be started, checked once at start: a typo or a
+ * missing program is refused with the reason (exit 2) rather than failing every job. It
+ * is looked up again per try (resolve_program), so one that goes away later fails its
+ * tries with "cannot start". */
+static int check_program(const char *prog, char *err) {
+  char *found, *denied = NULL, user[64];
+  int e = 0;
+  if (prog[0] == '\0')
+    return mqproc__err(err, MQPROC_ECONFIG, "--exec: the program's name is empty");
+  if (strchr(prog, '/') != NULL)
+    return check_path(prog, err);
+  if ((found = resolve_program(prog, &e, &denied)) != NULL) {
+    free(found);
+    return MQPROC_OK;
+  }
+  if (e == ENOMEM)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (denied != NULL) {
+    mqproc__err(err, MQPROC_ECONFIG,
+                "--exec: %.200s: %.300s is not executable by %s, and no other in PATH (%.300s) "
+                "is",
+                prog, denied, user_name(user, sizeof(user)), search_path());
+    free(denied);
+    return MQPROC_ECONFIG;
+  }
+  return mqproc__err(err, MQPROC_ECONFIG, "--exec: %.200s: not found in PATH (%.600s; user %s)",
+                     prog, search_path(), user_name(user, sizeof(user)));
 }
 
 /* ---- starting the child ------------------------------------------------------------- */
@@ -191,7 +269,7 @@ static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t 
   int pfd[2] = {-1, -1}, failed = 1;
   if (r->spawner == NULL && mqproc__spawner_new(&r->spawner, run->loop, err) != MQPROC_OK)
     return MQPROC_ERUNNER_SPAWN;
-  if ((path = resolve_program(r->argv[0], &rep.err)) == NULL)
+  if ((path = resolve_program(r->argv[0], &rep.err, NULL)) == NULL)
     return spawn_failed(r->argv[0], log_fd, &rep, err);
   if ((env = build_env(spec, r->pass_env)) == NULL) {
     free(path);
@@ -227,24 +305,69 @@ static void run_free(mqproc__run_t *run) {
   free(run);
 }
 
+/* What the supervisor left in the report pipe, read once it has ended (so no write end
+ * is open and nothing can block): a step before execve that failed, and the end of a
+ * failed processor's output (runner_int.h). */
+typedef struct reports {
+  int step_failed;
+  mqproc__child_report_t step;
+  size_t tail_len; /* 0: no output to show */
+  int tail_cut;    /* more output came before the tail */
+  char tail[MQPROC__TAIL_BYTES];
+} reports_t;
+
+static void read_reports(int fd, reports_t *r) {
+  char buf[2 * sizeof(mqproc__child_report_t) + MQPROC__TAIL_BYTES];
+  size_t n = 0, at = 0;
+  r->step_failed = 0;
+  r->tail_len = 0;
+  while (n < sizeof(buf)) {
+    ssize_t got = read(fd, buf + n, sizeof(buf) - n);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      break;
+    n += (size_t)got;
+  }
+  while (n - at >= sizeof(mqproc__child_report_t)) {
+    mqproc__child_report_t head;
+    memcpy(&head, buf + at, sizeof(head));
+    at += sizeof(head);
+    if (head.stage != MQPROC__REPORT_OUTPUT && head.stage != MQPROC__REPORT_OUTPUT_CUT) {
+      r->step = head;
+      r->step_failed = 1;
+      continue;
+    }
+    r->tail_len = head.err > 0 && (size_t)head.err <= n - at ? (size_t)head.err : n - at;
+    if (r->tail_len > sizeof(r->tail))
+      r->tail_len = sizeof(r->tail);
+    r->tail_cut = head.stage == MQPROC__REPORT_OUTPUT_CUT;
+    memcpy(r->tail, buf + at, r->tail_len);
+    at += r->tail_len;
+  }
+}
+
 /* The supervisor ended (the helper killed what its group left behind). */
 static void on_exit_(void *ud, pid_t pid, int wstatus) {
   mqproc__run_t *run = ud;
   mqproc__run_result_t res;
-  mqproc__child_report_t rep;
+  reports_t rep;
   (void)pid;
   memset(&res, 0, sizeof(res));
   if (run->timer != 0)
     mqproc__loop_timer_cancel(run->loop, run->timer);
   res.duration_ms = mqproc__loop_now(run->loop) - run->started_ms;
-  if (mqproc__runner_report_read(run->report_r, &rep)) { /* it never ran */
-    res.status = spawn_failed(run->prog, run->log_fd, &rep, res.error);
+  read_reports(run->report_r, &rep);
+  if (rep.step_failed) { /* it never ran */
+    res.status = spawn_failed(run->prog, run->log_fd, &rep.step, res.error);
     res.exit_code = -1;
   } else if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
     /* a process that exited on its own just as the limit fired keeps its own status */
     mqproc__runner_describe_timeout(run->time_limit_ms, &res);
   else
     mqproc__runner_describe(wstatus, &res);
+  if (res.status != MQPROC_OK && rep.tail_len > 0) /* why it failed, in its own words */
+    mqproc__runner_add_tail(&res, rep.tail, rep.tail_len, rep.tail_cut);
   run->done(run->ud, &res);
   run_free(run);
 }
@@ -345,6 +468,7 @@ static const struct mqproc__runner_class proc_class = {
 int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
                             const mqproc__proc_opts_t *opts, char *err) {
   proc_runner_t *r = mqproc__calloc(1, sizeof(*r));
+  int rc;
   if (r == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   r->ocrd_cli = opts != NULL && opts->ocrd_cli;
@@ -357,6 +481,10 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   r->base.klass = &proc_class;
+  if ((rc = check_program(r->argv[0], err)) != MQPROC_OK) {
+    proc_destroy(&r->base);
+    return rc;
+  }
   *out = &r->base;
   return MQPROC_OK;
 }

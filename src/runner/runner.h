@@ -37,12 +37,16 @@ typedef struct mqproc__run_spec {
   long max_log_bytes;    /* a try's output beyond this kills it (0 = no limit) */
 } mqproc__run_spec_t;
 
+/* Room for a try's error text: the reason, and for a command the end of its output
+ * (MQPROC__TAIL_SHOWN bytes at most, runner_int.h). */
+#define MQPROC__RUN_ERROR_LEN 2048
+
 typedef struct mqproc__run_result {
   int status;      /* MQPROC_OK, MQPROC_ERUNNER_FAILED, _SPAWN or _TIMEOUT */
   int exit_code;   /* -1 when the process did not exit normally */
   int term_signal; /* 0 unless killed by a signal */
   int64_t duration_ms;
-  char error[MQPROC_ERR_LEN]; /* "" on success */
+  char error[MQPROC__RUN_ERROR_LEN]; /* "" on success */
 } mqproc__run_result_t;
 
 /* Called on the loop when the try ended; the run handle is freed right after. */
@@ -75,7 +79,8 @@ typedef struct mqproc__proc_opts {
  * (runner_proc.c has the list); pass as mqproc__proc_opts_t.pass_env. */
 int mqproc__env_passes(const char *kv, char *const *pass);
 
-/* argv: NULL-terminated, copied. */
+/* argv: NULL-terminated, copied. Fails with MQPROC_ECONFIG and the reason when argv[0]
+ * cannot be started now (not in PATH, a directory, not executable): checked at start. */
 int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
                             const mqproc__proc_opts_t *opts, char *err);
 /* processor: borrowed for the runner's lifetime. */

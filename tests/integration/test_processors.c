@@ -352,13 +352,26 @@ Test(processors, a_hung_spawn_helper_is_replaced) {
   it_server_stop(srv);
 }
 
-/* Every try of a job fails to start; after 1 + --retries tries the job is FAILED, and the
- * server goes on to the next job (which fails the same way). */
-static void expect_cannot_start(const char *suffix, const char *exec) {
-  char *proc = it_name(suffix);
+/* Every try of a job fails to start: its program went away after the server started
+ * (which refuses a missing one: test_processor_cli.c). After 1 + --retries tries the job is
+ * FAILED, and the server goes on to the next job (which fails the same way). in_path: the
+ * program is named by its name, found in a PATH directory; else by its path. */
+static void expect_cannot_start(const char *suffix, int in_path) {
+  char *proc = it_name(suffix), *dir = it_fmt("%s/bin", it_tmpdir());
+  char *path = it_fmt("%s/mqproc-gone-program", dir);
+  const char *exec = in_path ? "mqproc-gone-program" : path;
   const char *extra[] = {"--retries=2", "--max-requeues=0", NULL};
+  const char *env[] = {it_fmt("PATH=%s:%s", dir, getenv("PATH")), NULL};
   char *why = it_fmt("cannot start %s: No such file or directory", exec);
-  it_server_t *srv = it_server_start(proc, exec, extra, NULL);
+  it_server_t *srv;
+  FILE *f;
+  cr_assert_eq(mkdir(dir, 0755), 0);
+  cr_assert_not_null(f = fopen(path, "w"));
+  fputs("#!/bin/sh\nexit 0\n", f);
+  fclose(f);
+  cr_assert_eq(chmod(path, 0755), 0);
+  srv = it_server_start(proc, exec, extra, in_path ? env : NULL);
+  cr_assert_eq(unlink(path), 0);
   it_publish(proc, it_job_json(proc, "missing-1", NULL));
   it_expect_dead(proc, why);
   cr_expect_str_eq(it_sql("SELECT state FROM mqproc_jobs WHERE job_id = 'missing-1'", 0), "FAILED");
@@ -372,12 +385,12 @@ static void expect_cannot_start(const char *suffix, const char *exec) {
   it_server_stop(srv);
 }
 
-Test(processors, a_program_missing_from_path_fails_every_try) {
-  expect_cannot_start("nopath", "mqproc-no-such-program");
+Test(processors, a_program_gone_from_path_fails_every_try) {
+  expect_cannot_start("nopath", 1);
 }
 
-Test(processors, a_missing_program_path_is_reported_by_the_child) {
-  expect_cannot_start("noexec", "/nonexistent/mqproc-no-such-program");
+Test(processors, a_gone_program_path_is_reported_by_the_child) {
+  expect_cannot_start("noexec", 0);
 }
 
 /* ---- C processors with --isolation=process ------------------------------------------ */

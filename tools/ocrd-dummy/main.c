@@ -20,9 +20,9 @@ int main(int argc, char **argv) {
                     strcmp(argv[1], MQPROC_WORKER_COMMAND) == 0)) {
     rc = mqproc_main(argc, argv, &dummy_processor);
   } else if (argc == 2 && strcmp(argv[1], "--help-server") == 0) {
-    static char help[] = "--help";
-    char *help_argv[] = {argv[0], help, NULL};
-    rc = mqproc_main(2, help_argv, &dummy_processor);
+    static char server[] = "processing-server", help[] = "--help";
+    char *help_argv[] = {argv[0], server, help, NULL};
+    rc = mqproc_main(3, help_argv, &dummy_processor);
   } else {
     rc = dummy_cli_main(argc, argv);
   }
