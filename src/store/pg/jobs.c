@@ -128,7 +128,8 @@ static const char CLAIM_SQL[] =
     "   deliveries = j.deliveries + 1, worker_id = EXCLUDED.worker_id,"
     "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
     "   delivery_acked = false, republish = false, tries = j.tries + 1,"
-    "   log_path = EXCLUDED.log_path, headers = coalesce(EXCLUDED.headers, j.headers),"
+    "   log_path = coalesce(EXCLUDED.log_path, j.log_path),"
+    "   headers = coalesce(EXCLUDED.headers, j.headers),"
     "   priority = coalesce(EXCLUDED.priority, j.priority),"
     "   request = coalesce(j.request, EXCLUDED.request),"
     "   request_body = coalesce(j.request_body, EXCLUDED.request_body), updated_at = now()"
@@ -223,7 +224,7 @@ static void bind_start_try(pg_req_t *r, const mqproc__store_req_t *q) {
 
 static const pg_stmt_t START_TRY = {
     "mqproc_start_try",
-    "WITH j AS (UPDATE mqproc_jobs SET tries = tries + 1, log_path = $4,"
+    "WITH j AS (UPDATE mqproc_jobs SET tries = tries + 1, log_path = coalesce($4, log_path),"
     " updated_at = now() WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING'"
     " RETURNING tries)"
     " INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id)"
@@ -247,17 +248,19 @@ static void bind_end_try(pg_req_t *r, const mqproc__store_req_t *q) {
     mqproc__pg_bind_int(r, 5, a->end.term_signal);
   mqproc__pg_bind_int64(r, 6, a->end.duration_ms);
   mqproc__pg_bind_text(r, 7, a->end.error);
+  mqproc__pg_bind_text(r, 8, a->log_path);
 }
 
 static const pg_stmt_t END_TRY = {
     "mqproc_end_try",
     "WITH j AS (UPDATE mqproc_jobs SET last_error = coalesce($8, last_error),"
+    " log_path = coalesce($9, log_path),"
     " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
     " AND state = 'RUNNING' RETURNING job_id)"
     " UPDATE mqproc_job_tries t SET ended_at = now(), ok = $4::boolean,"
     " exit_code = $5::int, term_signal = $6::int, duration_ms = $7::bigint,"
     " error = $8 FROM j WHERE t.job_id = j.job_id AND t.try = $3::int",
-    8,
+    9,
     0,
     0,
     bind_end_try,
@@ -276,18 +279,23 @@ static void bind_succeed(pg_req_t *r, const mqproc__store_req_t *q) {
     mqproc__pg_bind_int(r, 4, a->end.exit_code);
   mqproc__pg_bind_bool(r, 5, a->outbox);
   mqproc__pg_bind_int(r, 6, a->lease_ms);
+  mqproc__pg_bind_text(r, 7, a->log_text);
+  mqproc__pg_bind_text(r, 8, a->log_path);
 }
 
 /* The successes of many jobs in one statement: the try's end and SUCCESS in one write
  * (the hot path). outbox: the holder acks its delivery now and still sends the result or
- * callbacks: the row carries them (delivery_acked, a lease) until outbox_done. */
+ * callbacks: the row carries them (delivery_acked, a lease) until outbox_done. The try's
+ * output rides along: its text when no file was made, or the file's path. */
 static const pg_stmt_t SUCCEED = {
     "mqproc_succeed",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bigint[],"
-    "   $5::int[], $6::bool[], $7::int[])"
-    "   WITH ORDINALITY AS v(job_id, attempt, try, ms, code, outbox, lease_ms, ord)),"
+    "   $5::int[], $6::bool[], $7::int[], $8::text[], $9::text[])"
+    "   WITH ORDINALITY AS v(job_id, attempt, try, ms, code, outbox, lease_ms, log_text,"
+    "   log_path, ord)),"
     " j AS (UPDATE mqproc_jobs j SET state = 'SUCCESS', end_time = now(),"
     "   exec_time_ms = v.ms, updated_at = now(),"
+    "   log_text = coalesce(v.log_text, j.log_text), log_path = coalesce(v.log_path, j.log_path),"
     "   delivery_acked = j.delivery_acked OR v.outbox,"
     "   lease_until = CASE WHEN j.delivery_acked OR v.outbox"
     "     THEN now() + v.lease_ms * interval '1 millisecond' END"
@@ -296,7 +304,7 @@ static const pg_stmt_t SUCCEED = {
     " t AS (UPDATE mqproc_job_tries t SET ended_at = now(), ok = true, exit_code = j.code,"
     "   duration_ms = j.ms FROM j WHERE t.job_id = j.job_id AND t.try = j.try)"
     " SELECT ord FROM j",
-    7,
+    9,
     1,
     0,
     bind_succeed,
@@ -310,13 +318,17 @@ static void bind_cancelled(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_int64(r, 3, a->end.duration_ms);
   mqproc__pg_bind_bool(r, 4, a->outbox);
   mqproc__pg_bind_int(r, 5, a->lease_ms);
+  mqproc__pg_bind_text(r, 6, a->log_text);
+  mqproc__pg_bind_text(r, 7, a->log_path);
 }
 
-/* A cancelled job's end, like a success's (the outbox too), with the try recorded failed. */
+/* A cancelled job's end, like a success's (the outbox and the try's output too), with the
+ * try recorded failed. */
 static const pg_stmt_t CANCELLED = {
     "mqproc_cancelled",
     "WITH j AS (UPDATE mqproc_jobs j SET state = 'CANCELLED', end_time = now(),"
     "   last_error = 'cancelled by an operator', updated_at = now(),"
+    "   log_text = coalesce($7, j.log_text), log_path = coalesce($8, j.log_path),"
     "   delivery_acked = j.delivery_acked OR $5::bool,"
     "   lease_until = CASE WHEN j.delivery_acked OR $5::bool"
     "     THEN now() + $6::int * interval '1 millisecond' END"
@@ -327,7 +339,7 @@ static const pg_stmt_t CANCELLED = {
     "   error = coalesce(t.error, 'cancelled by an operator')"
     "   FROM j WHERE t.job_id = j.job_id AND t.try = $3::int)"
     " SELECT job_id FROM j",
-    6,
+    8,
     0,
     0,
     bind_cancelled,

@@ -39,7 +39,7 @@ static const char CLAIM_AGAIN[] =
     "UPDATE mqproc_jobs SET state = 'RUNNING', attempt = attempt + 1,"
     " deliveries = deliveries + 1, worker_id = ?2, lease_until = mq_now() + ?3,"
     " start_time = mq_now(), end_time = NULL, delivery_acked = 0, republish = 0,"
-    " tries = tries + 1, log_path = ?4, headers = coalesce(?5, headers),"
+    " tries = tries + 1, log_path = coalesce(?4, log_path), headers = coalesce(?5, headers),"
     " priority = coalesce(?6, priority), request = coalesce(request, ?7),"
     " request_body = coalesce(request_body, ?8), updated_at = mq_now()"
     " WHERE job_id = ?1 AND (state = 'QUEUED' OR (state = 'RUNNING' AND (lease_until < mq_now()"
@@ -205,7 +205,8 @@ static void claim_answer(sq_req_t *r) {
 
 static int run_start_try(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
-      "UPDATE mqproc_jobs SET tries = tries + 1, log_path = ?3, updated_at = mq_now()"
+      "UPDATE mqproc_jobs SET tries = tries + 1, log_path = coalesce(?3, log_path),"
+      " updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?4 AND state = 'RUNNING' RETURNING tries";
   const mqproc__store_start_try_t *a = &r->q.u.start_try;
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
@@ -230,6 +231,7 @@ static void start_try_answer(sq_req_t *r) {
 
 static int run_end_try(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] = "UPDATE mqproc_jobs SET last_error = coalesce(?2, last_error),"
+                            " log_path = coalesce(?4, log_path),"
                             " updated_at = mq_now() WHERE job_id = ?1 AND attempt = ?3"
                             " AND state = 'RUNNING'";
   static const char TRY[] =
@@ -243,6 +245,7 @@ static int run_end_try(sqlite3 *db, sq_req_t *r) {
   mqproc__sq_bind_text(st, 1, a->job_id);
   mqproc__sq_bind_text(st, 2, a->end.error);
   mqproc__sq_bind_int(st, 3, a->attempt);
+  mqproc__sq_bind_text(st, 4, a->log_path);
   if ((rc = mqproc__sq_write_fenced(db, st, r, "write", a->job_id, a->attempt)) != MQPROC_OK)
     return rc;
   if ((st = mqproc__sq_stmt(db, TRY, r->err)) == NULL)
@@ -262,7 +265,8 @@ static int run_end_try(sqlite3 *db, sq_req_t *r) {
 /* ---- outcomes ----------------------------------------------------------------------- */
 
 /* The job's end (job_sql: SUCCESS or CANCELLED; ?1 job, ?2 attempt, ?3 ms, ?4 outbox,
- * ?5 lease_ms), then its try's (try_sql: ?1 job, ?2 try, ?3 ms, ?4 exit_code, if any). */
+ * ?5 lease_ms, ?6 log_text, ?7 log_path), then its try's (try_sql: ?1 job, ?2 try, ?3 ms,
+ * ?4 exit_code, if any). */
 static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, int exit_code,
                    const char *job_sql, const char *try_sql) {
   sqlite3_stmt *st = mqproc__sq_stmt(db, job_sql, r->err);
@@ -274,6 +278,8 @@ static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, i
   mqproc__sq_bind_int(st, 3, a->end.duration_ms);
   mqproc__sq_bind_bool(st, 4, a->outbox);
   mqproc__sq_bind_int(st, 5, a->lease_ms);
+  mqproc__sq_bind_text(st, 6, a->log_text);
+  mqproc__sq_bind_text(st, 7, a->log_path);
   rc = mqproc__sq_write_fenced(db, st, r, "record the outcome", a->job_id, a->attempt);
   if (rc != MQPROC_OK)
     return rc;
@@ -290,6 +296,7 @@ static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, i
 static int run_succeed(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] =
       "UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = mq_now(), exec_time_ms = ?3,"
+      " log_text = coalesce(?6, log_text), log_path = coalesce(?7, log_path),"
       " updated_at = mq_now(), lease_until = CASE WHEN delivery_acked OR ?4"
       "   THEN mq_now() + ?5 END, delivery_acked = delivery_acked OR ?4"
       " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
@@ -301,6 +308,8 @@ static int run_succeed(sqlite3 *db, sq_req_t *r) {
 static int run_cancelled(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] = "UPDATE mqproc_jobs SET state = 'CANCELLED', end_time = mq_now(),"
                             " last_error = 'cancelled by an operator', updated_at = mq_now(),"
+                            " log_text = coalesce(?6, log_text),"
+                            " log_path = coalesce(?7, log_path),"
                             " lease_until = CASE WHEN delivery_acked OR ?4 THEN mq_now() + ?5 END,"
                             " delivery_acked = delivery_acked OR ?4"
                             " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
@@ -483,14 +492,19 @@ static void own_args(sq_req_t *r) {
   case MQPROC__STORE_END_TRY:
     mqproc__sq_own_text(r, &q->u.end_try.job_id);
     mqproc__sq_own_text(r, &q->u.end_try.end.error);
+    mqproc__sq_own_text(r, &q->u.end_try.log_path);
     break;
   case MQPROC__STORE_SUCCEED:
     mqproc__sq_own_text(r, &q->u.succeed.job_id);
     mqproc__sq_own_text(r, &q->u.succeed.end.error);
+    mqproc__sq_own_text(r, &q->u.succeed.log_text);
+    mqproc__sq_own_text(r, &q->u.succeed.log_path);
     break;
   case MQPROC__STORE_CANCELLED:
     mqproc__sq_own_text(r, &q->u.cancelled.job_id);
     mqproc__sq_own_text(r, &q->u.cancelled.end.error);
+    mqproc__sq_own_text(r, &q->u.cancelled.log_text);
+    mqproc__sq_own_text(r, &q->u.cancelled.log_path);
     break;
   case MQPROC__STORE_FAIL:
     mqproc__sq_own_text(r, &q->u.fail.job_id);
