@@ -241,8 +241,8 @@ static void run_free(mqproc__run_t *run) {
 }
 
 /* Where the ended try's output is (res): its file, or the memfd's text moved into res or
- * into the file now (runner_common.c); lost when the supervisor could not make the file
- * (rep: its report, already in res). */
+ * into the file now (runner_common.c: a failure's, on the loop: at most --log-inline-max
+ * bytes); lost when the supervisor could not make the file (log_failed: res says so). */
 static void settle_log(mqproc__run_t *run, mqproc__run_result_t *res, int log_failed) {
   if (!run->log_kept)
     res->log_file = 1;
