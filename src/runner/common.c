@@ -122,22 +122,36 @@ int mqproc__runner_log_memfd(const char *head, size_t len, char *err) {
   return fd;
 }
 
-/* The text memfd holds (all of it: at most the inline maximum), NUL-terminated; NULL when
- * it cannot be read. */
-static char *memfd_text(int memfd, size_t *len) {
-  char *text;
-  if (mqproc__fd_slurp(memfd, &text, len) < 0)
+/* The text memfd holds, NUL-terminated (*len bytes): one pread of at most max + 1 bytes
+ * (its writer is gone or done: what it read is all there is), the whole file when it
+ * holds more than max (its writer did not keep to it); NULL when it cannot be read. */
+static char *memfd_text(int memfd, size_t max, size_t *len) {
+  char *text = mqproc__malloc(max + 2);
+  ssize_t n;
+  if (text == NULL)
+    return NULL;
+  do
+    n = pread(memfd, text, max + 1, 0);
+  while (n < 0 && errno == EINTR);
+  if (n >= 0 && (size_t)n <= max) {
+    text[n] = '\0';
+    *len = (size_t)n;
+    return text;
+  }
+  free(text);
+  if (n < 0 || mqproc__fd_slurp(memfd, &text, len) < 0)
     return NULL;
   return text;
 }
 
-void mqproc__runner_log_finish(mqproc__run_result_t *res, int memfd, const char *dir,
+void mqproc__runner_log_finish(mqproc__run_result_t *res, int memfd, size_t max, const char *dir,
                                const char *sub, const char *name) {
   char err[MQPROC_ERR_LEN], *text;
   size_t len = 0;
-  if ((text = memfd_text(memfd, &len)) != NULL && len == 0) {
+  if ((text = memfd_text(memfd, max, &len)) != NULL && len == 0) {
     res->log_file = 1; /* its writer moved it into the file, which has the rest */
-  } else if (text != NULL && res->status == MQPROC_OK && mqproc__runner_log_clean(text, len)) {
+  } else if (text != NULL && res->status == MQPROC_OK && len <= max &&
+             mqproc__runner_log_clean(text, len)) {
     res->log_text = text;
     text = NULL;
   } else if (text == NULL) {

@@ -51,11 +51,11 @@ void mqproc__runner_log_lost(mqproc__run_result_t *res, const char *why);
  * supervisor writes the try's output while it stays within --log-inline-max; -1 with
  * err. */
 int mqproc__runner_log_memfd(const char *head, size_t len, char *err);
-/* The end of a try whose output went to memfd (closed here): what stayed within the
- * maximum, or nothing once its writer moved it into the job's log file. A success's clean
+/* The end of a try whose output went to memfd (closed here): what stayed within max
+ * bytes, or nothing once its writer moved it into the job's log file. A success's clean
  * text becomes res->log_text; any other is appended to the file dir/sub/name, made now
  * (when it cannot be, the try fails saying why). Sets res->log_file. */
-void mqproc__runner_log_finish(mqproc__run_result_t *res, int memfd, const char *dir,
+void mqproc__runner_log_finish(mqproc__run_result_t *res, int memfd, size_t max, const char *dir,
                                const char *sub, const char *name);
 
 /* ---- starting a child --------------------------------------------------------------- */

@@ -85,6 +85,7 @@ struct mqproc__run {
   int report_r; /* the supervisor's report pipe: a step before execve failed */
   int log_fd;   /* the job's log (the file, or the memfd while kept), for that text */
   int log_kept; /* log_fd is the memfd of the try's output (child.h) */
+  long log_max; /* the output kept there stays within this (--log-inline-max) */
   const char *log_dir, *log_sub, *log_name; /* borrowed: the delivery outlives the try */
   const char *prog;                         /* the runner's argv[0], for that text */
   int64_t started_ms;
@@ -247,7 +248,8 @@ static void settle_log(mqproc__run_t *run, mqproc__run_result_t *res, int log_fa
   if (!run->log_kept)
     res->log_file = 1;
   else if (!log_failed)
-    mqproc__runner_log_finish(res, run->log_fd, run->log_dir, run->log_sub, run->log_name);
+    mqproc__runner_log_finish(res, run->log_fd, (size_t)run->log_max, run->log_dir, run->log_sub,
+                              run->log_name);
   else
     close(run->log_fd);
   if (run->log_kept)
@@ -310,6 +312,7 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   head_len = mqproc__runner_log_head(spec, head, sizeof(head));
   run->log_kept = mqproc__runner_log_inline(spec, head_len);
+  run->log_max = spec->log_inline_max;
   run->log_dir = spec->log_dir;
   run->log_sub = spec->log_sub;
   run->log_name = spec->log_name;

@@ -73,6 +73,7 @@ struct worker_runner {
 struct mqproc__run {
   worker_t *w;
   int log_memfd;                            /* the try's output while kept; -1: the file */
+  long log_max;                             /* what it keeps stays within this */
   const char *log_dir, *log_sub, *log_name; /* borrowed: the delivery outlives the try */
   int64_t started_ms;
   int64_t time_limit_ms;
@@ -207,7 +208,8 @@ static void end_try(worker_t *w, mqproc__run_result_t *res, int log_lost) {
   else if (log_lost) /* the worker could not make the file: said so, not tried again */
     close(run->log_memfd);
   else
-    mqproc__runner_log_finish(res, run->log_memfd, run->log_dir, run->log_sub, run->log_name);
+    mqproc__runner_log_finish(res, run->log_memfd, (size_t)run->log_max, run->log_dir, run->log_sub,
+                              run->log_name);
   run->done(run->ud, res);
   free(run);
 }
@@ -357,6 +359,7 @@ static int worker_start(mqproc__runner_t *base, mqproc__loop_t *loop,
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   *run = (mqproc__run_t){.w = w,
                          .log_memfd = -1,
+                         .log_max = spec->log_inline_max,
                          .log_dir = spec->log_dir,
                          .log_sub = spec->log_sub,
                          .log_name = spec->log_name,
