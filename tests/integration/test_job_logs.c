@@ -336,6 +336,31 @@ Test(job_logs, a_planted_link_or_fifo_fails_that_try_not_the_server_exec) {
   planted_files_fail_only_their_try(EXEC);
 }
 
+/* With a read token, a page reader without it sees neither the log's end nor the row's
+ * text (not even as a column of the job's table). */
+Test(job_logs, the_page_shows_the_text_only_to_readers_with_a_token) {
+  char *proc = it_name("jl-tok"), *id = it_fmt("%s-1", proc), *body = NULL;
+  char *token = it_fmt("%s/read-token", it_tmpdir());
+  const char *more[] = {"--http-read-token", token, NULL};
+  const char *bearer[] = {"-H", "Authorization: Bearer 0123456789abcdef-read-token", NULL};
+  FILE *f = fopen(token, "w");
+  it_server_t *srv;
+  cr_assert_not_null(f);
+  fputs("0123456789abcdef-read-token\n", f);
+  fclose(f);
+  cr_assert_eq(chmod(token, 0600), 0);
+  srv = start(EXEC, proc, more, NULL);
+  publish(proc, id);
+  expect_state(id, "SUCCESS");
+  cr_assert_not_null(column("log_text", id));
+  cr_expect_eq(it_http_get(it_http_port(srv), it_fmt("/jobs/%s", id), &body), 200);
+  cr_expect_null(strstr(body, marker(EXEC, id)), "hidden from a reader without a token: %s", body);
+  cr_expect_null(strstr(body, "log_text"), "%s", body);
+  cr_expect_eq(it_http_req(it_http_port(srv), it_fmt("/jobs/%s", id), bearer, &body), 200);
+  cr_expect_not_null(strstr(body, marker(EXEC, id)), "shown with the token: %s", body);
+  it_server_stop(srv);
+}
+
 /* ---- 5. the --on-failure handler and retention ---------------------------------------- */
 
 /* The handler's input names the job's log file, which holds every try's output (a failed
