@@ -52,12 +52,6 @@ int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *nam
   return fd;
 }
 
-int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
-  char head[512];
-  int n = mqproc__runner_log_head(spec, head, sizeof(head));
-  return mqproc__runner_open_log_at(spec->log_dir, spec->log_sub, spec->log_name, head, n, err);
-}
-
 int mqproc__runner_log_inline(const mqproc__run_spec_t *spec, int head_len) {
   return spec->log_inline_max > 0 && head_len <= spec->log_inline_max;
 }

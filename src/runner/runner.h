@@ -113,17 +113,14 @@ static inline void mqproc__runner_destroy(mqproc__runner_t *r) {
     r->klass->destroy(r);
 }
 
-/* Opens (creating its directory as needed, privately, following no link: joblog.h) the
- * job log for appending and writes a header line for this try; returns an fd or -1 with
- * err set. Shared by the backends. */
-int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err);
 /* Whether spec's try keeps its output in memory at first (spec->log_inline_max, and a
  * header of head_len bytes that fits in it). */
 int mqproc__runner_log_inline(const mqproc__run_spec_t *spec, int head_len);
-/* The same in two halves: the header line of this try (into head, n bytes; its length),
- * then the open and the write of head, callable from any thread (the C runner's pool
- * threads open their jobs' logs themselves: a new file's inode is the loop's costliest
- * system call on some filesystems). */
+/* A try's job log: the header line of this try (into head, n bytes; its length), then the
+ * open (creating its directory as needed, privately, following no link: joblog.h) for
+ * appending and the write of head: an fd, or -1 with err set. Callable from any thread
+ * (the C runner's pool threads open their jobs' logs themselves: a new file's inode is the
+ * loop's costliest system call on some filesystems). */
 int mqproc__runner_log_head(const mqproc__run_spec_t *spec, char *head, size_t n);
 int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *name, const char *head,
                                int head_len, char *err);
