@@ -8,6 +8,7 @@
  *   "marker": "/path"    append "<job_id> <attempt> <try>\n" to this file (a visible
  *                        side effect: how many times did the job really run?)
  *   "log_header": "name" log "header name=<value>" (the message's AMQP header)
+ *   "log_lines": N       log N more lines (a chatty job: its log outgrows memory)
  * and, for the tests of --isolation=process (on a thread they take the server down or
  * hold its slot for good):
  *   "crash": true        die of SIGSEGV
@@ -45,6 +46,7 @@ static int process(mqproc_job_t *job, void *userdata) {
   const char *marker = json_string_value(json_object_get(params, "marker"));
   long sleep = (long)json_integer_value(json_object_get(params, "sleep_ms"));
   long fail_tries = (long)json_integer_value(json_object_get(params, "fail_tries"));
+  long lines = (long)json_integer_value(json_object_get(params, "log_lines"));
   int rc = 0;
   (void)userdata;
   mqproc_job_log(job, "ocrd-example: job %s, METS %s, %zu input group(s), first %s",
@@ -58,6 +60,8 @@ static int process(mqproc_job_t *job, void *userdata) {
     mqproc_job_log(job, "header %s=%s (all: %s)", name, value != NULL ? value : "(none)",
                    mqproc_job_headers_json(job));
   }
+  for (long i = 1; i <= lines; i++)
+    mqproc_job_log(job, "ocrd-example: line %ld of %ld", i, lines);
   if (json_is_true(json_object_get(params, "crash")))
     raise(SIGSEGV);
   while (json_is_true(json_object_get(params, "hang")))

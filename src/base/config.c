@@ -212,6 +212,11 @@ static const mqproc__opt_t OPTS[] = {
     {ROW_LONG("max-log-size", "MQPROC_MAX_LOG_SIZE", max_log_bytes, "1073741824", 4096, 1L << 50),
      .help = "bytes a job's log may grow to in one try; a processor writing more output is killed "
              "(the files it writes are not limited)"},
+    {ROW_LONG("log-inline-max", "MQPROC_LOG_INLINE_MAX", log_inline_max, "8192", 0, 1048576),
+     .help = "bytes of a job's first try's output (its header line included) kept in memory: a "
+             "try that succeeds within them stores its output in the job's row (log_text) and "
+             "makes no log file; a try that fails or writes more makes the file, as every later "
+             "try does (0 = a file for every job)"},
     {ROW_INT("shutdown-grace", "MQPROC_SHUTDOWN_GRACE", shutdown_grace_s, "30", 0, 86400),
      .help = "seconds running jobs get to finish after SIGTERM/SIGINT before they are stopped and "
              "requeued"},

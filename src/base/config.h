@@ -103,6 +103,7 @@ typedef struct mqproc__config {
   int max_attempts;          /* --max-attempts: claims of one job, takeovers included */
   int time_limit_s;          /* --time-limit: per try (0 = none); a message may override */
   long max_log_bytes;        /* --max-log-size: a job log may not grow beyond this */
+  long log_inline_max;       /* --log-inline-max: a first try's output kept in the job's row */
   int shutdown_grace_s;      /* --shutdown-grace */
   long max_message_bytes;    /* --max-message-size */
   int callback_timeout_ms;   /* --callback-timeout-ms */

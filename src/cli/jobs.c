@@ -99,7 +99,7 @@ static int show(mqproc__odb_t *c, const args_t *a, const char *id) {
   }
   json_object_foreach(job, key, v) {
     char *s;
-    if (!strcmp(key, "tries"))
+    if (!strcmp(key, "tries") || !strcmp(key, "log_text"))
       continue;
     s = json_is_string(v) ? strdup(json_string_value(v))
                           : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -115,46 +115,64 @@ static int show(mqproc__odb_t *c, const args_t *a, const char *id) {
     printf("  %s\n", s != NULL ? s : "");
     free(s);
   }
+  if ((v = json_object_get(job, "log_text")) != NULL && json_is_string(v)) {
+    printf("log_text:\n"); /* a first try's output, kept in the row: no file was made */
+    mqproc__print_term(stdout, json_string_value(v), json_string_length(v));
+  }
   json_decref(job);
   return 0;
 }
 
-static int show_log(mqproc__odb_t *c, const char *id) {
-  const char *vals[1] = {id};
-  mqproc__ores_t *r =
-      mqproc__admin_q(c, "SELECT log_path FROM mqproc_jobs WHERE job_id = $1",
-                      "SELECT log_path FROM mqproc_jobs WHERE job_id = ?1", 1, vals);
-  FILE *f = NULL;
+/* The file of log_path to stdout (escaped on a terminal), opened as the server opens it:
+ * a link or a FIFO a processor put in its place is refused, never followed, never waited
+ * on. 0, or 1 after saying why. */
+static int print_log_file(const char *path) {
   char buf[65536], err[MQPROC_ERR_LEN];
+  FILE *f = NULL;
   size_t n;
-  int fd = -1;
-  if (r == NULL)
-    return 1;
-  if (mqproc__ores_rows(r) == 0 || mqproc__ores_null(r, 0, 0)) {
-    fprintf(stderr, "mqproc jobs log: %s\n",
-            mqproc__ores_rows(r) == 0 ? "no such job" : "no log recorded");
-    mqproc__ores_free(r);
-    return 1;
-  }
-  /* opened as the server opens it: a link or a FIFO a processor put in its place is
-   * refused, never followed, never waited on */
-  if ((fd = mqproc__joblog_open_read(mqproc__ores_get(r, 0, 0), err)) < 0 ||
-      (f = fdopen(fd, "r")) == NULL) {
+  int fd;
+  if ((fd = mqproc__joblog_open_read(path, err)) < 0 || (f = fdopen(fd, "r")) == NULL) {
     if (errno == ENOENT)
       fprintf(stderr, "mqproc jobs log: cannot read %s (it is on the host that ran the job)\n",
-              mqproc__ores_get(r, 0, 0));
+              path);
     else
       fprintf(stderr, "mqproc jobs log: %s\n", err);
     if (fd >= 0)
       close(fd);
-    mqproc__ores_free(r);
     return 1;
   }
-  mqproc__ores_free(r);
   while ((n = fread(buf, 1, sizeof(buf), f)) > 0) /* escaped on a terminal */
     mqproc__print_term(stdout, buf, n);
   fclose(f);
   return 0;
+}
+
+/* A job's log: the text kept in its row (a first try that succeeded without a file), then
+ * its log file (the tries that failed or wrote more). */
+static int show_log(mqproc__odb_t *c, const char *id) {
+  const char *vals[1] = {id};
+  mqproc__ores_t *r =
+      mqproc__admin_q(c, "SELECT log_path, log_text FROM mqproc_jobs WHERE job_id = $1",
+                      "SELECT log_path, log_text FROM mqproc_jobs WHERE job_id = ?1", 1, vals);
+  int rc = 0;
+  if (r == NULL)
+    return 1;
+  if (mqproc__ores_rows(r) == 0 || (mqproc__ores_null(r, 0, 0) && mqproc__ores_null(r, 0, 1))) {
+    fprintf(stderr, "mqproc jobs log: %s\n",
+            mqproc__ores_rows(r) == 0
+                ? "no such job"
+                : "no log recorded (a running first try keeps its output until it ends)");
+    mqproc__ores_free(r);
+    return 1;
+  }
+  if (!mqproc__ores_null(r, 0, 1))
+    mqproc__print_term(stdout, mqproc__ores_get(r, 0, 1), strlen(mqproc__ores_get(r, 0, 1)));
+  if (!mqproc__ores_null(r, 0, 0)) {
+    fflush(stdout);
+    rc = print_log_file(mqproc__ores_get(r, 0, 0));
+  }
+  mqproc__ores_free(r);
+  return rc;
 }
 
 /* The positional ids from index 1 on as a JSON array (the actions read it so);

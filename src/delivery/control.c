@@ -289,6 +289,7 @@ void mqproc__delivery_free(mqproc__delivery_t *d) {
   free(d->mets_path);
   free(d->job_id);
   free(d->body);
+  free(d->log_text);
   free(d);
 }
 

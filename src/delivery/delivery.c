@@ -342,7 +342,7 @@ static int claim_done(mqproc__delivery_t *d) {
 static int step_claim(mqproc__delivery_t *d) {
   if (!take_slot(d, S_CLAIM))
     return 0;
-  if (d->log_name[0] == '\0') /* one log per job, every try appends */
+  if (d->log_name[0] == '\0') /* one log per job, every try that needs it appends */
     job_log_path(d);
   d->claim = (mqproc__claim_t){.job_id = d->job_id,
                                .processor = d->host->processor,
@@ -355,7 +355,7 @@ static int step_claim(mqproc__delivery_t *d) {
                                .headers_json = d->headers_json,
                                .priority = d->priority,
                                .created_time = d->msg->created_time,
-                               .log_path = d->log_path,
+                               .log_path = mqproc__delivery_log_path(d),
                                .lease_ms = cfg(d)->lease_s * 1000,
                                .max_attempts = cfg(d)->max_attempts};
   return mqproc__delivery_store_call(
@@ -367,11 +367,16 @@ static int step_claim(mqproc__delivery_t *d) {
 static void on_run_done(void *ud, const mqproc__run_result_t *r) {
   mqproc__delivery_t *d = ud;
   if (d->abandoned) { /* released at shutdown while its thread ran on; now it ended */
+    free(r->log_text);
     mqproc__host_abandoned_done(d->host, d);
     return;
   }
   d->run = NULL;
   d->last = *r;
+  d->last.log_text = NULL; /* owned by d->log_text: */
+  free(d->log_text);
+  d->log_text = r->log_text;
+  d->log_made = d->log_made || r->log_file;
   d->state = S_END_TRY;
   mqproc__delivery_advance(d);
 }
@@ -399,7 +404,10 @@ static int run_try(mqproc__delivery_t *d) {
                              .log_name = d->log_name,
                              .worker_id = d->host->worker_id,
                              .time_limit_ms = time_limit_ms(d),
-                             .max_log_bytes = cfg(d)->max_log_bytes};
+                             .max_log_bytes = cfg(d)->max_log_bytes,
+                             /* only a job's first try: a later one appends to its file */
+                             .log_inline_max =
+                                 d->try_no == 1 && !d->log_made ? cfg(d)->log_inline_max : 0};
   int rc;
   d->tries_in_attempt++;
   if (d->tries_in_attempt > 1)
@@ -431,7 +439,7 @@ static int step_start_try(mqproc__delivery_t *d) {
   mqproc__store_start_try_t start = {.job_id = d->job_id,
                                      .attempt = d->attempt,
                                      .worker_id = d->host->worker_id,
-                                     .log_path = d->log_path,
+                                     .log_path = mqproc__delivery_log_path(d),
                                      .try_no = &d->try_no};
   if (d->cancel_requested) {
     give_slot(d);
@@ -483,7 +491,8 @@ static int step_end_try(mqproc__delivery_t *d) {
   mqproc__store_end_try_t end = {.job_id = d->job_id,
                                  .attempt = d->attempt,
                                  .try_no = d->try_no,
-                                 .end = mqproc__delivery_try_end(d)};
+                                 .end = mqproc__delivery_try_end(d),
+                                 .log_path = mqproc__delivery_log_path(d)};
   give_slot(d); /* the try is over: its slot goes to the next waiting job */
   if (d->fenced) {
     d->state = S_FENCED;

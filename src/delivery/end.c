@@ -20,6 +20,10 @@ mqproc__try_end_t mqproc__delivery_try_end(const mqproc__delivery_t *d) {
                              .error = d->last.status == MQPROC_OK ? NULL : d->last.error};
 }
 
+const char *mqproc__delivery_log_path(const mqproc__delivery_t *d) {
+  return d->log_made ? d->log_path : NULL;
+}
+
 /* Whether the outcome still has to reach a result queue or a callback. */
 static int outcome_to_send(const mqproc__delivery_t *d) {
   return d->msg->result_queue_name != NULL || mqproc__delivery_has_callbacks(d->msg);
@@ -68,7 +72,8 @@ static int cancelled(mqproc__delivery_t *d) {
   return ended(d, "CANCELLED");
 }
 
-/* How the try that ended the job ended, and the outbox marks (SUCCESS or CANCELLED). */
+/* How the try that ended the job ended, the outbox marks (SUCCESS or CANCELLED) and where
+ * its output is: its text when no file was made, or the file. */
 static mqproc__store_succeed_t job_end(const mqproc__delivery_t *d) {
   return (mqproc__store_succeed_t){.job_id = d->job_id,
                                    .attempt = d->attempt,
@@ -77,7 +82,9 @@ static mqproc__store_succeed_t job_end(const mqproc__delivery_t *d) {
                                    .outbox = outcome_to_send(d),
                                    .result = d->msg->result_queue_name != NULL,
                                    .callbacks = mqproc__delivery_has_callbacks(d->msg),
-                                   .lease_ms = cfg(d)->lease_s * 1000};
+                                   .lease_ms = cfg(d)->lease_s * 1000,
+                                   .log_text = d->log_text,
+                                   .log_path = mqproc__delivery_log_path(d)};
 }
 
 /* The operator's cancel reached the job between or at the end of its tries. */

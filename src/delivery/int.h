@@ -129,6 +129,8 @@ struct mqproc__delivery {
   char callback_error[MQPROC_ERR_LEN];
   char log_path[PATH_MAX];
   char log_name[256]; /* its file name (joblog.h) */
+  int log_made;       /* a try of this delivery wrote to that file: it exists */
+  char *log_text;     /* the output of a try that succeeded without a file (owned) */
 };
 
 /* Runs the machine until it waits for something; a delivery that reaches DONE is handed
@@ -157,6 +159,9 @@ void mqproc__delivery_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const
     __attribute__((format(printf, 3, 4)));
 /* How the last try ended, as the store records it (delivery_end.c). */
 mqproc__try_end_t mqproc__delivery_try_end(const mqproc__delivery_t *d);
+/* The job's log file for the store: its path once a try of this delivery wrote there, else
+ * NULL (the row keeps the path it has: a file an earlier attempt made, or none). */
+const char *mqproc__delivery_log_path(const mqproc__delivery_t *d);
 /* The states that record the attempt's end (delivery_end.c). */
 int mqproc__delivery_step_succeed(mqproc__delivery_t *d);
 int mqproc__delivery_step_cancel(mqproc__delivery_t *d);

@@ -86,23 +86,33 @@ static mqproc__qclient_t *broker(mqproc__dash_t *d) {
   return d->amqp;
 }
 
-/* The last LOG_TAIL bytes of a job's log, opened as the server opens it (a link or a FIFO
- * a processor put there is refused: never followed, never waited on); NULL when it cannot
- * be read. */
-static char *tail_of(const char *path) {
+/* The last LOG_TAIL bytes of a job's log: its text kept in the row (text: a first try's
+ * output when no file was needed), then its file, opened as the server opens it (a link or
+ * a FIFO a processor put there is refused: never followed, never waited on); NULL when
+ * there is neither (or the file cannot be read and there is no text). */
+static char *tail_of(const char *text, const char *path) {
   char err[MQPROC_ERR_LEN], *buf;
   int fd = path != NULL ? mqproc__joblog_open_read(path, err) : -1;
+  size_t tl = text != NULL ? strlen(text) : 0, keep;
   struct stat st;
-  ssize_t n;
-  if (fd < 0)
+  ssize_t n = 0;
+  if (fd < 0 && text == NULL)
     return NULL;
-  if (fstat(fd, &st) != 0 || (buf = malloc(LOG_TAIL + 1)) == NULL) {
-    close(fd);
+  if ((fd >= 0 && fstat(fd, &st) != 0) || (buf = malloc(LOG_TAIL + 1)) == NULL) {
+    if (fd >= 0)
+      close(fd);
     return NULL;
   }
-  n = pread(fd, buf, LOG_TAIL, st.st_size > LOG_TAIL ? st.st_size - LOG_TAIL : 0);
-  buf[n > 0 ? n : 0] = '\0';
-  close(fd);
+  if (fd >= 0) { /* the file's end first, then as much of the text as fits before it */
+    n = pread(fd, buf, LOG_TAIL, st.st_size > LOG_TAIL ? st.st_size - LOG_TAIL : 0);
+    n = n > 0 ? n : 0;
+    close(fd);
+  }
+  keep = tl < LOG_TAIL - (size_t)n ? tl : LOG_TAIL - (size_t)n;
+  memmove(buf + keep, buf, (size_t)n);
+  if (keep > 0)
+    memcpy(buf, text + tl - keep, keep);
+  buf[keep + (size_t)n] = '\0';
   if (buf != NULL) { /* cut anywhere: the page is UTF-8 */
     char *clean = NULL;
     mqproc__utf8_clean(buf, &clean);
@@ -203,11 +213,14 @@ static void run_read(void *ud) {
   }
   case R_JOB:
     if ((r->result = mqproc__ops_job(d->db, r->arg, r->err)) != NULL && !r->hide)
-      r->log_tail = tail_of(json_string_value(json_object_get(r->result, "log_path")));
+      r->log_tail = tail_of(json_string_value(json_object_get(r->result, "log_text")),
+                            json_string_value(json_object_get(r->result, "log_path")));
     else if (r->result != NULL) { /* what a reader without a token does not see */
       json_object_del(r->result, "request");
       json_object_del(r->result, "headers");
     }
+    if (r->result != NULL) /* the log is shown as its tail, not in the job's table */
+      json_object_del(r->result, "log_text");
     break;
   case R_ACTION:
     act(d, r);

@@ -463,7 +463,9 @@ char *mqproc__page_job(const json_t *job, const char *log_tail, const mqproc__pa
   esc(f, s != NULL ? s : "-");
   free(s);
   fputs("</pre><h2>Log (its end)</h2><pre id=\"log\">", f);
-  esc(f, log_tail != NULL ? log_tail : "(no log here: it is on the host that ran the job)");
+  esc(f, log_tail != NULL ? log_tail
+                          : "(no log here: a running first try keeps its output until it ends, "
+                            "and a log file is on the host that ran the job)");
   fputs("</pre>", f);
   return end(f, &buf, 0);
 }

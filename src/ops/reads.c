@@ -264,6 +264,7 @@ static const char SQ_JOB_SQL[] =
     " 'created_time', " SQ_TS("created_time") ", 'queued_at', " SQ_TS("queued_at") ","
     " 'start_time', " SQ_TS("start_time") ", 'end_time', " SQ_TS("end_time") ","
     " 'exec_time_ms', exec_time_ms, 'last_error', last_error, 'log_path', log_path,"
+    " 'log_text', log_text,"
     " 'result_published', " SQ_BOOL("result_published") ","
     " 'callback_state', callback_state, 'callback_error', callback_error,"
     " 'updated_at', " SQ_TS("updated_at") ", 'delivery_acked', " SQ_BOOL("delivery_acked") ","

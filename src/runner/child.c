@@ -17,7 +17,12 @@
  *   - writes no core file (it holds a copy of the server's memory: URLs, passwords);
  *   - copies the processor's stdout and stderr into the job log and counts the bytes: past
  *     --max-log-size the processor is killed and the supervisor dies of SIGXFSZ (the log
- *     limit limits the log, not the files the processor writes, as RLIMIT_FSIZE did);
+ *     limit limits the log, not the files the processor writes, as RLIMIT_FSIZE did); a
+ *     job's first try copies into a memfd the server reads when the try ended, until the
+ *     output would outgrow --log-inline-max: then the supervisor makes the job's log file
+ *     (following no link, never blocking, a regular file of its user with one link: what
+ *     the server would make), moves the memfd's bytes there and goes on there; a file it
+ *     cannot make fails the try (the processor is killed, the report pipe says why);
  *   - keeps the last MQPROC__TAIL_BYTES of that output and, when the processor failed,
  *     writes them to the report pipe (runner_int.h), so the try's error can say why
  *     without the server reading the log;
@@ -32,6 +37,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,6 +174,28 @@ static int failed(int st) {
   return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 }
 
+/* The output outgrew memory: the job's log file is made (what the server's joblog.c
+ * would make, with libc alone: runner_sys.c), the memfd's bytes moved there and the memfd
+ * emptied (the server reads an empty one as "in the file"); the file replaces *log_fd.
+ * 0, or -1 with errno. */
+static int spill(const mqproc__child_plan_t *p, int *log_fd) {
+  int sfd = mqproc__joblog_sub_open(p->log_dir, p->log_sub, geteuid()), fd, e;
+  if (sfd < 0)
+    return -1;
+  fd = mqproc__joblog_file_open(sfd, p->log_name, geteuid());
+  e = errno;
+  close(sfd);
+  errno = e;
+  if (fd < 0)
+    return -1;
+  if (mqproc__fd_copy(*log_fd, fd) == 0 && ftruncate(*log_fd, 0) == 0) {
+    /* moved; a failed copy leaves the bytes where the server finds them too */
+  }
+  close(*log_fd);
+  *log_fd = fd;
+  return 0;
+}
+
 /* Dies of sig, as the processor did (or of SIGXFSZ for a full log). */
 __attribute__((noreturn)) static void die_of(int sig) {
   sigset_t one;
@@ -185,8 +213,11 @@ __attribute__((noreturn)) static void supervise(const mqproc__child_plan_t *p, p
                                                 int sfd) {
   tail_t tail = {.seen = 0};
   char buf[16384];
-  long written = 0;
-  int st = 0, exited = 0;
+  long written = 0, kept = -1; /* kept: bytes in the memfd log; -1 once in the file */
+  int st = 0, exited = 0, log_fd = p->log_fd;
+  struct stat held;
+  if (p->log_inline_max > 0)
+    kept = fstat(log_fd, &held) == 0 ? (long)held.st_size : 0;
   for (;;) {
     struct pollfd fds[2] = {{.fd = out_r, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
     struct signalfd_siginfo si;
@@ -210,14 +241,25 @@ __attribute__((noreturn)) static void supervise(const mqproc__child_plan_t *p, p
       break;
     }
     tail_add(&tail, buf, (size_t)n);
+    if (kept >= 0 && kept + n > p->log_inline_max) {
+      if (spill(p, &log_fd) < 0) { /* a link or FIFO where the file goes: this try fails */
+        int e = errno;
+        kill(pid, SIGKILL);
+        errno = e;
+        mqproc__child_fail(p->report_fd, MQPROC__STAGE_JOBLOG);
+      }
+      kept = -1;
+    } else if (kept >= 0) {
+      kept += n;
+    }
     if (p->max_log_bytes > 0 && written + n > p->max_log_bytes) {
-      write_all(p->log_fd, buf, (size_t)(p->max_log_bytes - written));
-      write_all(p->log_fd, LOG_FULL_NOTE, sizeof(LOG_FULL_NOTE) - 1);
+      write_all(log_fd, buf, (size_t)(p->max_log_bytes - written));
+      write_all(log_fd, LOG_FULL_NOTE, sizeof(LOG_FULL_NOTE) - 1);
       kill(pid, SIGKILL);
       tail_report(&tail, p->report_fd);
       die_of(SIGXFSZ);
     }
-    write_all(p->log_fd, buf, (size_t)n);
+    write_all(log_fd, buf, (size_t)n);
     written += n;
   }
   if (failed(st))
@@ -265,8 +307,9 @@ void mqproc__child_main(void *plan) {
     mqproc__child_fail(p->report_fd, MQPROC__STAGE_FORK);
   if (pid == 0)
     processor_main(p, out[1]);
-  /* p->report_fd stays open: the output's tail goes there when the processor fails (the
-   * server reads the pipe only once this process has ended) */
+  /* p->report_fd stays open: the output's tail goes there when the processor fails, and
+   * a log file the supervisor cannot make is reported there (the server reads the pipe
+   * only once this process has ended) */
   close(p->in_fd);
   close(out[1]);
   supervise(p, pid, out[0], sfd);

@@ -19,6 +19,12 @@ typedef struct mqproc__child_plan {
   pid_t server;       /* its parent's pid (the spawn helper), to tell its death from a signal */
   long max_log_bytes; /* output of one try beyond this kills it (0 = no limit) */
   struct rlimit core; /* the server's core limit: the processor gets it back */
+  /* > 0: log_fd is a memfd holding the try's output so far (its header), which the server
+   * reads when the try ended; output that would take it past this many bytes makes the
+   * job's log file log_dir/log_sub/log_name (joblog.h's rules), the memfd's bytes are
+   * moved there and it is emptied. 0: log_fd is the job's log file. */
+  long log_inline_max;
+  const char *log_dir, *log_sub, *log_name;
 } mqproc__child_plan_t;
 
 /* The forked child (an mqproc__child_main_fn for mqproc__runner_fork_exec, plan a

@@ -1,5 +1,7 @@
-/* What the runner backends share: the job log, the texts a try ends with, and starting a
- * child process safely from the multi-threaded server (runner_int.h says how). Used by
+/* What the runner backends share: the job log (and a try's output kept in memory until it
+ * succeeds: the worker and command runners' memfd, what makes the file when it is needed),
+ * the texts a try ends with, and starting a child process safely from the multi-threaded
+ * server (runner_int.h says how). Used by
  * runner_proc.c (a command per try), runner_worker.c (pre-started worker processes) and
  * runner_thread.c (the job log, the function's result).
  */
@@ -23,8 +25,13 @@
 
 extern char **environ;
 
-static const char *const STAGE_NAMES[] = {"execve",    "setpgid", "prctl", "dup2",
-                                          "setrlimit", "pipe2",   "fork",  "signalfd"};
+#ifndef MFD_NOEXEC_SEAL /* Linux 6.3's: Debian 12's headers predate them */
+#define MFD_NOEXEC_SEAL 0x0008U
+#define MFD_EXEC 0x0010U
+#endif
+
+static const char *const STAGE_NAMES[] = {"execve", "setpgid", "prctl",    "dup2",   "setrlimit",
+                                          "pipe2",  "fork",    "signalfd", "job log"};
 
 /* ---- the job log -------------------------------------------------------------------- */
 
@@ -45,10 +52,112 @@ int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *nam
   return fd;
 }
 
-int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err) {
-  char head[512];
-  int n = mqproc__runner_log_head(spec, head, sizeof(head));
-  return mqproc__runner_open_log_at(spec->log_dir, spec->log_sub, spec->log_name, head, n, err);
+int mqproc__runner_log_inline(const mqproc__run_spec_t *spec, int head_len) {
+  return spec->log_inline_max > 0 && head_len <= spec->log_inline_max;
+}
+
+/* ---- a try's output kept in memory -------------------------------------------------- */
+
+int mqproc__runner_log_clean(const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t i = 0, k;
+  if (memchr(s, '\0', n) != NULL)
+    return 0;
+  while (i < n && (k = mqproc__utf8_seq_len(u + i, n - i)) != 0)
+    i += k;
+  return i == n;
+}
+
+int mqproc__runner_log_spill(const char *dir, const char *sub, const char *name, const char *text,
+                             size_t len, char *err) {
+  int fd = mqproc__joblog_open(dir, sub, name, err), rc = 0;
+  size_t off = 0;
+  if (fd < 0)
+    return -1;
+  while (off < len) {
+    ssize_t n = write(fd, text + off, len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      rc = mqproc__err(err, -1, "cannot write job log %s/%s/%s: %s", dir, sub, name,
+                       n < 0 ? strerror(errno) : "short write");
+      break;
+    }
+    off += (size_t)n;
+  }
+  close(fd);
+  return rc;
+}
+
+void mqproc__runner_log_lost(mqproc__run_result_t *res, const char *why) {
+  char was[sizeof(res->error)];
+  snprintf(was, sizeof(was), "%s", res->error);
+  if (res->status == MQPROC_OK) {
+    res->status = MQPROC_ERUNNER_FAILED;
+    res->exit_code = -1;
+    snprintf(res->error, sizeof(res->error), "%s", why);
+  } else {
+    snprintf(res->error, sizeof(res->error), "%.1400s; its output is lost: %.280s", was, why);
+  }
+  res->log_file = 0;
+}
+
+int mqproc__runner_log_memfd(const char *head, size_t len, char *err) {
+  int fd = memfd_create("mqproc-log", MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+  if (fd < 0 && errno == EINVAL)
+    fd = memfd_create("mqproc-log", MFD_CLOEXEC);
+  if (fd < 0)
+    return mqproc__err(err, -1, "memfd_create: %s", strerror(errno));
+  if (len > 0 && write(fd, head, len) != (ssize_t)len) {
+    mqproc__err(err, -1, "writing a job log's header to a memfd: %s", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* The text memfd holds, NUL-terminated (*len bytes): one pread of at most max + 1 bytes
+ * (its writer is gone or done: what it read is all there is), the whole file when it
+ * holds more than max (its writer did not keep to it); NULL when it cannot be read. */
+static char *memfd_text(int memfd, size_t max, size_t *len) {
+  char *text = mqproc__malloc(max + 2);
+  ssize_t n;
+  if (text == NULL)
+    return NULL;
+  do
+    n = pread(memfd, text, max + 1, 0);
+  while (n < 0 && errno == EINTR);
+  if (n >= 0 && (size_t)n <= max) {
+    text[n] = '\0';
+    *len = (size_t)n;
+    return text;
+  }
+  free(text);
+  if (n < 0 || mqproc__fd_slurp(memfd, &text, len) < 0)
+    return NULL;
+  return text;
+}
+
+void mqproc__runner_log_finish(mqproc__run_result_t *res, int memfd, size_t max, const char *dir,
+                               const char *sub, const char *name) {
+  char err[MQPROC_ERR_LEN], *text;
+  size_t len = 0;
+  if ((text = memfd_text(memfd, max, &len)) != NULL && len == 0) {
+    res->log_file = 1; /* its writer moved it into the file, which has the rest */
+  } else if (text != NULL && res->status == MQPROC_OK && len <= max &&
+             mqproc__runner_log_clean(text, len)) {
+    res->log_text = text;
+    text = NULL;
+  } else if (text == NULL) {
+    snprintf(err, sizeof(err), "cannot read the try's output: %s", strerror(errno));
+    mqproc__runner_log_lost(res, err);
+  } else if (mqproc__runner_log_spill(dir, sub, name, text, len, err) < 0) {
+    mqproc__runner_log_lost(res, err);
+  } else {
+    res->log_file = 1;
+  }
+  free(text);
+  close(memfd);
 }
 
 /* ---- the environment of a child ---------------------------------------------------- */
@@ -301,11 +410,6 @@ int mqproc__runner_lift_fd(int fd, int min, char *err) {
     return mqproc__err(err, -1, "fcntl(F_DUPFD): %s", strerror(errno));
   return hi;
 }
-
-#ifndef MFD_NOEXEC_SEAL /* Linux 6.3's: Debian 12's headers predate them */
-#define MFD_NOEXEC_SEAL 0x0008U
-#define MFD_EXEC 0x0010U
-#endif
 
 /* A sealed memfd of data. exec_flag says whether it may be exec'd (MFD_EXEC or
  * MFD_NOEXEC_SEAL): since Linux 6.3 a memfd that says neither draws a warning, and

@@ -35,6 +35,29 @@ void mqproc__runner_describe_crash(int wstatus, mqproc__run_result_t *r);
 void mqproc__runner_function_result(int rc, const char *why, int64_t duration_ms,
                                     mqproc__run_result_t *r);
 
+/* ---- a try's output kept in memory (runner_common.c) ------------------------------- */
+
+/* Whether n bytes at s may be stored as a job's log text: UTF-8 without NUL bytes (else
+ * the bytes go to the file as they are). */
+int mqproc__runner_log_clean(const char *s, size_t n);
+/* Appends len bytes of text to the job's log file dir/sub/name (made now, joblog.h); 0, or
+ * -1 with err set. */
+int mqproc__runner_log_spill(const char *dir, const char *sub, const char *name, const char *text,
+                             size_t len, char *err);
+/* The log of a try that failed for it (its file could not be made: why), into res: a
+ * failed try, saying so after what else went wrong. */
+void mqproc__runner_log_lost(mqproc__run_result_t *res, const char *why);
+/* A memfd (CLOEXEC, writable) holding head: where a worker process or an --exec try's
+ * supervisor writes the try's output while it stays within --log-inline-max; -1 with
+ * err. */
+int mqproc__runner_log_memfd(const char *head, size_t len, char *err);
+/* The end of a try whose output went to memfd (closed here): what stayed within max
+ * bytes, or nothing once its writer moved it into the job's log file. A success's clean
+ * text becomes res->log_text; any other is appended to the file dir/sub/name, made now
+ * (when it cannot be, the try fails saying why). Sets res->log_file. */
+void mqproc__runner_log_finish(mqproc__run_result_t *res, int memfd, size_t max, const char *dir,
+                               const char *sub, const char *name);
+
 /* ---- starting a child --------------------------------------------------------------- */
 
 /* The fds a child sets up are 0-3; every fd it inherits from the parent is moved at or
@@ -55,7 +78,8 @@ enum {
   MQPROC__STAGE_RLIMIT,
   MQPROC__STAGE_PIPE,
   MQPROC__STAGE_FORK,
-  MQPROC__STAGE_SIGNALFD
+  MQPROC__STAGE_SIGNALFD,
+  MQPROC__STAGE_JOBLOG /* an --exec try's supervisor could not make the job's log file */
 };
 
 /* The end of a failed processor's output: the supervisor (runner_child.c) keeps the last
@@ -90,6 +114,19 @@ int mqproc__fd_lift(int fd, int min);
 /* The whole content of the file fd, NUL-terminated (*len without the NUL), malloc'ed: 0,
  * or -1 with errno. */
 int mqproc__fd_slurp(int fd, char **out, size_t *len);
+/* Appends the whole content of the file from (read from its start, whatever its offset) to
+ * to: 0, or -1 with errno. */
+int mqproc__fd_copy(int from, int to);
+/* A job log's directory and file, opened as joblog.h says, with libc alone (joblog.c, and
+ * an --exec try's supervisor, which makes its job's log when the output outgrows memory):
+ * dir/sub (sub made 0750 when missing), entered following no link, must belong to uid;
+ * sub's fd, or -1 with errno (ELOOP: a link or no directory; EPERM: another user's). */
+int mqproc__joblog_sub_open(const char *dir, const char *sub, uid_t uid);
+/* name in the directory sfd, opened (made 0640) for appending, following no link, never
+ * blocking, and kept only when it is a regular file of uid with one link; an fd (CLOEXEC,
+ * blocking again), or -1 with errno (ELOOP: a link; ENXIO, EISDIR: no regular file; EPERM:
+ * not a plain file of uid's). */
+int mqproc__joblog_file_open(int sfd, const char *name, uid_t uid);
 /* A CLOEXEC memfd holding len bytes of data, positioned at 0 (a reader can never block
  * the writer), sealed (no one, not the processor it is given to, can change or resize
  * the bytes); -1 with err set. */

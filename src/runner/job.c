@@ -1,6 +1,13 @@
 /* The job handed to a C processing function: read-only views of the message plus a log
  * and an error slot. Lives for one try; used only by the worker thread or the worker
- * process running it. */
+ * process running it.
+ *
+ * Its log (mqproc_job_log) goes to one of: the job's log file (an fd); memory, starting
+ * with the try's header (the thread runner: mqproc__job_log_buffered), until the try ends
+ * or outgrows --log-inline-max; or a memfd the server reads at the try's end (the worker
+ * process: mqproc__job_log_memfd), likewise. Output that outgrows the maximum makes the
+ * job's log file (joblog.h) there and then, with what was kept first; a file that cannot
+ * be made fails the try (mqproc__job_log_error) and the rest of its lines are dropped. */
 #include "runner/job.h"
 
 #include <stdarg.h>
@@ -10,6 +17,8 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "runner/int.h"
+#include "runner/joblog.h"
 
 #define MQPROC_API __attribute__((visibility("default")))
 
@@ -18,8 +27,15 @@ struct mqproc_job {
   const char *mets_path;    /* borrowed likewise */
   int attempt;
   int try_no;
-  int log_fd;
+  int log_fd;    /* the job's log file, or the worker's memfd while kept (-1: none) */
   long log_left; /* bytes mqproc_job_log may still write in this try (--max-log-size) */
+  /* while the output is kept (log_max > 0): in log_buf (the thread runner's) or in the memfd
+   * log_fd, log_len bytes so far; the file is made in log_dir/log_sub/log_name (borrowed
+   * for the try) once they would exceed log_max */
+  size_t log_max, log_len, log_cap;
+  char *log_buf;
+  const char *log_dir, *log_sub, *log_name;
+  char log_err[MQPROC_ERR_LEN]; /* "" unless the file could not be made */
   char *params_json;
   char *request_json;
   char *headers_json; /* "{}" when none */
@@ -70,11 +86,114 @@ void mqproc__job_set_log(mqproc_job_t *job, int log_fd) {
   job->log_fd = log_fd;
 }
 
+void mqproc__job_log_buffered(mqproc_job_t *job, const char *dir, const char *sub, const char *name,
+                              const char *head, size_t head_len, size_t max) {
+  job->log_dir = dir;
+  job->log_sub = sub;
+  job->log_name = name;
+  job->log_max = max;
+  job->log_cap = head_len + 256 < max ? head_len + 256 : max;
+  if ((job->log_buf = mqproc__malloc(job->log_cap + 1)) == NULL) {
+    job->log_max = 0; /* no memory: the file from the start, as without a maximum */
+    job->log_fd = mqproc__runner_open_log_at(dir, sub, name, head, (int)head_len, job->log_err);
+    return;
+  }
+  memcpy(job->log_buf, head, head_len);
+  job->log_len = head_len;
+}
+
+void mqproc__job_log_memfd(mqproc_job_t *job, int memfd, size_t held, const char *dir,
+                           const char *sub, const char *name, size_t max) {
+  job->log_fd = memfd;
+  job->log_dir = dir;
+  job->log_sub = sub;
+  job->log_name = name;
+  job->log_max = max;
+  job->log_len = held;
+}
+
+/* The kept output outgrew the maximum (or the try failed): the job's log file is made, what
+ * was kept goes first (a memfd is emptied then: the server finds it so and knows). 0, or
+ * -1 when it could not be made (log_err says why; nothing is logged from then on). */
+static int spill(mqproc_job_t *job) {
+  int fd = mqproc__joblog_open(job->log_dir, job->log_sub, job->log_name, job->log_err);
+  if (fd >= 0 && job->log_buf != NULL && job->log_len > 0 &&
+      write(fd, job->log_buf, job->log_len) < 0) {
+    /* the job log is best effort once it exists */
+  }
+  if (fd >= 0 && job->log_buf == NULL && job->log_fd >= 0) {
+    if (mqproc__fd_copy(job->log_fd, fd) == 0 && ftruncate(job->log_fd, 0) == 0) {
+      /* moved: the server reads an empty memfd as "in the file" */
+    }
+  }
+  if (job->log_buf == NULL && job->log_fd >= 0)
+    close(job->log_fd); /* the memfd: the server holds its own */
+  free(job->log_buf);
+  job->log_buf = NULL;
+  job->log_max = job->log_len = 0;
+  job->log_fd = fd;
+  return fd >= 0 ? 0 : -1;
+}
+
+/* n bytes of the try's output, where they go now. */
+static void log_write(mqproc_job_t *job, const char *s, size_t n) {
+  if (job->log_max > 0 && job->log_len + n > job->log_max && spill(job) < 0)
+    return;
+  if (job->log_max > 0 && job->log_buf != NULL) {
+    if (job->log_len + n > job->log_cap) {
+      size_t cap = job->log_cap * 2 > job->log_len + n ? job->log_cap * 2 : job->log_len + n;
+      char *grown;
+      cap = cap < job->log_max ? cap : job->log_max; /* len + n <= max here */
+      grown = mqproc__realloc(job->log_buf, cap + 1);
+      if (grown == NULL) { /* no memory: the file, then */
+        if (spill(job) < 0)
+          return;
+        log_write(job, s, n);
+        return;
+      }
+      job->log_buf = grown;
+      job->log_cap = cap;
+    }
+    memcpy(job->log_buf + job->log_len, s, n);
+    job->log_len += n;
+    return;
+  }
+  if (job->log_fd >= 0 && write(job->log_fd, s, n) >= 0 && job->log_max > 0)
+    job->log_len += n;
+}
+
+int mqproc__job_log_end(mqproc_job_t *job, int ok, char **text, int *in_file) {
+  *text = NULL;
+  *in_file = 0;
+  if (job->log_err[0] != '\0')
+    return -1;
+  if (job->log_max > 0 && job->log_buf != NULL && ok &&
+      mqproc__runner_log_clean(job->log_buf, job->log_len)) {
+    job->log_buf[job->log_len] = '\0';
+    *text = job->log_buf; /* the caller's now */
+    job->log_buf = NULL;
+    job->log_max = job->log_len = 0;
+    return 0;
+  }
+  if (job->log_max > 0 && job->log_buf != NULL && spill(job) < 0)
+    return -1;
+  *in_file = job->log_fd >= 0;
+  if (job->log_fd >= 0) /* closed by the thread that wrote it, not the loop */
+    close(job->log_fd);
+  job->log_fd = -1;
+  return 0;
+}
+
+const char *mqproc__job_log_error(const mqproc_job_t *job) {
+  return job->log_err[0] != '\0' ? job->log_err : NULL;
+}
+
 void mqproc__job_free(mqproc_job_t *job) {
   if (job == NULL)
     return;
   if (job->log_fd >= 0)
     close(job->log_fd);
+  free(job->log_buf);
   free(job->params_json);
   free(job->request_json);
   free(job->headers_json);
@@ -167,16 +286,13 @@ MQPROC_API void mqproc_job_log(mqproc_job_t *job, const char *fmt, ...) {
     static const char full[] = "mqproc: --max-log-size reached, later lines dropped\n";
     n = (int)job->log_left;
     job->log_left = 0;
-    if (write(job->log_fd, line, (size_t)n) < 0 || write(job->log_fd, full, sizeof(full) - 1) < 0) {
-      /* best effort, as below */
-    }
+    log_write(job, line, (size_t)n); /* best effort, as below */
+    log_write(job, full, sizeof(full) - 1);
     return;
   }
   if (job->log_left > 0)
     job->log_left -= n;
-  if (write(job->log_fd, line, (size_t)n) < 0) {
-    /* the job log is best effort */
-  }
+  log_write(job, line, (size_t)n); /* the job log is best effort */
 }
 
 MQPROC_API void mqproc_job_fail(mqproc_job_t *job, const char *fmt, ...) {

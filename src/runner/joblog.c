@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "runner/int.h"
 
 #define PLAIN_MAX 200 /* a longer job_id is hashed */
 #define PREFIX_LEN 64 /* readable start kept before the hash */
@@ -99,52 +100,27 @@ static uid_t euid(void) {
   return euid_value;
 }
 
-/* An fd opened relative to parent must be ours, and a file have no other links. */
-static int owned(int fd, int want_dir, const char *what, char *err) {
-  struct stat st;
-  if (fstat(fd, &st) < 0)
-    return mqproc__err(err, -1, "%s: %s", what, strerror(errno));
-  if (st.st_uid != euid())
-    return mqproc__err(err, -1, "%s belongs to uid %u, not to this server: refused", what,
-                       (unsigned)st.st_uid);
-  if (!want_dir && (!S_ISREG(st.st_mode) || st.st_nlink != 1))
-    return mqproc__err(err, -1, "%s is not a plain file of its own (links: %lu): refused", what,
-                       (unsigned long)st.st_nlink);
-  return 0;
-}
-
-/* Why an open of a job log failed: a link, or something that is no regular file (a FIFO
- * without a reader: ENXIO; a directory: EISDIR), or the system's reason. */
-static const char *open_failure(int e) {
+const char *mqproc__joblog_why(int e) {
   return e == ELOOP                                 ? "it is a symbolic link"
          : e == ENXIO || e == EISDIR || e == ENODEV ? "it is not a regular file"
-                                                    : strerror(e);
+         : e == EPERM ? "it is not a plain file of this server's user (another user's, or more "
+                        "than one link)"
+                      : strerror(e);
 }
 
 /* Opened without blocking (a FIFO a processor planted there would wait for a reader: the
  * server's loop with it) and following no link; then it must be a regular file of ours
- * with one link, and O_NONBLOCK is cleared again. */
+ * with one link, and O_NONBLOCK is cleared again (runner_sys.c). */
 static int open_in(int sfd, const char *dir, const char *sub, const char *name, char *err) {
-  int fd =
-      openat(sfd, name,
-             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0640);
+  int fd = mqproc__joblog_file_open(sfd, name, euid());
   if (fd < 0)
     return mqproc__err(err, -1, "cannot open job log %s/%s/%s: %s", dir, sub, name,
-                       open_failure(errno));
-  if (owned(fd, 0, name, err) < 0) {
-    close(fd);
-    return -1;
-  }
-  if (fcntl(fd, F_SETFL, O_APPEND) != 0) {
-    mqproc__err(err, -1, "job log %s/%s/%s: %s", dir, sub, name, strerror(errno));
-    close(fd);
-    return -1;
-  }
+                       mqproc__joblog_why(errno));
   return fd;
 }
 
 int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char *err) {
-  int dfd = -1, sfd = -1, fd = -1;
+  int sfd = -1, fd = -1;
   char path[PATH_MAX];
   struct stat st;
   snprintf(path, sizeof(path), "%s/%s", dir, sub);
@@ -163,21 +139,11 @@ int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char
     cached.fd = -1;
   }
   pthread_mutex_unlock(&cached.lock);
-  if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-    mqproc__err(err, -1, "cannot open the log dir %s: %s", dir, strerror(errno));
-    goto out;
-  }
-  if (mkdirat(dfd, sub, 0750) < 0 && errno != EEXIST) {
-    mqproc__err(err, -1, "cannot create %s/%s: %s", dir, sub, strerror(errno));
-    goto out;
-  }
-  if ((sfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-    mqproc__err(err, -1, "cannot open %s/%s: %s", dir, sub,
-                errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)" : strerror(errno));
-    goto out;
-  }
-  if (owned(sfd, 1, sub, err) < 0)
-    goto out;
+  if ((sfd = mqproc__joblog_sub_open(dir, sub, euid())) < 0)
+    return mqproc__err(err, -1, "cannot open %s/%s: %s", dir, sub,
+                       errno == ELOOP   ? "not a directory (a link?)"
+                       : errno == EPERM ? "it belongs to another user: refused"
+                                        : strerror(errno));
   if ((fd = open_in(sfd, dir, sub, name, err)) >= 0 && fstat(sfd, &st) == 0) {
     pthread_mutex_lock(&cached.lock); /* kept for the next job's log */
     if (cached.fd >= 0)
@@ -189,11 +155,8 @@ int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char
     pthread_mutex_unlock(&cached.lock);
     sfd = -1;
   }
-out:
   if (sfd >= 0)
     close(sfd);
-  if (dfd >= 0)
-    close(dfd);
   return fd;
 }
 
@@ -240,7 +203,7 @@ int mqproc__joblog_open_read(const char *path, char *err) {
     goto out;
   }
   if ((fd = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0) {
-    mqproc__err(err, -1, "cannot read job log %s: %s", path, open_failure(errno));
+    mqproc__err(err, -1, "cannot read job log %s: %s", path, mqproc__joblog_why(errno));
     goto out;
   }
   /* what the server wrote: a regular file of one link, of the directory's owner (the

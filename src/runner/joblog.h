@@ -33,6 +33,9 @@ void mqproc__joblog_name(const char *job_id, char *out, size_t n);
  * name, never blocking (a FIFO is refused), and only a regular file of ours with one link;
  * an fd (O_CLOEXEC), or -1 with err set. */
 int mqproc__joblog_open(const char *dir, const char *sub, const char *name, char *err);
+/* Why an open of a job log failed with errno e, as the refusals of joblog.h say it: "it is
+ * a symbolic link", "it is not a regular file", ... (a static string). */
+const char *mqproc__joblog_why(int e);
 /* The same for a job's log_path (DIR/SUB/NAME). */
 int mqproc__joblog_open_path(const char *path, char *err);
 /* Opens a job's log_path for reading (the page, `mqproc jobs log`, maybe another user than

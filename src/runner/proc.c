@@ -5,7 +5,10 @@
  * its only child. The processor gets: stdin = a memfd holding the job
  * as JSON (so a command that never reads it cannot block us), stdout+stderr copied by
  * the supervisor into the job's log file (at most --max-log-size bytes per try: a runaway
- * writer is killed, and the server never reads its output), default signal dispositions
+ * writer is killed; a job's first try copies into a memfd instead, which the server reads
+ * when the try ended: a success within --log-inline-max keeps its text in the job's row
+ * and makes no file, a failure's is moved into the file then, and output that outgrows
+ * the memfd is moved there by the supervisor at once), default signal dispositions
  * and an empty signal mask, no fds but 0-2, and a clean environment: PATH, HOME, LANG,
  * LANGUAGE, LC_*, TZ, TMPDIR, what --pass-env names, and MQPROC_JOB_ID, MQPROC_ATTEMPT,
  * MQPROC_TRY, MQPROC_LOG_FILE; never the server's MQPROC_QUEUE, MQPROC_DATABASE,
@@ -79,10 +82,13 @@ static int stdin_memfd(const mqproc__run_spec_t *spec, char *err) {
 }
 
 struct mqproc__run {
-  pid_t pid;        /* also the process group id */
-  int report_r;     /* the supervisor's report pipe: a step before execve failed */
-  int log_fd;       /* the job's log, for that failure's text */
-  const char *prog; /* the runner's argv[0], for that text */
+  pid_t pid;    /* also the process group id */
+  int report_r; /* the supervisor's report pipe: a step before execve failed */
+  int log_fd;   /* the job's log (the file, or the memfd while kept), for that text */
+  int log_kept; /* log_fd is the memfd of the try's output (child.h) */
+  long log_max; /* the output kept there stays within this (--log-inline-max) */
+  const char *log_dir, *log_sub, *log_name; /* borrowed: the delivery outlives the try */
+  const char *prog;                         /* the runner's argv[0], for that text */
   int64_t started_ms;
   int64_t time_limit_ms;
   uint64_t timer; /* the time limit; 0 when none is pending */
@@ -262,8 +268,14 @@ static void on_exit_(void *ud, pid_t pid, int wstatus);
  * prepared here. */
 static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t *spec,
                  char *const *argv, int in_fd, int log_fd, char *err) {
-  mqproc__child_plan_t plan = {
-      .argv = argv, .in_fd = in_fd, .log_fd = log_fd, .max_log_bytes = spec->max_log_bytes};
+  mqproc__child_plan_t plan = {.argv = argv,
+                               .in_fd = in_fd,
+                               .log_fd = log_fd,
+                               .max_log_bytes = spec->max_log_bytes,
+                               .log_inline_max = run->log_kept ? spec->log_inline_max : 0,
+                               .log_dir = spec->log_dir,
+                               .log_sub = spec->log_sub,
+                               .log_name = spec->log_name};
   mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
   char *path, **env;
   int pfd[2] = {-1, -1}, failed = 1;
@@ -301,7 +313,8 @@ static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t 
 
 static void run_free(mqproc__run_t *run) {
   close(run->report_r);
-  close(run->log_fd);
+  if (run->log_fd >= 0)
+    close(run->log_fd);
   free(run);
 }
 
@@ -347,18 +360,43 @@ static void read_reports(int fd, reports_t *r) {
   }
 }
 
+/* Where the ended try's output is (res): its file, or the memfd's text moved into res or
+ * into the file now (runner_common.c: a failure's, on the loop: at most --log-inline-max
+ * bytes); lost when the supervisor could not make the file (log_failed: res says so). */
+static void settle_log(mqproc__run_t *run, mqproc__run_result_t *res, int log_failed) {
+  if (!run->log_kept)
+    res->log_file = 1;
+  else if (!log_failed)
+    mqproc__runner_log_finish(res, run->log_fd, (size_t)run->log_max, run->log_dir, run->log_sub,
+                              run->log_name);
+  else
+    close(run->log_fd);
+  if (run->log_kept)
+    run->log_fd = -1;
+}
+
 /* The supervisor ended (the helper killed what its group left behind). */
 static void on_exit_(void *ud, pid_t pid, int wstatus) {
   mqproc__run_t *run = ud;
   mqproc__run_result_t res;
   reports_t rep;
+  int log_failed;
   (void)pid;
   memset(&res, 0, sizeof(res));
   if (run->timer != 0)
     mqproc__loop_timer_cancel(run->loop, run->timer);
   res.duration_ms = mqproc__loop_now(run->loop) - run->started_ms;
   read_reports(run->report_r, &rep);
-  if (rep.step_failed) { /* it never ran */
+  log_failed = rep.step_failed && rep.step.stage == MQPROC__STAGE_JOBLOG;
+  if (log_failed) { /* the processor ran (and was killed): its output is lost */
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s/%s", run->log_dir, run->log_sub, run->log_name);
+    snprintf(res.error, sizeof(res.error),
+             "cannot open job log %.300s: %.120s (the try's output is lost)", path,
+             mqproc__joblog_why(rep.step.err));
+    res.status = MQPROC_ERUNNER_FAILED;
+    res.exit_code = -1;
+  } else if (rep.step_failed) { /* it never ran */
     res.status = spawn_failed(run->prog, run->log_fd, &rep.step, res.error);
     res.exit_code = -1;
   } else if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
@@ -368,6 +406,7 @@ static void on_exit_(void *ud, pid_t pid, int wstatus) {
     mqproc__runner_describe(wstatus, &res);
   if (res.status != MQPROC_OK && rep.tail_len > 0) /* why it failed, in its own words */
     mqproc__runner_add_tail(&res, rep.tail, rep.tail_len, rep.tail_cut);
+  settle_log(run, &res, log_failed);
   run->done(run->ud, &res);
   run_free(run);
 }
@@ -388,10 +427,16 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
                       mqproc__run_done_cb done, void *ud, mqproc__run_t **out, char *err) {
   proc_runner_t *r = (proc_runner_t *)base;
   mqproc__run_t *run = mqproc__calloc(1, sizeof(*run));
-  char **job_argv = NULL;
-  int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN;
+  char **job_argv = NULL, head[512];
+  int in_fd = -1, log_fd = -1, rc = MQPROC_ERUNNER_SPAWN, head_len;
   if (run == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  head_len = mqproc__runner_log_head(spec, head, sizeof(head));
+  run->log_kept = mqproc__runner_log_inline(spec, head_len);
+  run->log_max = spec->log_inline_max;
+  run->log_dir = spec->log_dir;
+  run->log_sub = spec->log_sub;
+  run->log_name = spec->log_name;
   run->loop = loop;
   run->runner = r;
   run->report_r = -1;
@@ -399,7 +444,10 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   run->done = done;
   run->ud = ud;
   run->prog = r->argv[0];
-  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0 ||
+  if ((log_fd = run->log_kept
+                    ? mqproc__runner_log_memfd(head, (size_t)head_len, err)
+                    : mqproc__runner_open_log_at(spec->log_dir, spec->log_sub, spec->log_name, head,
+                                                 head_len, err)) < 0 ||
       (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
     goto out_free;
   if ((in_fd = stdin_memfd(spec, err)) < 0 ||

@@ -35,6 +35,11 @@ typedef struct mqproc__run_spec {
   const char *worker_id;
   int64_t time_limit_ms; /* 0 = none: kill the try after this long */
   long max_log_bytes;    /* a try's output beyond this kills it (0 = no limit) */
+  /* > 0: the try's output (its header line included) is kept in memory while it stays within
+   * this many bytes, and handed back in the result when the try succeeds: the job's log file
+   * is made only for a try that fails or outgrows it (then with that output first). 0: the
+   * output goes to the file from the start (a later try of a job whose file may exist). */
+  long log_inline_max;
 } mqproc__run_spec_t;
 
 /* Room for a try's error text: the reason, and for a command the end of its output
@@ -47,9 +52,13 @@ typedef struct mqproc__run_result {
   int term_signal; /* 0 unless killed by a signal */
   int64_t duration_ms;
   char error[MQPROC__RUN_ERROR_LEN]; /* "" on success */
+  int log_file;   /* the try's output is in the job's log file (made or appended to) */
+  char *log_text; /* else, for a try that succeeded: its output (NUL-terminated UTF-8 without
+                     NUL bytes, the header line first); malloc'ed, the done callback's to free */
 } mqproc__run_result_t;
 
-/* Called on the loop when the try ended; the run handle is freed right after. */
+/* Called on the loop when the try ended (owning r->log_text); the run handle is freed right
+ * after. */
 typedef void (*mqproc__run_done_cb)(void *ud, const mqproc__run_result_t *r);
 
 struct mqproc__runner_class {
@@ -109,14 +118,14 @@ static inline void mqproc__runner_destroy(mqproc__runner_t *r) {
     r->klass->destroy(r);
 }
 
-/* Opens (creating its directory as needed, privately, following no link: joblog.h) the
- * job log for appending and writes a header line for this try; returns an fd or -1 with
- * err set. Shared by the backends. */
-int mqproc__runner_open_log(const mqproc__run_spec_t *spec, char *err);
-/* The same in two halves: the header line of this try (into head, n bytes; its length),
- * then the open and the write of head, callable from any thread (the C runner's pool
- * threads open their jobs' logs themselves: a new file's inode is the loop's costliest
- * system call on some filesystems). */
+/* Whether spec's try keeps its output in memory at first (spec->log_inline_max, and a
+ * header of head_len bytes that fits in it). */
+int mqproc__runner_log_inline(const mqproc__run_spec_t *spec, int head_len);
+/* A try's job log: the header line of this try (into head, n bytes; its length), then the
+ * open (creating its directory as needed, privately, following no link: joblog.h) for
+ * appending and the write of head: an fd, or -1 with err set. Callable from any thread
+ * (the C runner's pool threads open their jobs' logs themselves: a new file's inode is the
+ * loop's costliest system call on some filesystems). */
 int mqproc__runner_log_head(const mqproc__run_spec_t *spec, char *head, size_t n);
 int mqproc__runner_open_log_at(const char *dir, const char *sub, const char *name, const char *head,
                                int head_len, char *err);

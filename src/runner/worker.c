@@ -16,7 +16,10 @@
  *
  * One try: the request (JSON, METS path, worker id) is written into a memfd (never
  * blocks) and one SEQPACKET message carries a small header, the memfd and the job log fd
- * (runner_worker_int.h); the worker answers with one message {rc, duration, error}.
+ * (runner_worker_int.h); the worker answers with one message {rc, duration, error}. A
+ * job's first try gets a memfd for its log instead of the file (no file is made for a try
+ * that succeeds within --log-inline-max): the server reads it when the try ended, and
+ * moves it into the job's log file when the try failed (a crash included).
  *
  * How a try ends, exactly once: at the reply, or when the loop reaps the worker (child
  * watch): "processor crashed: killed by signal 11 (Segmentation fault)". A reply still
@@ -69,6 +72,9 @@ struct worker_runner {
 
 struct mqproc__run {
   worker_t *w;
+  int log_memfd;                            /* the try's output while kept; -1: the file */
+  long log_max;                             /* what it keeps stays within this */
+  const char *log_dir, *log_sub, *log_name; /* borrowed: the delivery outlives the try */
   int64_t started_ms;
   int64_t time_limit_ms;
   uint64_t timer; /* the time limit; 0 when none is pending */
@@ -192,11 +198,18 @@ static int spawn_worker(worker_t *w, char *err) {
 
 /* Ends w's try with res. The slot is settled before done runs: done may start the next
  * try, in this slot too. */
-static void end_try(worker_t *w, mqproc__run_result_t *res) {
+static void end_try(worker_t *w, mqproc__run_result_t *res, int log_lost) {
   mqproc__run_t *run = w->run;
   w->run = NULL;
   if (run->timer != 0)
     mqproc__loop_timer_cancel(w->r->loop, run->timer);
+  if (run->log_memfd < 0)
+    res->log_file = 1;
+  else if (log_lost) /* the worker could not make the file: said so, not tried again */
+    close(run->log_memfd);
+  else
+    mqproc__runner_log_finish(res, run->log_memfd, (size_t)run->log_max, run->log_dir, run->log_sub,
+                              run->log_name);
   run->done(run->ud, res);
   free(run);
 }
@@ -211,7 +224,7 @@ static void on_readable(mqproc__loop_t *loop, int fd, void *ud) {
     return; /* nothing after all (the fd number may be a new worker's by now) */
   if (got == 1 && w->run != NULL) {
     mqproc__runner_function_result(rep.rc, rep.error, rep.duration_ms, &res);
-    end_try(w, &res);
+    end_try(w, &res, rep.log_lost);
     return;
   }
   /* EOF, an error, or a reply nobody asked for: the reaping ends a try it had */
@@ -258,7 +271,7 @@ static void on_exit_(mqproc__loop_t *loop, pid_t pid, int wstatus, void *ud) {
     res.duration_ms = mqproc__loop_now(loop) - w->run->started_ms;
     MQPROC__WARN("worker process %d: %s; a new one starts with the next try", (int)pid, res.error);
   }
-  end_try(w, &res);
+  end_try(w, &res, replied && rep.log_lost);
 }
 
 /* The time limit: kill the worker now; on_exit_ reports the timeout once it is reaped. */
@@ -287,23 +300,35 @@ static worker_t *pick(worker_runner_t *r) {
   return empty;
 }
 
-/* Writes the job log header and hands the try to worker w. */
-static int send_try(worker_t *w, const mqproc__run_spec_t *spec, char *err) {
+/* The try's log: the job's log file, or (a first try: *kept) a memfd the output goes to
+ * while it fits; either holds the try's header and the worker's pid. -1 with err. */
+static int open_log(worker_t *w, const mqproc__run_spec_t *spec, int *kept, char *err) {
+  char head[640];
+  int n = mqproc__runner_log_head(spec, head, sizeof(head) - 64);
+  n += snprintf(head + n, sizeof(head) - (size_t)n, "mqproc: in worker process %d\n", (int)w->pid);
+  if (!(*kept = mqproc__runner_log_inline(spec, n)))
+    return mqproc__runner_open_log_at(spec->log_dir, spec->log_sub, spec->log_name, head, n, err);
+  return mqproc__runner_log_memfd(head, (size_t)n, err);
+}
+
+/* Writes the job log header and hands the try to worker w; run keeps a memfd log. */
+static int send_try(worker_t *w, mqproc__run_t *run, const mqproc__run_spec_t *spec, char *err) {
   mqproc__worker_req_t req;
   char *payload;
   size_t len;
-  int memfd, log_fd, rc = MQPROC_OK;
+  int memfd, log_fd, kept, rc = MQPROC_OK;
   if ((rc = mqproc__worker_pack(spec, &req, &payload, &len, err)) != MQPROC_OK)
     return rc;
   memfd = mqproc__runner_memfd("mqproc-job", payload, len, err);
   free(payload);
   if (memfd < 0)
     return MQPROC_ERUNNER_SPAWN;
-  if ((log_fd = mqproc__runner_open_log(spec, err)) < 0) {
+  if ((log_fd = open_log(w, spec, &kept, err)) < 0) {
     close(memfd);
     return MQPROC_ERUNNER_SPAWN;
   }
-  dprintf(log_fd, "mqproc: in worker process %d\n", (int)w->pid);
+  if (!kept)
+    req.log_inline_max = 0; /* the file from the start */
   if (mqproc__worker_send_req(w->sock, &req, memfd, log_fd) < 0) {
     rc = mqproc__err(err, MQPROC_ERUNNER_SPAWN, "cannot hand the job to worker process %d: %s",
                      (int)w->pid, strerror(errno));
@@ -311,7 +336,10 @@ static int send_try(worker_t *w, const mqproc__run_spec_t *spec, char *err) {
     kill_worker(w); /* the reaping frees its slot */
   }
   close(memfd);
-  close(log_fd);
+  if (kept && rc == MQPROC_OK)
+    run->log_memfd = log_fd; /* read when the try ended */
+  else
+    close(log_fd);
   return rc;
 }
 
@@ -330,6 +358,11 @@ static int worker_start(mqproc__runner_t *base, mqproc__loop_t *loop,
   if ((run = mqproc__calloc(1, sizeof(*run))) == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   *run = (mqproc__run_t){.w = w,
+                         .log_memfd = -1,
+                         .log_max = spec->log_inline_max,
+                         .log_dir = spec->log_dir,
+                         .log_sub = spec->log_sub,
+                         .log_name = spec->log_name,
                          .started_ms = mqproc__now_ms(),
                          .time_limit_ms = spec->time_limit_ms,
                          .done = done,
@@ -339,7 +372,7 @@ static int worker_start(mqproc__runner_t *base, mqproc__loop_t *loop,
     free(run);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
-  if ((rc = send_try(w, spec, err)) != MQPROC_OK) {
+  if ((rc = send_try(w, run, spec, err)) != MQPROC_OK) {
     if (run->timer != 0)
       mqproc__loop_timer_cancel(r->loop, run->timer);
     free(run);
@@ -390,6 +423,8 @@ static void worker_destroy(mqproc__runner_t *base) {
       kill_worker(w);
       if (w->run->timer != 0)
         mqproc__loop_timer_cancel(r->loop, w->run->timer);
+      if (w->run->log_memfd >= 0)
+        close(w->run->log_memfd);
       free(w->run);
       w->run = NULL;
     }

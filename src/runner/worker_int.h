@@ -5,10 +5,15 @@
  * arrives whole or not at all, and EOF says the peer is gone):
  *
  *   server -> worker  mqproc__worker_req_t, with two fds (SCM_RIGHTS): a memfd holding
- *                     the payload "request_json\0[mets_path\0][headers_json\0]worker_id\0"
- *                     (the lengths are in the header; the METS part is absent when
- *                     mets_len is -1, the headers when headers_len is -1),
- *                     and the job log, open for appending
+ *                     the payload "request_json\0[mets_path\0][headers_json\0]worker_id\0
+ *                     [log_dir\0log_sub\0log_name\0]" (the lengths are in the header; the
+ *                     METS part is absent when mets_len is -1, the headers when
+ *                     headers_len is -1, the log's place when log_lens[0] is 0),
+ *                     and the job log, open for appending: the job's log file, or (when
+ *                     log_inline_max > 0) a memfd holding the try's header, to which the
+ *                     output goes while it stays within log_inline_max bytes; beyond, the
+ *                     worker makes the log file (log_dir/log_sub/log_name), moves the
+ *                     memfd's bytes there and empties it
  *   worker -> server  mqproc__worker_reply_t
  *
  * Both ends are the same program (the worker is the server's own binary re-executed), so
@@ -33,12 +38,15 @@ typedef struct mqproc__worker_req {
   int64_t max_log_bytes;
   uint32_t request_len;
   uint32_t worker_id_len;
-  int32_t headers_len; /* -1: no headers */
+  int32_t headers_len;    /* -1: no headers */
+  int64_t log_inline_max; /* > 0: the log fd is a memfd, kept while within this many bytes */
+  uint32_t log_lens[3];   /* log_dir, log_sub, log_name: each one's length + 1; 0: none */
 } mqproc__worker_req_t;
 
 typedef struct mqproc__worker_reply {
-  int32_t rc; /* what the processing function returned */
-  int32_t reserved;
+  int32_t rc;       /* what the processing function returned */
+  int32_t log_lost; /* the log file could not be made (error says why): the memfd is not
+                       moved there again */
   int64_t duration_ms;
   char error[MQPROC_ERR_LEN]; /* mqproc_job_fail()'s text, or why the worker could not run
                                  the job; "" when neither */
@@ -50,6 +58,7 @@ typedef struct mqproc__worker_job {
   const char *mets_path;    /* NULL when the job has none */
   const char *headers_json; /* NULL when the message had none */
   const char *worker_id;
+  const char *log_dir, *log_sub, *log_name; /* NULL when not sent */
 } mqproc__worker_job_t;
 
 /* Builds the header and the payload of spec's try; *payload is malloc()ed (the caller

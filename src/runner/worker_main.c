@@ -7,7 +7,9 @@
  * error text. EOF on the socket means the server is done with this worker: it exits 0.
  *
  * --max-log-size bounds what mqproc_job_log writes in one try (job.c drops the rest);
- * the files the function writes are not limited.
+ * the files the function writes are not limited. With --log-inline-max the log fd is a
+ * memfd the server reads at the try's end: the output goes there while it fits, and past
+ * that into the job's log file, which this process makes (job.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +42,29 @@ static int decode(const mqproc__worker_req_t *req, const char *payload, size_t l
   return mqproc__msg_validate(doc, (mqproc__format_t)req->format, NULL, msg, err);
 }
 
+/* The log of job: log_fd is the job's log file, or a memfd holding what the try wrote so
+ * far (its header) while it stays within req->log_inline_max. */
+static void set_log(mqproc_job_t *job, const mqproc__worker_req_t *req,
+                    const mqproc__worker_job_t *wj, int log_fd) {
+  struct stat st;
+  if (req->log_inline_max > 0 && wj->log_dir != NULL && fstat(log_fd, &st) == 0)
+    mqproc__job_log_memfd(job, log_fd, (size_t)st.st_size, wj->log_dir, wj->log_sub, wj->log_name,
+                          (size_t)req->log_inline_max);
+  else
+    mqproc__job_set_log(job, log_fd);
+}
+
+/* The function returned rc (its mqproc_job_fail text: why) but its log file could not be
+ * made: the try fails, saying so (the server then leaves the memfd alone). */
+static void log_lost(const mqproc_job_t *job, int rc, mqproc__worker_reply_t *rep) {
+  mqproc__run_result_t res;
+  mqproc__runner_function_result(rc, rep->error, 0, &res);
+  mqproc__runner_log_lost(&res, mqproc__job_log_error(job));
+  rep->rc = rc != 0 ? rc : -1;
+  rep->log_lost = 1;
+  snprintf(rep->error, sizeof(rep->error), "%.*s", (int)sizeof(rep->error) - 1, res.error);
+}
+
 /* Runs one try; log_fd is the job log (closed here). */
 static void run_try(const mqproc_processor_t *proc, const mqproc__worker_req_t *req, int memfd,
                     int log_fd, mqproc__worker_reply_t *rep) {
@@ -64,7 +89,8 @@ static void run_try(const mqproc_processor_t *proc, const mqproc__worker_req_t *
                                 .try_no = req->try_no,
                                 .worker_id = wj.worker_id,
                                 .max_log_bytes = (long)req->max_log_bytes};
-    rc = mqproc__job_new(&job, &spec, log_fd, err);
+    if ((rc = mqproc__job_new(&job, &spec, -1, err)) == MQPROC_OK)
+      set_log(job, req, &wj, log_fd);
   }
   if (rc != MQPROC_OK) {
     rep->rc = -1;
@@ -77,6 +103,8 @@ static void run_try(const mqproc_processor_t *proc, const mqproc__worker_req_t *
     rep->duration_ms = mqproc__now_ms() - t0;
     if (mqproc__job_error(job) != NULL)
       snprintf(rep->error, sizeof(rep->error), "%s", mqproc__job_error(job));
+    if (mqproc__job_log_error(job) != NULL)
+      log_lost(job, rep->rc, rep);
     mqproc__job_free(job); /* closes log_fd */
   }
   mqproc__msg_free(msg);

@@ -17,13 +17,18 @@
 int mqproc__worker_pack(const mqproc__run_spec_t *spec, mqproc__worker_req_t *req, char **payload,
                         size_t *len, char *err) {
   const char *wid = spec->worker_id != NULL ? spec->worker_id : "";
-  size_t rl = strlen(spec->request_json), wl = strlen(wid);
+  const char *log[3] = {spec->log_dir, spec->log_sub, spec->log_name};
+  int with_log = spec->log_inline_max > 0 && log[0] != NULL && log[1] != NULL && log[2] != NULL;
+  size_t rl = strlen(spec->request_json), wl = strlen(wid), ll[3] = {0, 0, 0};
   size_t ml = spec->mets_path != NULL ? strlen(spec->mets_path) : 0;
   size_t hl = spec->headers_json != NULL ? strlen(spec->headers_json) : 0;
-  size_t total = rl + 1 + (spec->mets_path != NULL ? ml + 1 : 0) +
-                 (spec->headers_json != NULL ? hl + 1 : 0) + wl + 1;
+  size_t total, tail = 0;
   char *p;
-  if (rl >= INT32_MAX || ml >= INT32_MAX || hl >= INT32_MAX || wl >= INT32_MAX)
+  for (int i = 0; with_log && i < 3; i++)
+    tail += (ll[i] = strlen(log[i])) + 1;
+  total = rl + 1 + (spec->mets_path != NULL ? ml + 1 : 0) +
+          (spec->headers_json != NULL ? hl + 1 : 0) + wl + 1 + tail;
+  if (rl >= INT32_MAX || ml >= INT32_MAX || hl >= INT32_MAX || wl >= INT32_MAX || tail >= INT32_MAX)
     return mqproc__err(err, MQPROC_EINVAL, "the job is too large for a worker process");
   if ((p = mqproc__malloc(total)) == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
@@ -31,8 +36,10 @@ int mqproc__worker_pack(const mqproc__run_spec_t *spec, mqproc__worker_req_t *re
   if (spec->mets_path != NULL)
     memcpy(p + rl + 1, spec->mets_path, ml + 1);
   if (spec->headers_json != NULL)
-    memcpy(p + total - wl - 1 - hl - 1, spec->headers_json, hl + 1);
-  memcpy(p + total - wl - 1, wid, wl + 1);
+    memcpy(p + total - tail - wl - 1 - hl - 1, spec->headers_json, hl + 1);
+  memcpy(p + total - tail - wl - 1, wid, wl + 1);
+  for (size_t i = 0, off = total - tail; with_log && i < 3; off += ll[i] + 1, i++)
+    memcpy(p + off, log[i], ll[i] + 1);
   *req = (mqproc__worker_req_t){.attempt = spec->attempt,
                                 .try_no = spec->try_no,
                                 .format = (int32_t)spec->msg->format,
@@ -40,7 +47,11 @@ int mqproc__worker_pack(const mqproc__run_spec_t *spec, mqproc__worker_req_t *re
                                 .max_log_bytes = spec->max_log_bytes,
                                 .request_len = (uint32_t)rl,
                                 .worker_id_len = (uint32_t)wl,
-                                .headers_len = spec->headers_json != NULL ? (int32_t)hl : -1};
+                                .headers_len = spec->headers_json != NULL ? (int32_t)hl : -1,
+                                .log_inline_max = with_log ? spec->log_inline_max : 0,
+                                .log_lens = {with_log ? (uint32_t)ll[0] + 1 : 0,
+                                             with_log ? (uint32_t)ll[1] + 1 : 0,
+                                             with_log ? (uint32_t)ll[2] + 1 : 0}};
   *payload = p;
   *len = total;
   return MQPROC_OK;
@@ -63,11 +74,17 @@ int mqproc__worker_unpack(const mqproc__worker_req_t *req, const char *payload, 
   if (req->format != MQPROC__FMT_JSON && req->format != MQPROC__FMT_YAML)
     return mqproc__err(err, MQPROC_EINVAL, "malformed job: unknown format %d", (int)req->format);
   if (req->mets_len < -1 || req->headers_len < -1 ||
+      (req->log_lens[0] > 0) != (req->log_lens[1] > 0 && req->log_lens[2] > 0) ||
       !take(payload, len, &off, req->request_len, &job->request_json) ||
       (req->mets_len >= 0 && !take(payload, len, &off, (size_t)req->mets_len, &job->mets_path)) ||
       (req->headers_len >= 0 &&
        !take(payload, len, &off, (size_t)req->headers_len, &job->headers_json)) ||
-      !take(payload, len, &off, req->worker_id_len, &job->worker_id) || off != len) {
+      !take(payload, len, &off, req->worker_id_len, &job->worker_id) ||
+      (req->log_lens[0] > 0 &&
+       (!take(payload, len, &off, (size_t)req->log_lens[0] - 1, &job->log_dir) ||
+        !take(payload, len, &off, (size_t)req->log_lens[1] - 1, &job->log_sub) ||
+        !take(payload, len, &off, (size_t)req->log_lens[2] - 1, &job->log_name))) ||
+      off != len) {
     memset(job, 0, sizeof(*job));
     return mqproc__err(err, MQPROC_EINVAL, "malformed job: %zu bytes do not match the header", len);
   }

@@ -84,7 +84,7 @@ typedef struct mqproc__claim {
   const char *headers_json; /* the message's AMQP headers as a JSON object text, or NULL */
   int priority;             /* its AMQP priority, -1 when absent */
   long long created_time;   /* unix seconds, -1 when absent */
-  const char *log_path;     /* of the first try, which a claim starts */
+  const char *log_path;     /* the job's log file when it exists (NULL: keep the row's) */
   int lease_ms;
   int max_attempts; /* no claim beyond this attempt */
   /* out */
@@ -109,8 +109,8 @@ typedef struct mqproc__store_start_try {
   const char *job_id;
   int attempt;
   const char *worker_id;
-  const char *log_path;
-  int *try_no; /* out: the caller's until done */
+  const char *log_path; /* the job's log file when it exists (NULL: keep the row's) */
+  int *try_no;          /* out: the caller's until done */
 } mqproc__store_start_try_t;
 
 /* How a try ended. */
@@ -128,6 +128,7 @@ typedef struct mqproc__store_end_try {
   int attempt;
   int try_no;
   mqproc__try_end_t end;
+  const char *log_path; /* the job's log file when it exists (NULL: keep the row's) */
 } mqproc__store_end_try_t;
 
 /* succeed: try try_no ended well (end) and the job is RUNNING -> SUCCESS, in one write
@@ -135,7 +136,9 @@ typedef struct mqproc__store_end_try {
  * callbacks (callbacks) are still to be sent by this holder, whose delivery is acked now:
  * an outbox mark with a lease of lease_ms carries them for the outbox sweep, and the row
  * says they went out (result_published, callback_state OK) unless outbox_done records
- * otherwise; outbox_done lets the mark go once everything is out. */
+ * otherwise; outbox_done lets the mark go once everything is out. log_text: the try's
+ * output when it stayed in memory (no file was made), kept in the row; log_path: the job's
+ * log file when it exists (NULL each: keep the row's). */
 typedef struct mqproc__store_succeed {
   const char *job_id;
   int attempt;
@@ -145,6 +148,8 @@ typedef struct mqproc__store_succeed {
   int result;    /* a result message is to be sent */
   int callbacks; /* callbacks are to be posted */
   int lease_ms;
+  const char *log_text;
+  const char *log_path;
 } mqproc__store_succeed_t;
 
 /* cancelled: the holder of attempt stopped a cancelled job: RUNNING -> CANCELLED, with

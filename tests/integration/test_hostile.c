@@ -240,9 +240,10 @@ static int count_of(const char *text, const char *needle) {
   return n;
 }
 
-/* The C runner's pool thread opens the log itself: a planted link fails the try there, as
- * a start failure, and the job is dead-lettered with the reason; the link's target is
- * untouched and the next job runs. */
+/* The C runner's pool thread makes the log file itself, when a try's output outgrows
+ * memory (a chatty job: a small success makes no file): a planted link fails the try
+ * there, and the job is dead-lettered with the reason; the link's target is untouched and
+ * the next job runs. */
 Test(hostile, a_c_processors_job_log_that_is_a_link_fails_the_job_not_the_server) {
   char *proc = it_name("clog"), *results = it_name("clog-result");
   char *logdir = it_fmt("%s/joblogs", it_tmpdir()), *sub = it_fmt("%s/%s", logdir, proc);
@@ -258,19 +259,22 @@ Test(hostile, a_c_processors_job_log_that_is_a_link_fails_the_job_not_the_server
   fclose(f);
   cr_assert_eq(symlink(victim, it_fmt("%s/c-planted-1.log", sub)), 0);
   srv = it_server_start(proc, NULL, extra, NULL);
-  it_publish(proc, it_job_json(proc, "c-planted-1", NULL));
+  it_publish(proc, it_job_json(proc, "c-planted-1", "{\"parameters\": {\"log_lines\": 400}}"));
   it_expect_dead(proc, "it is a symbolic link");
   cr_expect_str_eq(it_read_file(victim), "precious\n");
   expect_good_job(proc, results, "c-good-1");
   it_server_stop(srv);
 }
 
+/* Every job here makes its log file: a try's header alone outgrows --log-inline-max=16 (a
+ * small success keeps its output in the row instead: test_job_logs.c). */
 Test(hostile, job_logs_are_private_unique_and_follow_no_link) {
   char *proc = it_name("logs"), *results = it_name("logs-result");
   char *logdir = it_fmt("%s/joblogs", it_tmpdir()), *sub = it_fmt("%s/%s", logdir, proc);
   char *victim = it_fmt("%s/victim", it_tmpdir()), *big = it_fmt("%s/big.out", it_tmpdir());
   char *id_a = it_fmt("%s1", repeat('x', 249)), *id_b = it_fmt("%s2", repeat('x', 249));
-  const char *extra[] = {"--max-log-size=1048576", "--retries=0", "--max-requeues=0", NULL};
+  const char *extra[] = {"--max-log-size=1048576", "--retries=0", "--max-requeues=0",
+                         "--log-inline-max=16", NULL};
   const char *ids[] = {"a/b", "a:b", "a_b", id_a, id_b};
   struct stat st;
   FILE *f;

@@ -327,13 +327,18 @@ Test(hostile_files, more_ready_names_than_are_kept_are_read_again) {
 /* ---- 2. a processor's own job log ---------------------------------------------------- */
 
 /* A processor script: jobs whose id contains "fifo" replace their log by a FIFO, those
- * with "link" by a link to target; then exit with status (the others succeed). */
+ * with "link" by a link to target; then exit with status (the others succeed). Their first
+ * try fails without swapping anything: a job's first try has no log file to swap (its
+ * output is kept in memory), the failure makes it, and the later tries write there. */
 static char *log_swapper(const char *target, int status) {
   char *path = it_fmt("%s/swap-log.sh", it_tmpdir());
   FILE *f = fopen(path, "w");
   cr_assert_not_null(f);
   fprintf(f,
           "#!/bin/sh\n"
+          "case \"$MQPROC_JOB_ID\" in\n"
+          "  *fifo*|*link*) [ \"$MQPROC_TRY\" -gt 1 ] || { echo 'first try: fails'; exit 1; } ;;\n"
+          "esac\n"
           "case \"$MQPROC_JOB_ID\" in\n"
           "  *fifo*) rm -f \"$MQPROC_LOG_FILE\"; mkfifo \"$MQPROC_LOG_FILE\"; exit %d ;;\n"
           "  *link*) ln -sf '%s' \"$MQPROC_LOG_FILE.tmp\";"
@@ -348,7 +353,7 @@ static char *log_swapper(const char *target, int status) {
 
 Test(hostile_files, a_processor_that_swaps_its_log_for_a_fifo_fails_only_its_own_tries) {
   char *proc = it_name("flogf"), *q = make_queue(proc);
-  const char *more[] = {"--retries=1", "--max-requeues=0", "--on-failure=/bin/true", NULL};
+  const char *more[] = {"--retries=2", "--max-requeues=0", "--on-failure=/bin/true", NULL};
   it_server_t *srv = start_exec(proc, log_swapper("/dev/null", 1), more, NULL);
   put_job(q, proc, "flogf-fifo-1", NULL);
   expect_state("flogf-fifo-1", "FAILED");
@@ -362,16 +367,25 @@ Test(hostile_files, a_processor_that_swaps_its_log_for_a_fifo_fails_only_its_own
   expect_alive_and_stoppable(srv);
 }
 
+/* The later job fails (a small success would need no file): making its log meets the
+ * FIFO, which is refused, never waited on. */
 Test(hostile_files, a_fifo_planted_at_a_later_jobs_log_fails_that_job_only) {
   char *proc = it_name("flogp"), *q = make_queue(proc);
   char *sub = it_fmt("%s/joblogs/%s", it_tmpdir(), proc);
   const char *more[] = {"--retries=0", "--max-requeues=0", NULL};
-  it_server_t *srv = start(proc, more, NULL);
-  put_job(q, proc, "flogp-ok-1", NULL); /* makes the log's directory */
+  const char *envp[] = {"PROC_FAIL_MATCH=later", NULL};
+  it_server_t *srv = start(proc, more, envp);
+  put_job(q, proc, "flogp-ok-1", NULL);
   expect_state("flogp-ok-1", "SUCCESS");
+  mkdir(it_fmt("%s/joblogs", it_tmpdir()), 0750);
+  mkdir(sub, 0750); /* a successful job made no log, nor its directory */
   cr_assert_eq(mkfifo(it_fmt("%s/flogp-later.log", sub), 0640), 0);
   put_job(q, proc, "flogp-later", NULL);
   expect_state("flogp-later", "FAILED");
+  cr_expect_not_null(
+      strstr(it_sql("SELECT last_error FROM mqproc_jobs WHERE job_id = 'flogp-later'", 0),
+             "it is not a regular file"),
+      "the log's FIFO is why");
   put_job(q, proc, "flogp-ok-2", NULL);
   expect_state("flogp-ok-2", "SUCCESS");
   expect_alive_and_stoppable(srv);

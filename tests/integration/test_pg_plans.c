@@ -69,9 +69,11 @@ Test(pg_plans, the_hot_statements_find_their_rows_by_key_on_a_large_analysed_tab
       {MQPROC__STORE_CLAIM, 1,
        "'{j-100}', '{p}', '{w}', '{60000}', '{1}', '{json}', '{5}', '{\\\\x7b7d}', '{/l}',"
        " '{NULL}', '{NULL}'"},
-      /* job, attempt, try, ms, exit code, outbox, lease ms, result, callbacks */
+      /* job, attempt, try, ms, exit code, outbox, lease ms, result, callbacks, log text,
+         log path */
       {MQPROC__STORE_SUCCEED, 0,
-       "'{j-100}', '{1}', '{1}', '{5}', '{0}', '{t}', '{60000}', '{t}', '{f}'"},
+       "'{j-100}', '{1}', '{1}', '{5}', '{0}', '{t}', '{60000}', '{t}', '{f}', '{NULL}',"
+       " '{NULL}'"},
       /* job, attempt, result sent, error, callbacks sent, error */
       {MQPROC__STORE_OUTBOX_DONE, 0, "'{j-100}', '{1}', '{t}', '{NULL}', '{f}', '{NULL}'"},
       /* job, attempt, lease ms */

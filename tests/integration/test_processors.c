@@ -419,23 +419,29 @@ static const char *segv_env(void) {
 }
 
 /* The worker processes that ran job_id's tries, from the lines the runner writes into the
- * job log; returns how many distinct pids were added to pids (capacity cap, count *n). */
+ * job's log (its text in the row when the job succeeded at once, else its file); returns
+ * how many distinct pids were added to pids (capacity cap, count *n). */
 static void worker_pids(const char *job_id, pid_t *pids, int *n, int cap) {
   char *path = it_sql("SELECT log_path FROM mqproc_jobs WHERE job_id = $1", 1, job_id), line[512];
-  FILE *f;
-  cr_assert_not_null(path, "no log path for %s", job_id);
-  f = fopen(path, "r");
-  cr_assert_not_null(f, "no job log %s", path);
-  while (fgets(line, sizeof(line), f) != NULL) {
-    int pid, i;
-    if (sscanf(line, "mqproc: in worker process %d", &pid) != 1)
-      continue;
-    for (i = 0; i < *n && pids[i] != pid; i++)
-      ;
-    if (i == *n && *n < cap)
-      pids[(*n)++] = pid;
+  char *text = it_sql("SELECT log_text FROM mqproc_jobs WHERE job_id = $1", 1, job_id);
+  cr_assert(path != NULL || text != NULL, "no log for %s", job_id);
+  for (int k = 0; k < 2; k++) {
+    FILE *f = k == 0 ? (text != NULL ? fmemopen(text, strlen(text), "r") : NULL)
+                     : (path != NULL ? fopen(path, "r") : NULL);
+    if (k == 1 && path != NULL)
+      cr_assert_not_null(f, "no job log %s", path);
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+      int pid, i;
+      if (sscanf(line, "mqproc: in worker process %d", &pid) != 1)
+        continue;
+      for (i = 0; i < *n && pids[i] != pid; i++)
+        ;
+      if (i == *n && *n < cap)
+        pids[(*n)++] = pid;
+    }
+    if (f != NULL)
+      fclose(f);
   }
-  fclose(f);
 }
 
 static pid_t only_worker_pid(const char *job_id) {

@@ -71,7 +71,7 @@ static int split(char **p, const char *end, char **v, uint32_t n) {
  * errno. */
 static int helper_spawn(const mqproc__helper_req_t *q, int fds[MQPROC__HELPER_FDS],
                         const sigset_t *mask, const int keep_fds[3], pid_t *pid) {
-  char *payload = NULL, **argv = NULL, **envp = NULL, *p;
+  char *payload = NULL, **argv = NULL, **envp = NULL, *p, *log[4];
   mqproc__child_plan_t plan;
   size_t len, n;
   int e = ENOMEM;
@@ -87,7 +87,8 @@ static int helper_spawn(const mqproc__helper_req_t *q, int fds[MQPROC__HELPER_FD
   memset(&plan, 0, sizeof(plan));
   plan.path = p;
   p += n + 1;
-  if (!split(&p, payload + len, argv, q->argc) || !split(&p, payload + len, envp, q->envc))
+  if (!split(&p, payload + len, argv, q->argc) || !split(&p, payload + len, envp, q->envc) ||
+      (q->log_inline_max > 0 && !split(&p, payload + len, log, 3)))
     goto out;
   /* the child's dup2s onto 0-3 must not clobber a source */
   for (int i = 0; i < 3; i++)
@@ -102,6 +103,12 @@ static int helper_spawn(const mqproc__helper_req_t *q, int fds[MQPROC__HELPER_FD
   plan.report_fd = fds[2];
   plan.server = getpid();
   plan.max_log_bytes = (long)q->max_log_bytes;
+  if (q->log_inline_max > 0) {
+    plan.log_inline_max = (long)q->log_inline_max;
+    plan.log_dir = log[0];
+    plan.log_sub = log[1];
+    plan.log_name = log[2];
+  }
   plan.core = (struct rlimit){(rlim_t)q->core_cur, (rlim_t)q->core_max};
   if ((*pid = fork()) == 0) {
     for (int i = 0; i < 3; i++)

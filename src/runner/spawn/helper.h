@@ -1,7 +1,8 @@
 /* The spawn helper (runner_helper.c) and what the server says to it (runner_spawner.c).
  *
  * Two SEQPACKET socket pairs link the server and the helper: requests (SPAWN with four
- * fds: the plan's three and a memfd holding the path, argv and envp; or KILL) with one
+ * fds: the plan's three and a memfd holding the path, argv and envp, and the job log's
+ * dir, sub and name when log_inline_max > 0; or KILL) with one
  * reply per SPAWN, which the helper sends right after its fork; and events (one EXIT per
  * supervisor the helper reaped, which the loop reads). */
 #ifndef MQPROC_RUNNER_HELPER_H
@@ -16,10 +17,11 @@ enum { MQPROC__HELPER_SPAWN = 1, MQPROC__HELPER_KILL = 2 };
 
 typedef struct mqproc__helper_req {
   uint32_t kind;
-  int32_t pid, sig;      /* KILL */
-  uint32_t argc, envc;   /* SPAWN: the memfd holds path, argc args, envc entries, each
-                            NUL-terminated */
-  int64_t max_log_bytes; /* the plan's */
+  int32_t pid, sig;       /* KILL */
+  uint32_t argc, envc;    /* SPAWN: the memfd holds path, argc args, envc entries, each
+                             NUL-terminated */
+  int64_t max_log_bytes;  /* the plan's */
+  int64_t log_inline_max; /* the plan's; > 0: the memfd ends with the log's three strings */
   uint64_t core_cur, core_max;
 } mqproc__helper_req_t;
 

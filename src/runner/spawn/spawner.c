@@ -225,16 +225,21 @@ int mqproc__spawner_spawn(mqproc__spawner_t *s, const mqproc__child_plan_t *plan
                           mqproc__spawner_exit_cb cb, void *ud, pid_t *pid,
                           mqproc__child_report_t *rep) {
   char err[MQPROC_ERR_LEN], *payload = NULL, *p;
+  char *const log[] = {(char *)plan->log_dir, (char *)plan->log_sub, (char *)plan->log_name, NULL};
   int fds[MQPROC__HELPER_FDS] = {plan->in_fd, plan->log_fd, plan->report_fd, -1};
   pending_t *r = mqproc__calloc(1, sizeof(*r));
   struct pollfd pf;
   mqproc__helper_reply_t reply;
   size_t len;
+  uint32_t nlog = 0;
   mqproc__helper_req_t q;
   memset(&q, 0, sizeof(q));
   q.kind = MQPROC__HELPER_SPAWN;
   len = strlen(plan->path) + 1 + vec_len(plan->argv, &q.argc) + vec_len(plan->envp, &q.envc);
+  if (plan->log_inline_max > 0)
+    len += vec_len(log, &nlog);
   q.max_log_bytes = plan->max_log_bytes;
+  q.log_inline_max = plan->log_inline_max > 0 && nlog == 3 ? plan->log_inline_max : 0;
   q.core_cur = plan->core.rlim_cur;
   q.core_max = plan->core.rlim_max;
   *rep = (mqproc__child_report_t){MQPROC__STAGE_FORK, ENOMEM};
@@ -242,7 +247,8 @@ int mqproc__spawner_spawn(mqproc__spawner_t *s, const mqproc__child_plan_t *plan
     goto fail;
   p = vec_put(payload, (char *const[]){(char *)plan->path}, 1);
   p = vec_put(p, plan->argv, q.argc);
-  vec_put(p, plan->envp, q.envc);
+  p = vec_put(p, plan->envp, q.envc);
+  vec_put(p, log, nlog);
   if ((fds[3] = mqproc__runner_memfd("mqproc-spawn", payload, len, NULL)) < 0) {
     *rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
     goto fail;

@@ -54,6 +54,63 @@ int mqproc__fd_slurp(int fd, char **out, size_t *len) {
   return 0;
 }
 
+int mqproc__fd_copy(int from, int to) {
+  char buf[16384];
+  off_t off = 0;
+  for (;;) {
+    ssize_t n = pread(from, buf, sizeof(buf), off), w = 0;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return n < 0 ? -1 : 0;
+    while (w < n) {
+      ssize_t k = write(to, buf + w, (size_t)(n - w));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return -1;
+      w += k;
+    }
+    off += n;
+  }
+}
+
+/* ---- job log files, opened as joblog.h says ----------------------------------------- */
+
+int mqproc__joblog_sub_open(const char *dir, const char *sub, uid_t uid) {
+  struct stat st;
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), sfd = -1, e;
+  if (dfd < 0)
+    return -1;
+  if (mkdirat(dfd, sub, 0750) == 0 || errno == EEXIST)
+    sfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  e = errno;
+  close(dfd);
+  if (sfd >= 0 && (fstat(sfd, &st) < 0 || st.st_uid != uid)) {
+    e = EPERM; /* another user's directory: refused */
+    close(sfd);
+    sfd = -1;
+  }
+  errno = e == ENOTDIR ? ELOOP : e; /* O_NOFOLLOW|O_DIRECTORY on a link */
+  return sfd;
+}
+
+int mqproc__joblog_file_open(int sfd, const char *name, uid_t uid) {
+  struct stat st;
+  int fd =
+      openat(sfd, name,
+             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0640);
+  if (fd < 0)
+    return -1;
+  if (fstat(fd, &st) < 0 || st.st_uid != uid || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+      fcntl(fd, F_SETFL, O_APPEND) != 0) {
+    close(fd);
+    errno = EPERM;
+    return -1;
+  }
+  return fd;
+}
+
 /* ---- messages with fds (the worker runner's and the spawn helper's sockets) ----------- */
 
 #define MAX_PASSED_FDS 4

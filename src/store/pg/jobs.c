@@ -153,7 +153,8 @@ static const char CLAIM_FULL_SQL[] =
     "   deliveries = j.deliveries + 1, worker_id = EXCLUDED.worker_id,"
     "   lease_until = EXCLUDED.lease_until, start_time = now(), end_time = NULL,"
     "   delivery_acked = false, republish = false, tries = j.tries + 1,"
-    "   log_path = EXCLUDED.log_path, headers = coalesce(EXCLUDED.headers, j.headers),"
+    "   log_path = coalesce(EXCLUDED.log_path, j.log_path),"
+    "   headers = coalesce(EXCLUDED.headers, j.headers),"
     "   priority = coalesce(EXCLUDED.priority, j.priority),"
     "   request_body = coalesce(j.request_body, EXCLUDED.request_body), updated_at = now()"
     "  WHERE (j.state = 'QUEUED'"
@@ -256,7 +257,8 @@ static void bind_start_try(pg_req_t *r, const mqproc__store_req_t *q) {
  * a try that succeeds is the job row's. */
 static const pg_stmt_t START_TRY = {
     "mqproc_start_try",
-    "UPDATE mqproc_jobs SET tries = tries + 1, log_path = $4, worker_id = $3, updated_at = now()"
+    "UPDATE mqproc_jobs SET tries = tries + 1, log_path = coalesce($4, log_path), worker_id = $3, "
+    "updated_at = now()"
     " WHERE job_id = $1 AND attempt = $2::int AND state = 'RUNNING' RETURNING tries",
     4,
     0,
@@ -278,6 +280,7 @@ static void bind_end_try(pg_req_t *r, const mqproc__store_req_t *q) {
     mqproc__pg_bind_int(r, 5, a->end.term_signal);
   mqproc__pg_bind_int64(r, 6, a->end.duration_ms);
   mqproc__pg_bind_text(r, 7, a->end.error);
+  mqproc__pg_bind_text(r, 8, a->log_path);
 }
 
 /* A try that failed (or was cut short): its row, with when it started (its duration
@@ -285,6 +288,7 @@ static void bind_end_try(pg_req_t *r, const mqproc__store_req_t *q) {
 static const pg_stmt_t END_TRY = {
     "mqproc_end_try",
     "WITH j AS (UPDATE mqproc_jobs SET last_error = coalesce($8, last_error),"
+    " log_path = coalesce($9, log_path),"
     " updated_at = now() WHERE job_id = $1 AND attempt = $2::int"
     " AND state = 'RUNNING' RETURNING job_id, worker_id)"
     " INSERT INTO mqproc_job_tries AS t (job_id, try, attempt, worker_id, started_at, ended_at,"
@@ -296,7 +300,7 @@ static const pg_stmt_t END_TRY = {
     "   exit_code = EXCLUDED.exit_code, term_signal = EXCLUDED.term_signal,"
     "   duration_ms = EXCLUDED.duration_ms, error = EXCLUDED.error"
     " RETURNING t.job_id",
-    8,
+    9,
     0,
     0,
     bind_end_try,
@@ -318,20 +322,25 @@ static void bind_succeed(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_int(r, 6, a->lease_ms);
   mqproc__pg_bind_bool(r, 7, a->result);
   mqproc__pg_bind_bool(r, 8, a->callbacks);
+  mqproc__pg_bind_text(r, 9, a->log_text);
+  mqproc__pg_bind_text(r, 10, a->log_path);
 }
 
 /* The successes of many jobs in one statement (the hot path): SUCCESS, its run time and
  * no lease in the row, and, when the holder acks its delivery now and still sends the
  * result or callbacks (outbox), a narrow outbox mark that carries them until outbox_done
  * lets it go; the row says they went out unless outbox_done records otherwise. No try
- * row: the try is the job row's (a failed try before it has its own). */
+ * row: the try is the job row's (a failed try before it has its own). The try's output
+ * rides along: its text when no file was made, or the file's path. */
 static const pg_stmt_t SUCCEED = {
     "mqproc_succeed",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bigint[],"
-    "   $5::int[], $6::bool[], $7::int[], $8::bool[], $9::bool[])"
-    "   WITH ORDINALITY AS v(job_id, attempt, try, ms, code, outbox, lease_ms, res, cbs, ord)),"
+    "   $5::int[], $6::bool[], $7::int[], $8::bool[], $9::bool[], $10::text[], $11::text[])"
+    "   WITH ORDINALITY AS v(job_id, attempt, try, ms, code, outbox, lease_ms, res, cbs,"
+    "   log_text, log_path, ord)),"
     " j AS (UPDATE mqproc_jobs j SET state = 'SUCCESS', end_time = now(),"
     "   exec_time_ms = v.ms, updated_at = now(), lease_until = NULL, delivery_acked = false,"
+    "   log_text = coalesce(v.log_text, j.log_text), log_path = coalesce(v.log_path, j.log_path),"
     "   result_published = j.result_published OR (v.outbox AND v.res),"
     "   callback_state = CASE WHEN v.outbox AND v.cbs THEN 'OK' ELSE j.callback_state END"
     "  FROM v WHERE j.job_id = v.job_id AND j.attempt = v.attempt AND j.state = 'RUNNING'"
@@ -342,7 +351,7 @@ static const pg_stmt_t SUCCEED = {
     "   ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,"
     "     lease_until = EXCLUDED.lease_until, dead_letter = false)"
     " SELECT ord FROM j",
-    9,
+    11,
     1,
     0,
     bind_succeed,
@@ -359,14 +368,18 @@ static void bind_cancelled(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_int(r, 5, a->lease_ms);
   mqproc__pg_bind_bool(r, 6, a->result);
   mqproc__pg_bind_bool(r, 7, a->callbacks);
+  mqproc__pg_bind_text(r, 8, a->log_text);
+  mqproc__pg_bind_text(r, 9, a->log_path);
 }
 
-/* A cancelled job's end, like a success's (the outbox too), with the try recorded failed. */
+/* A cancelled job's end, like a success's (the outbox and the try's output too), with the
+ * try recorded failed. */
 static const pg_stmt_t CANCELLED = {
     "mqproc_cancelled",
     "WITH j AS (UPDATE mqproc_jobs j SET state = 'CANCELLED', end_time = now(),"
     "   last_error = 'cancelled by an operator', updated_at = now(), lease_until = NULL,"
     "   delivery_acked = false,"
+    "   log_text = coalesce($9, j.log_text), log_path = coalesce($10, j.log_path),"
     "   result_published = j.result_published OR ($5::bool AND $7::bool),"
     "   callback_state = CASE WHEN $5::bool AND $8::bool THEN 'OK' ELSE j.callback_state END"
     "  WHERE j.job_id = $1 AND j.attempt = $2::int AND j.state = 'RUNNING'"
@@ -385,7 +398,7 @@ static const pg_stmt_t CANCELLED = {
     "     ok = coalesce(t.ok, false), duration_ms = coalesce(t.duration_ms, $4::bigint),"
     "     error = coalesce(t.error, 'cancelled by an operator'))"
     " SELECT job_id FROM j",
-    8,
+    10,
     0,
     0,
     bind_cancelled,

@@ -38,7 +38,7 @@ static const char SCHEMA[] =
     "  request_format text NOT NULL DEFAULT 'json' CHECK (request_format IN ('json', 'yaml')),"
     "  dead_letter_pending integer NOT NULL DEFAULT 0, request_body blob,"
     "  headers text, priority integer, cancel_requested integer NOT NULL DEFAULT 0,"
-    "  attempt_base integer NOT NULL DEFAULT 0);"
+    "  attempt_base integer NOT NULL DEFAULT 0, log_text text);"
     "CREATE INDEX IF NOT EXISTS mqproc_jobs_active_idx ON mqproc_jobs (processor_name, state)"
     "  WHERE state IN ('QUEUED', 'RUNNING');"
     "CREATE INDEX IF NOT EXISTS mqproc_jobs_sweep_idx ON mqproc_jobs (processor_name, lease_until)"
@@ -81,8 +81,8 @@ static const char SCHEMA[] =
     "CREATE INDEX IF NOT EXISTS mqproc_outbox_sweep_idx"
     "  ON mqproc_outbox (processor_name, lease_until);"
     "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
-    "  VALUES (5, 'sqlite schema', mq_now());"
-    /* version 7 (sql/007_lean_writes.sql): a database of version 5 moves what its outbox
+    "  VALUES (5, 'sqlite schema', mq_now()), (6, 'job_log_text', mq_now());"
+    /* version 7 (sql/007_lean_writes.sql): a database of version 5 or 6 moves what its outbox
      * held into the outbox table and trades the state index for the partial one (on a new
      * database these change nothing) */
     "INSERT OR IGNORE INTO mqproc_outbox (job_id, processor_name, attempt, lease_until,"
@@ -102,6 +102,9 @@ static const char SCHEMA[] =
     "    WHERE t.job_id = j.job_id AND t.try = j.tries);"
     "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
     "  VALUES (7, 'lean writes', mq_now());";
+/* Version 6 on a database made at 5 (SCHEMA makes a new one at 7): a first try's output
+ * kept in the row (sql/006_job_log_text.sql says why). */
+static const char TO_6[] = "ALTER TABLE mqproc_jobs ADD COLUMN log_text text;";
 /* clang-format on */
 
 /* A database on a network filesystem is refused: WAL needs shared memory on one host,
@@ -240,6 +243,19 @@ int mqproc__store_sqlite_connect(const char *url, sqlite3 **db, char *err) {
   return rc;
 }
 
+/* The schema's version in db (0: none yet). */
+static int schema_version(sqlite3 *db) {
+  sqlite3_stmt *st;
+  int version = 0;
+  if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) !=
+      SQLITE_OK)
+    return 0;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    version = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return version;
+}
+
 int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
   sq_store_t *s = (sq_store_t *)base;
   sqlite3 *db;
@@ -249,6 +265,7 @@ int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
       (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
     return rc;
   if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
+      (schema_version(db) == 5 && sqlite3_exec(db, TO_6, NULL, NULL, &msg) != SQLITE_OK) ||
       sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
     mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");

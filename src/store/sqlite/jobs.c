@@ -39,7 +39,7 @@ static const char CLAIM_AGAIN[] =
     "UPDATE mqproc_jobs SET state = 'RUNNING', attempt = attempt + 1,"
     " deliveries = deliveries + 1, worker_id = ?2, lease_until = mq_now() + ?3,"
     " start_time = mq_now(), end_time = NULL, delivery_acked = 0, republish = 0,"
-    " tries = tries + 1, log_path = ?4, headers = coalesce(?5, headers),"
+    " tries = tries + 1, log_path = coalesce(?4, log_path), headers = coalesce(?5, headers),"
     " priority = coalesce(?6, priority),"
     " request_body = coalesce(request_body, ?8), updated_at = mq_now()"
     " WHERE job_id = ?1 AND (state = 'QUEUED' OR (state = 'RUNNING' AND (lease_until < mq_now()"
@@ -189,7 +189,8 @@ static void claim_answer(sq_req_t *r) {
 
 static int run_start_try(sqlite3 *db, sq_req_t *r) {
   static const char SQL[] =
-      "UPDATE mqproc_jobs SET tries = tries + 1, log_path = ?3, updated_at = mq_now()"
+      "UPDATE mqproc_jobs SET tries = tries + 1, log_path = coalesce(?3, log_path),"
+      " updated_at = mq_now()"
       " WHERE job_id = ?1 AND attempt = ?4 AND state = 'RUNNING' RETURNING tries";
   const mqproc__store_start_try_t *a = &r->q.u.start_try;
   sqlite3_stmt *st = mqproc__sq_stmt(db, SQL, r->err);
@@ -214,6 +215,7 @@ static void start_try_answer(sq_req_t *r) {
 
 static int run_end_try(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] = "UPDATE mqproc_jobs SET last_error = coalesce(?2, last_error),"
+                            " log_path = coalesce(?4, log_path),"
                             " updated_at = mq_now() WHERE job_id = ?1 AND attempt = ?3"
                             " AND state = 'RUNNING'";
   /* a try that failed or was cut short: its row (one that succeeded is the job row's) */
@@ -233,6 +235,7 @@ static int run_end_try(sqlite3 *db, sq_req_t *r) {
   mqproc__sq_bind_text(st, 1, a->job_id);
   mqproc__sq_bind_text(st, 2, a->end.error);
   mqproc__sq_bind_int(st, 3, a->attempt);
+  mqproc__sq_bind_text(st, 4, a->log_path);
   if ((rc = mqproc__sq_write_fenced(db, st, r, "write", a->job_id, a->attempt)) != MQPROC_OK)
     return rc;
   if ((st = mqproc__sq_stmt(db, TRY, r->err)) == NULL)
@@ -274,8 +277,9 @@ static int outbox_mark(sqlite3 *db, sq_req_t *r, const char *job_id, int attempt
 }
 
 /* The job's end (job_sql: SUCCESS or CANCELLED; ?1 job, ?2 attempt, ?3 ms, ?4 outbox,
- * ?5 result, ?6 callbacks), its outbox mark when the outcome is still to be sent, then,
- * for a cancelled try, its try row (try_sql: ?1 job, ?2 try, ?3 ms, ?4 attempt). */
+ * ?5 result, ?6 callbacks, ?7 log_text, ?8 log_path), its outbox mark when the outcome is
+ * still to be sent, then, for a cancelled try, its try row (try_sql: ?1 job, ?2 try, ?3 ms,
+ * ?4 attempt). */
 static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, const char *job_sql,
                    const char *try_sql) {
   sqlite3_stmt *st = mqproc__sq_stmt(db, job_sql, r->err);
@@ -288,6 +292,8 @@ static int end_job(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a, c
   mqproc__sq_bind_bool(st, 4, a->outbox);
   mqproc__sq_bind_bool(st, 5, a->result);
   mqproc__sq_bind_bool(st, 6, a->callbacks);
+  mqproc__sq_bind_text(st, 7, a->log_text);
+  mqproc__sq_bind_text(st, 8, a->log_path);
   rc = mqproc__sq_write_fenced(db, st, r, "record the outcome", a->job_id, a->attempt);
   if (rc == MQPROC_OK && a->outbox)
     rc = outbox_mark(db, r, a->job_id, a->attempt, a->lease_ms, 0);
@@ -309,6 +315,7 @@ static int run_succeed(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] =
       "UPDATE mqproc_jobs SET state = 'SUCCESS', end_time = mq_now(), exec_time_ms = ?3,"
       " updated_at = mq_now(), lease_until = NULL, delivery_acked = 0,"
+      " log_text = coalesce(?7, log_text), log_path = coalesce(?8, log_path),"
       " result_published = result_published OR (?4 AND ?5),"
       " callback_state = CASE WHEN ?4 AND ?6 THEN 'OK' ELSE callback_state END"
       " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
@@ -319,6 +326,7 @@ static int run_cancelled(sqlite3 *db, sq_req_t *r) {
   static const char JOB[] =
       "UPDATE mqproc_jobs SET state = 'CANCELLED', end_time = mq_now(),"
       " last_error = 'cancelled by an operator', updated_at = mq_now(), lease_until = NULL,"
+      " log_text = coalesce(?7, log_text), log_path = coalesce(?8, log_path),"
       " delivery_acked = 0, result_published = result_published OR (?4 AND ?5),"
       " callback_state = CASE WHEN ?4 AND ?6 THEN 'OK' ELSE callback_state END"
       " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
@@ -522,14 +530,19 @@ static void own_args(sq_req_t *r) {
   case MQPROC__STORE_END_TRY:
     mqproc__sq_own_text(r, &q->u.end_try.job_id);
     mqproc__sq_own_text(r, &q->u.end_try.end.error);
+    mqproc__sq_own_text(r, &q->u.end_try.log_path);
     break;
   case MQPROC__STORE_SUCCEED:
     mqproc__sq_own_text(r, &q->u.succeed.job_id);
     mqproc__sq_own_text(r, &q->u.succeed.end.error);
+    mqproc__sq_own_text(r, &q->u.succeed.log_text);
+    mqproc__sq_own_text(r, &q->u.succeed.log_path);
     break;
   case MQPROC__STORE_CANCELLED:
     mqproc__sq_own_text(r, &q->u.cancelled.job_id);
     mqproc__sq_own_text(r, &q->u.cancelled.end.error);
+    mqproc__sq_own_text(r, &q->u.cancelled.log_text);
+    mqproc__sq_own_text(r, &q->u.cancelled.log_path);
     break;
   case MQPROC__STORE_FAIL:
     mqproc__sq_own_text(r, &q->u.fail.job_id);
