@@ -232,7 +232,10 @@ wal_lsn() { sql "$ADMIN" "select pg_current_wal_lsn()"; }
 # CPU ticks (in that order: the psql's backend is not counted); meter_delta: what they spent
 # and wrote since -> D_PG, D_MQ (ticks), D_WAL (bytes).
 declare -A M0=()
-meter_begin() { M0[wal]=$(wal_lsn) && M0[pg]=$(tree_ticks "$PG_PID") M0[mq]=$(tree_ticks "$BEAM_PID"); }
+meter_begin() {
+  M0[wal]=$(wal_lsn)
+  M0[pg]=$(tree_ticks "$PG_PID") M0[mq]=$(tree_ticks "$BEAM_PID")
+}
 meter_delta() {
   D_PG=$(($(tree_ticks "$PG_PID") - M0[pg])) D_MQ=$(($(tree_ticks "$BEAM_PID") - M0[mq]))
   D_WAL=$(sql "$ADMIN" "select pg_wal_lsn_diff(pg_current_wal_lsn(), '${M0[wal]}')::bigint")
@@ -449,10 +452,12 @@ graphile_row() {
   try fill 300 "$LOGS/$row.fill" node "$PEERS/tp_graphile.js" fill "$BENCHDB" "$row" "$n" || return 1
   c0=$(commits)
   meter_begin
-  peer_run "$row" graphile_meter env "${env[@]}" node "$PEERS/tp_graphile.js" work "$BENCHDB" "$row" "$n" "$2" "$MAX_S" || return 1
-  c1=$(commits)
-  R_COMMITS[$row]=$(calc "($c1 - $c0) / $n" 3)
+  if peer_run "$row" graphile_meter env "${env[@]}" node "$PEERS/tp_graphile.js" work "$BENCHDB" "$row" "$n" "$2" "$MAX_S"; then
+    c1=$(commits)
+    R_COMMITS[$row]=$(calc "($c1 - $c0) / $n" 3)
+  fi
   sql "$BENCHDB" "drop schema $row cascade" >/dev/null
+  [ -n "${R_COMMITS[$row]:-}" ]
 }
 # graphile_latency: the batched preset's pool and a producer in one process (tp_graphile.js
 # latency): enqueue -> completion committed at LAT_RATE jobs/s, like the mqproc latency row.
