@@ -483,8 +483,10 @@ graphile_latency() {
 }
 
 # A private redis-server per BullMQ row: a free loopback port, its own dir and config (AOF
-# on with the row's appendfsync; no RDB snapshots, whose fork would land in the middle of a
-# row) -> REDIS_PID, REDIS_PORT. redis_stop: SIGTERM (it flushes the AOF), remove the dir.
+# on with the row's appendfsync; no RDB snapshots and no automatic AOF rewrites, whose fork
+# would land in the middle of a row: the AOF of a full row passes the 64 MB at which Redis
+# rewrites it) -> REDIS_PID, REDIS_PORT. redis_stop: SIGTERM (it flushes the AOF), remove
+# the dir.
 REDIS_DIR=$REPO/$BUILD/redis REDIS_PID='' REDIS_PORT=''
 redis_start() { # APPENDFSYNC
   local p i
@@ -495,7 +497,7 @@ redis_start() { # APPENDFSYNC
     [ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ] && break
   done
   printf '%s\n' "bind 127.0.0.1" "port $p" "dir $REDIS_DIR" "appendonly yes" "appendfsync $1" 'save ""' \
-    "daemonize no" "logfile $REDIS_DIR/redis.log" >"$REDIS_DIR/redis.conf"
+    "auto-aof-rewrite-percentage 0" "daemonize no" "logfile $REDIS_DIR/redis.log" >"$REDIS_DIR/redis.conf"
   redis-server "$REDIS_DIR/redis.conf" >/dev/null 2>&1 </dev/null &
   REDIS_PID=$! REDIS_PORT=$p
   track "$REDIS_PID"
