@@ -2,15 +2,18 @@
 # Throughput benchmark: in ONE run on the same private RabbitMQ + PostgreSQL (fsync and
 # synchronous_commit ON), how fast mqproc is next to the raw limits of the broker, the
 # database and fork+exec, and next to the tools a user would pick instead (a naive
-# pika+psycopg2 worker, Celery 5). Not part of the test suite. See bench/README.md.
+# pika+psycopg2 worker, Celery 5, and the peers graphile-worker on the same PostgreSQL and
+# BullMQ on a private Redis with AOF). Not part of the test suite. See bench/README.md.
 #
 #   bash bench/throughput.sh [--quick] [--rows=ROW,ROW...]
 #
-#   --quick        about a tenth of the jobs per row (about a minute once built)
-#   --rows=LIST    only these rows (names below) or groups: raw, tools, mqproc
+#   --quick        about a tenth of the jobs per row (a few minutes once built)
+#   --rows=LIST    only these rows (names below) or groups: raw, tools, peers, mqproc
 #                  raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_relay
-#                  raw_db_1 raw_db_64 raw_fork naive celery mqproc_c_p1 mqproc_c_p64
-#                  mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency embedded
+#                  raw_db_1 raw_db_64 raw_fork naive celery graphile graphile_batched
+#                  bullmq_c1 bullmq_c64 bullmq_c64_everysec graphile_latency mqproc_c_p1
+#                  mqproc_c_p64 mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency
+#                  embedded
 #                  (embedded: the dir:// + sqlite:// pair, bench/embedded.sh, with its own
 #                  raw limits on this disk: rows raw_dir_*, raw_sqlite_*, mqproc_dir_sqlite*)
 #
@@ -35,13 +38,16 @@ for arg in "$@"; do
   esac
 done
 
+PEER_ROWS=(graphile graphile_batched bullmq_c1 bullmq_c64 bullmq_c64_everysec)
 ALL_ROWS=(raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_relay raw_db_1 raw_db_64 raw_fork
-  naive celery mqproc_c_p1 mqproc_c_p64 mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency embedded)
+  naive celery "${PEER_ROWS[@]}" graphile_latency mqproc_c_p1 mqproc_c_p64 mqproc_c_batched mqproc_exec_p1
+  mqproc_exec_c2 latency embedded)
 declare -A WANT=()
 for r in ${ROWS_ARG//,/ }; do
   case $r in
-  raw | tools | mqproc) for x in "${ALL_ROWS[@]}"; do
-    case $r:$x in raw:raw_* | tools:naive | tools:celery | mqproc:mqproc_* | mqproc:latency | mqproc:embedded) WANT[$x]=1 ;; esac
+  raw | tools | peers | mqproc) for x in "${ALL_ROWS[@]}"; do
+    case $r:$x in raw:raw_* | tools:naive | tools:celery | peers:graphile* | peers:bullmq_* | mqproc:mqproc_* | \
+      mqproc:latency | mqproc:embedded) WANT[$x]=1 ;; esac
   done ;;
   *) [[ " ${ALL_ROWS[*]} " == *" $r "* ]] || { echo "throughput: unknown row $r" >&2; exit 2; }
     WANT[$r]=1 ;;
@@ -52,11 +58,12 @@ selected() { [ -n "${WANT[$1]:-}" ]; }
 
 # Jobs per row (full run: each row about 10 s at the speeds seen on a 2-core box, except
 # raw_db_64, which slows down as its table grows: 60000 keeps it near the table sizes of the
-# other rows); --quick takes a tenth. Latency: seconds at the offered rate, then seconds to
-# wait for stragglers.
+# other rows; the fast peers take 4-10 s); --quick takes a tenth. Latency: seconds at the
+# offered rate, then seconds to wait for stragglers.
 declare -A N=([raw_consume_p1]=50000 [raw_consume_p100]=100000 [raw_publish]=60000
   [raw_publish_w1]=8000 [raw_relay]=60000 [raw_db_1]=10000 [raw_db_64]=60000 [raw_fork]=4000 [naive]=4000
-  [celery]=5000 [mqproc_c_p1]=2000 [mqproc_c_p64]=4000 [mqproc_c_batched]=4000
+  [celery]=5000 [graphile]=6000 [graphile_batched]=100000 [bullmq_c1]=10000 [bullmq_c64]=60000
+  [bullmq_c64_everysec]=100000 [mqproc_c_p1]=2000 [mqproc_c_p64]=4000 [mqproc_c_batched]=4000
   [mqproc_exec_p1]=800 [mqproc_exec_c2]=800)
 LAT_RATE=500 LAT_SECS=10 LAT_DRAIN=5 MAX_S=240 # MAX_S: longest wait for one row's results
 if [ $QUICK = 1 ]; then
@@ -76,7 +83,7 @@ say() { printf '[throughput %6.1fs] %s\n' "$(awk -v a="$(now_ms)" -v b="$T0" 'BE
 setup_error() { say "setup error: $*"; exit 2; }
 
 # ---- packages, build ---------------------------------------------------------------------
-PACKAGES=(python3-celery python3-sqlalchemy python3-psycopg2 python3-pika)
+PACKAGES=(python3-celery python3-sqlalchemy python3-psycopg2 python3-pika redis-server)
 missing=()
 for p in "${PACKAGES[@]}"; do
   [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
@@ -105,6 +112,27 @@ say "building mqproc ($BUILD, Release, tests off) and the bench programs"
   { tail -n 20 "$BUILD/build.log" >&2; setup_error "cc failed (log: $BUILD/build.log)"; }
 MQPROC=$REPO/$BUILD/mqproc EXAMPLE=$REPO/$BUILD/ocrd-example
 
+# The peers (graphile-worker, BullMQ) are npm packages pinned by bench/peers/package-lock.json:
+# `npm ci` there when node_modules is missing or older than the lock file. Without node or
+# npm the peer rows say FAIL (PEERS_ERR) and the others go on.
+PEERS=$REPO/bench/peers PEERS_ERR='' GW_VERSION='' BULLMQ_VERSION=''
+want_peers() { local r; for r in "${PEER_ROWS[@]}" graphile_latency; do selected "$r" && return 0; done; return 1; }
+if want_peers; then
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    PEERS_ERR="node or npm not installed"
+  elif [ ! -f "$PEERS/node_modules/.package-lock.json" ] ||
+    [ "$PEERS/package-lock.json" -nt "$PEERS/node_modules/.package-lock.json" ]; then
+    say "installing the peers (npm ci in bench/peers)"
+    (cd "$PEERS" && npm ci --no-audit --no-fund) >"$BUILD/npm.log" 2>&1 || PEERS_ERR="npm ci failed (log: $BUILD/npm.log)"
+  fi
+  if [ -z "$PEERS_ERR" ]; then
+    GW_VERSION=$(node -p 'require(process.argv[1]).version' "$PEERS/node_modules/graphile-worker/package.json" 2>/dev/null)
+    BULLMQ_VERSION=$(node -p 'require(process.argv[1]).version' "$PEERS/node_modules/bullmq/package.json" 2>/dev/null)
+    [ -n "$GW_VERSION" ] && [ -n "$BULLMQ_VERSION" ] || PEERS_ERR="bench/peers/node_modules incomplete"
+  fi
+  [ -z "$PEERS_ERR" ] || say "peers: $PEERS_ERR"
+fi
+
 # ---- processes we start, services ----------------------------------------------------------
 declare -A STARTED=() # pid -> "group" (a setsid'd process: its group is ours) or "1"
 track() { STARTED[$1]=${2:-1}; }
@@ -132,6 +160,7 @@ cleanup() {
   local rc=$? p
   trap - EXIT INT TERM
   for p in "${!STARTED[@]}"; do stop "$p" 10; done
+  [ -z "${REDIS_DIR:-}" ] || rm -rf "$REDIS_DIR"
   bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
   exit "$rc"
 }
@@ -150,18 +179,30 @@ sql() { timeout 60 psql "$1" -XAtqc "$2" 2>&1; }
   setup_error "PostgreSQL runs without fsync or synchronous_commit (MQPROC_PG_FAST?)"
 sql "$ADMIN" "drop database if exists bench with (force)" >/dev/null
 sql "$ADMIN" "create database bench" >/dev/null || setup_error "cannot create database bench"
+# the servers' processes, for their CPU (PostgreSQL: the postmaster and its children)
+PG_PID=$(head -n 1 "$SERVICES/pg/data/postmaster.pid" 2>/dev/null) BEAM_PID=$(cat "$SERVICES/rabbitmq/beam.pid" 2>/dev/null)
+{ running "${PG_PID:-0}" && running "${BEAM_PID:-0}"; } || setup_error "no postmaster or beam.smp pid in $SERVICES"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 
 # ---- helpers -----------------------------------------------------------------------------
-# Per row: R_RATE (number, n/a or FAIL), R_COMMITS, R_RAW (ratio), R_CEL, R_NOTE.
-declare -A R_RATE=() R_COMMITS=() R_RAW=() R_CEL=() R_NOTE=() R_LABEL=()
+# Per row: R_RATE (number, n/a or FAIL), R_COMMITS, R_RAW, R_PEER, R_CEL (ratios), R_NOTE;
+# per job: R_SRV (CPU ms of the worker or server process), R_PG (of PostgreSQL), R_MQ (of
+# RabbitMQ, or Redis for BullMQ), R_WAL (PostgreSQL WAL bytes, or Redis AOF bytes for BullMQ).
+declare -A R_RATE=() R_COMMITS=() R_RAW=() R_PEER=() R_CEL=() R_NOTE=() R_LABEL=()
+declare -A R_SRV=() R_PG=() R_MQ=() R_WAL=()
 RESULT=() # key=value, in order
 kv() { [[ ${2:-} =~ ^-?[0-9]+(\.[0-9]+)?$ ]] && RESULT+=("$1=$2"); return 0; }
 calc() { awk "BEGIN { printf \"%.${2:-1}f\", $1 }"; } # calc EXPR [DECIMALS]
 kvof() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" "$1" | tail -n 1; } # kvof FILE KEY
-commits() { sql "$ADMIN" "select xact_commit from pg_stat_database where datname = 'bench'"; }
+# pg_quiet: wait (at most 3 s) until no backend of the database bench is left: a client that
+# exited may leave its backend a moment longer, with its counters not yet published.
+pg_quiet() {
+  local i
+  for ((i = 0; i < 150; i++)); do pgrep -P "$PG_PID" -f '^postgres: [^ ]+ bench ' >/dev/null || return 0; sleep 0.02; done
+}
+commits() { pg_quiet; sql "$ADMIN" "select xact_commit from pg_stat_database where datname = 'bench'"; }
 # cpu_ticks PID...: utime + stime (clock ticks); child_ticks PID: cutime + cstime (children
 # it waited for, and theirs)
 cpu_ticks() { local p s=0; for p in "$@"; do s=$((s + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }'))); done; echo "$s"; }
@@ -169,12 +210,47 @@ child_ticks() {
   # the server's reaped children, and its live ones (the spawn helper of --exec) with theirs
   local c s
   s=$(sed 's/.*) //' "/proc/$1/stat" | awk '{ print $14 + $15 }')
+  # shellcheck disable=SC2013 # (pids separated by spaces)
   for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
     s=$((s + $(sed 's/.*) //' "/proc/$c/stat" 2>/dev/null | awk '{ print $12 + $13 + $14 + $15 }')))
   done
   echo "$s"
 }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; } # status_kb PID VmRSS
+# tree_ticks PID: CPU ticks of a server: its own utime + stime, its reaped children's cutime +
+# cstime, and its live children's utime + stime (PostgreSQL's backends, beam.smp's helpers).
+# The children are listed first, so one reaped meanwhile is counted once (in cutime).
+tree_ticks() {
+  local kids c
+  kids=$(cat /proc/"$1"/task/*/children 2>/dev/null)
+  { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 + $14 + $15 }'
+    for c in $kids; do cat "/proc/$c/stat" 2>/dev/null; done | sed 's/.*) //' | awk '{ print $12 + $13 }'
+  } | awk '{ s += $1 } END { print s + 0 }'
+}
+wal_lsn() { sql "$ADMIN" "select pg_current_wal_lsn()"; }
+# The servers' meter. meter_begin: read the WAL position, then PostgreSQL's and RabbitMQ's
+# CPU ticks (in that order: the psql's backend is not counted); meter_delta: what they spent
+# and wrote since -> D_PG, D_MQ (ticks), D_WAL (bytes).
+declare -A M0=()
+meter_begin() {
+  M0[wal]=$(wal_lsn)
+  M0[pg]=$(tree_ticks "$PG_PID") M0[mq]=$(tree_ticks "$BEAM_PID")
+}
+meter_delta() {
+  D_PG=$(($(tree_ticks "$PG_PID") - M0[pg])) D_MQ=$(($(tree_ticks "$BEAM_PID") - M0[mq]))
+  D_WAL=$(sql "$ADMIN" "select pg_wal_lsn_diff(pg_current_wal_lsn(), '${M0[wal]}')::bigint")
+  [[ $D_WAL =~ ^[0-9]+$ ]] || D_WAL=
+}
+ms_per_job() { calc "($1) * 1000 / $CLK_TCK / $2" 3; } # ms_per_job TICKS N
+# meter_end ROW N [WHAT] [PG_TICKS MQ_TICKS WAL_BYTES]: meter_delta, less the given start-up
+# amounts, per job into the row's columns (WHAT: pg, mq, wal; default all three).
+meter_end() {
+  local row=$1 n=$2 what=${3:-pg mq wal}
+  meter_delta
+  [[ $what != *pg* ]] || R_PG[$row]=$(ms_per_job "$D_PG - ${4:-0}" "$n")
+  [[ $what != *mq* ]] || R_MQ[$row]=$(ms_per_job "$D_MQ - ${5:-0}" "$n")
+  [[ $what != *wal* ]] || [ -z "$D_WAL" ] || R_WAL[$row]=$(calc "($D_WAL - ${6:-0}) / $n" 0)
+}
 FAIL_REASON=
 # try WHAT SECONDS OUT CMD...: run CMD under a timeout, stdout+stderr to OUT; on failure
 # set FAIL_REASON from its last line. (In the background + wait, so that Ctrl-C is handled
@@ -231,8 +307,10 @@ raw_relay() {
   timeout $((MAX_S + 30)) "$TP" collect "$AMQP" "$rq" "$n" 20 "$MAX_S" >"$LOGS/raw_relay.out" 2>&1 &
   cpid=$!
   track "$cpid"
+  meter_begin
   try relay 300 "$LOGS/raw_relay.relay" "$TP" relay "$AMQP" "$q" "$rq" "$n" 100 50 || return 1
   reap "$cpid"
+  meter_end raw_relay "$n" mq
   [ "$(kvof "$LOGS/raw_relay.out" success)" = "$n" ] || { FAIL_REASON="collector: $(tail -n 1 "$LOGS/raw_relay.out")"; return 1; }
   R_RATE[raw_relay]=$(kvof "$LOGS/raw_relay.out" rate)
   R_NOTE[raw_relay]="N=$n queued first; prefetch 100, ack/50, results confirmed (window 100)"
@@ -242,8 +320,10 @@ raw_db() { # ROW BATCH
   local c0 c1
   if ! fresh_schema "$1" || ! sql "$(pg_url "$1")" "$JOBS_TABLE" >/dev/null; then FAIL_REASON="cannot create the table"; return 1; fi
   c0=$(commits)
+  meter_begin
   try tp_pg 300 "$LOGS/$1.out" "$BUILD/tp_pg" "$(pg_url "$1")" "${N[$1]}" "$2" || return 1
   c1=$(commits)
+  meter_end "$1" "${N[$1]}" "pg wal"
   R_RATE[$1]=$(kvof "$LOGS/$1.out" rate) R_COMMITS[$1]=$(calc "($c1 - $c0) / ${N[$1]}" 3)
   R_NOTE[$1]="N=${N[$1]}, one connection"
   sql "$BENCHDB" "drop schema $1 cascade" >/dev/null
@@ -262,6 +342,7 @@ naive() {
   timeout $((MAX_S + 30)) "$TP" collect "$AMQP" "$rq" "$n" 20 "$MAX_S" >"$LOGS/naive.out" 2>&1 &
   cpid=$!
   c0=$(commits)
+  meter_begin
   timeout $((MAX_S + 30)) "$PY" bench/tp_naive_worker.py "$AMQP" "$(pg_url naive)" "$q" "$n" 20 >"$LOGS/naive.worker" 2>&1 &
   wpid=$!
   track "$cpid"
@@ -269,6 +350,7 @@ naive() {
   reap "$cpid" || { FAIL_REASON="results: $(tail -n 1 "$LOGS/naive.out") (worker: $(tail -n 1 "$LOGS/naive.worker"))"; stop "$wpid" 5; return 1; }
   reap "$wpid"
   c1=$(commits)
+  meter_end naive "$n"
   R_RATE[naive]=$(kvof "$LOGS/naive.out" rate) R_COMMITS[naive]=$(calc "($c1 - $c0) / $n" 3)
   R_NOTE[naive]="N=$n queued first"
   "$TP" delete "$AMQP" "$q" "$rq" >/dev/null 2>&1
@@ -310,6 +392,7 @@ celery() {
   # 2. the run: N tasks queued first, then a worker from scratch; first -> last date_done
   try publish 300 "$LOGS/celery.publish" "$PY" bench/tp_celery.py publish "$n" || return 1
   c0=$(commits)
+  meter_begin
   start_celery "$LOGS/celery.log"
   if ! try results $((MAX_S + 30)) "$LOGS/celery.out" "$PY" bench/tp_celery.py collect "$n" 20 "$CT0"; then
     stop "$CPID" 30
@@ -319,12 +402,136 @@ celery() {
   cpu1=$(cpu_ticks "${pids[@]}")
   stop "$CPID" 30
   c1=$(commits)
+  meter_end celery "$n"
+  R_SRV[celery]=$(calc "($cpu1 - $cpu0) / $CLK_TCK / $n * 1000" 3)
   R_RATE[celery]=$(kvof "$LOGS/celery.out" rate) R_COMMITS[celery]=$(calc "($c1 - $c0 - $over) / $n" 3)
   kv celery_first_task_ms "$(kvof "$LOGS/celery.out" first_task_ms)"
   kv celery_cpu_s_per_1000 "$(calc "($cpu1 - $cpu0) / $CLK_TCK / $n * 1000" 2)"
   R_NOTE[celery]="N=$n queued first; idle RSS $((rss / 1024)) MB (PSS $((pss / 1024)) MB), 3 processes"
   "$TP" delete "$AMQP" tp-celery >/dev/null 2>&1
   sql "$BENCHDB" "drop schema celery_tp cascade" >/dev/null
+}
+
+# ---- rows: the peers -------------------------------------------------------------------------
+# graphile-worker on the bench's PostgreSQL, BullMQ on a private Redis (bench/peers/, see the
+# head of tp_graphile.js and tp_bullmq.js): N no-op jobs queued first, then one worker process
+# from scratch, timed first -> last completion as the Celery row is.
+peers_ok() { [ -z "$PEERS_ERR" ] || { FAIL_REASON=$PEERS_ERR; return 1; }; }
+# peer_run ROW METER CMD...: start the peer's worker (CMD, N jobs waiting) and wait for its
+# result line; it stays up after it, so that METER ROW reads the servers' CPU while its
+# connections are still open (as for a mqproc server, before its stop); then stop it.
+# -> the row's rate, worker CPU, exec -> first completion, RSS after the run.
+peer_run() {
+  local row=$1 meter=$2 out=$LOGS/$1.out wpid rss first
+  shift 2
+  ST0=$(now_ms)
+  timeout $((MAX_S + 60)) "$@" >"$out" 2>&1 </dev/null &
+  wpid=$!
+  track "$wpid"
+  if ! wait_log "$out" '^(received|error)' "$wpid" $((MAX_S + 10)) || ! grep -q '^received=' "$out"; then
+    FAIL_REASON="worker: $(tail -n 1 "$out")"
+    stop "$wpid" 10
+    return 1
+  fi
+  "$meter" "$row"
+  rss=$(status_kb "$(pgrep -P "$wpid" | head -n 1)" VmRSS) # (node, the child of timeout)
+  stop "$wpid" 10
+  R_RATE[$row]=$(kvof "$out" rate) R_SRV[$row]=$(kvof "$out" cpu_s_per_1000)
+  first=$(calc "$(kvof "$out" first_ms) - $ST0" 0)
+  kv "${row}_first_ms" "$first"
+  kv "${row}_rss_kb" "$rss"
+  R_NOTE[$row]="N=${N[$row]} queued first; exec -> first completion $first ms, RSS $(calc "${rss:-0} / 1024") MB after the run"
+}
+graphile_meter() { meter_end "$1" "${N[$1]}" "pg wal"; }
+# graphile_row ROW PRESET: schema ROW, PRESET default or batched (tp_graphile.js)
+graphile_row() {
+  local row=$1 n=${N[$1]} c0 c1 env=()
+  peers_ok || return 1
+  [ "$2" = batched ] && env=(NO_LOG_SUCCESS=1) # as graphile-worker's own perfTest
+  sql "$BENCHDB" "drop schema if exists $row cascade" >/dev/null
+  try fill 300 "$LOGS/$row.fill" node "$PEERS/tp_graphile.js" fill "$BENCHDB" "$row" "$n" || return 1
+  c0=$(commits)
+  meter_begin
+  if peer_run "$row" graphile_meter env "${env[@]}" node "$PEERS/tp_graphile.js" work "$BENCHDB" "$row" "$n" "$2" "$MAX_S"; then
+    c1=$(commits)
+    R_COMMITS[$row]=$(calc "($c1 - $c0) / $n" 3)
+  fi
+  sql "$BENCHDB" "drop schema $row cascade" >/dev/null
+  [ -n "${R_COMMITS[$row]:-}" ]
+}
+# graphile_latency: the batched preset's pool and a producer in one process (tp_graphile.js
+# latency): enqueue -> completion committed at LAT_RATE jobs/s, like the mqproc latency row.
+graphile_latency() {
+  local row=graphile_lat500 out=$LOGS/graphile_lat500.out sent got
+  peers_ok || return 1
+  sql "$BENCHDB" "drop schema if exists $row cascade" >/dev/null
+  try migrate 60 "$LOGS/$row.fill" node "$PEERS/tp_graphile.js" fill "$BENCHDB" "$row" 0 || return 1
+  try latency $((LAT_SECS + LAT_DRAIN + 60)) "$out" env NO_LOG_SUCCESS=1 \
+    node "$PEERS/tp_graphile.js" latency "$BENCHDB" "$row" "$LAT_RATE" "$LAT_SECS" "$LAT_DRAIN"
+  sql "$BENCHDB" "drop schema $row cascade" >/dev/null
+  sent=$(kvof "$out" sent) got=$(kvof "$out" received)
+  [ -n "$sent" ] || { FAIL_REASON="latency: $(tail -n 1 "$out")"; return 1; }
+  kv "${row}_received" "$got"
+  if [ "$got" != "$sent" ]; then
+    R_RATE[$row]=n/a R_NOTE[$row]="(cannot keep up: $got of $sent jobs completed by ${LAT_DRAIN}s after the last add)"
+    return 0
+  fi
+  R_RATE[$row]=$LAT_RATE R_NOTE[$row]="p50 $(kvof "$out" p50_ms) ms, p99 $(kvof "$out" p99_ms) ms, max $(kvof "$out" max_ms) ms (N=$sent, addJob each)"
+  kv "${row}_p50_ms" "$(kvof "$out" p50_ms)"
+  kv "${row}_p99_ms" "$(kvof "$out" p99_ms)"
+  kv "${row}_max_ms" "$(kvof "$out" max_ms)"
+}
+
+# A private redis-server per BullMQ row: a free loopback port, its own dir and config (AOF
+# on with the row's appendfsync; no RDB snapshots and no automatic AOF rewrites, whose fork
+# would land in the middle of a row: the AOF of a full row passes the 64 MB at which Redis
+# rewrites it) -> REDIS_PID, REDIS_PORT. redis_stop: SIGTERM (it flushes the AOF), remove
+# the dir.
+REDIS_DIR=$REPO/$BUILD/redis REDIS_PID='' REDIS_PORT=''
+redis_start() { # APPENDFSYNC
+  local p i
+  rm -rf "$REDIS_DIR"
+  mkdir -p "$REDIS_DIR"
+  for ((i = 0; i < 100; i++)); do
+    p=$((20000 + RANDOM % 12000))
+    [ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ] && break
+  done
+  printf '%s\n' "bind 127.0.0.1" "port $p" "dir $REDIS_DIR" "appendonly yes" "appendfsync $1" 'save ""' \
+    "auto-aof-rewrite-percentage 0" "daemonize no" "logfile $REDIS_DIR/redis.log" >"$REDIS_DIR/redis.conf"
+  redis-server "$REDIS_DIR/redis.conf" >/dev/null 2>&1 </dev/null &
+  REDIS_PID=$! REDIS_PORT=$p
+  track "$REDIS_PID"
+  for ((i = 0; i < 250; i++)); do
+    [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && return 0
+    running "$REDIS_PID" || break
+    sleep 0.02
+  done
+  FAIL_REASON="redis-server did not start: $(tail -n 1 "$REDIS_DIR/redis.log" 2>/dev/null)"
+  redis_stop
+  return 1
+}
+redis_stop() { [ -z "$REDIS_PID" ] || stop "$REDIS_PID" 10; REDIS_PID=; rm -rf "$REDIS_DIR"; }
+aof_size() { redis-cli -p "$REDIS_PORT" info persistence | sed -n 's/^aof_current_size:\([0-9]*\).*/\1/p'; }
+declare -A REDIS0=()
+redis_meter() {
+  R_MQ[$1]=$(ms_per_job "$(tree_ticks "$REDIS_PID") - ${REDIS0[cpu]}" "${N[$1]}")
+  R_WAL[$1]=$(calc "($(aof_size) - ${REDIS0[aof]}) / ${N[$1]}" 0)
+}
+# bullmq_row ROW CONCURRENCY APPENDFSYNC
+bullmq_row() {
+  local row=$1 n=${N[$1]}
+  peers_ok || return 1
+  command -v redis-server >/dev/null 2>&1 || { FAIL_REASON="redis-server not installed"; return 1; }
+  redis_start "$3" || return 1
+  if ! try fill 300 "$LOGS/$row.fill" node "$PEERS/tp_bullmq.js" fill "$REDIS_PORT" tp "$n"; then
+    redis_stop
+    return 1
+  fi
+  REDIS0[cpu]=$(tree_ticks "$REDIS_PID") REDIS0[aof]=$(aof_size)
+  peer_run "$row" redis_meter node "$PEERS/tp_bullmq.js" work "$REDIS_PORT" tp "$n" "$2" "$MAX_S"
+  local rc=$?
+  redis_stop
+  return $rc
 }
 
 # ---- rows: mqproc --------------------------------------------------------------------------------
@@ -357,14 +564,16 @@ mqproc_drop() { # ROW
   rm -rf "${LOGS:?}/joblogs-$1"
 }
 # Idle server of KIND, once per run: exec -> "consuming from queue" (from its log's
-# timestamp), RSS and threads after start, CPU ticks and commits of a start and stop.
-declare -A IDLE_CPU=() IDLE_COMMITS=()
+# timestamp), RSS and threads after start, CPU ticks and commits of a start and stop, and
+# what PostgreSQL and RabbitMQ spent (ticks) and the WAL written while it started.
+declare -A IDLE_CPU=() IDLE_COMMITS=() IDLE_PG=() IDLE_MQ=() IDLE_WAL=()
 idle_probe() { # KIND
   local kind=$1 row=idle_$1 c0 ts pre=mqproc_ start rss anon threads
   [ -z "${IDLE_CPU[$kind]:-}" ] || return 0
   [ "$kind" = c ] || pre=mqproc_exec_
   mqproc_schema "$row" || return 1
   c0=$(commits)
+  meter_begin
   start_server "$kind" "$row"
   wait_log "$LOGS/$row.server" 'consuming from queue' "$SPID" 30 || { FAIL_REASON="idle server did not start: $(tail -n 1 "$LOGS/$row.server")"; stop "$SPID"; return 1; }
   ts=$(grep -m 1 'consuming from queue' "$LOGS/$row.server" | cut -d' ' -f1)
@@ -372,6 +581,8 @@ idle_probe() { # KIND
   start=$(($(date -d "$ts" +%s%3N) - ST0)) rss=$(status_kb "$SPID" VmRSS) threads=$(status_kb "$SPID" Threads)
   anon=$(status_kb "$SPID" RssAnon)
   IDLE_CPU[$kind]=$(cpu_ticks "$SPID")
+  meter_delta
+  IDLE_PG[$kind]=$D_PG IDLE_MQ[$kind]=$D_MQ IDLE_WAL[$kind]=${D_WAL:-0}
   stop "$SPID"
   IDLE_COMMITS[$kind]=$(($(commits) - c0))
   kv "${pre}start_ms" "$start"
@@ -393,9 +604,12 @@ mqproc_row() {
   cpid=$!
   track "$cpid"
   c0=$(commits)
+  meter_begin
   start_server "$kind" "$row" "$@"
   reap "$cpid"
   cpu=$(cpu_ticks "$SPID" 2>/dev/null) child=$(child_ticks "$SPID" 2>/dev/null)
+  # (before the stop, as the server's CPU: start-up to the last result, less an idle start)
+  meter_end "$row" "$n" "pg mq wal" "${IDLE_PG[$kind]}" "${IDLE_MQ[$kind]}" "${IDLE_WAL[$kind]}"
   stop "$SPID"
   c1=$(commits)
   local got ok
@@ -409,12 +623,13 @@ mqproc_row() {
   R_COMMITS[$row]=$(calc "($c1 - $c0 - ${IDLE_COMMITS[$kind]}) / $n" 3)
   per1000=$(calc "(${cpu:-0} - ${IDLE_CPU[$kind]}) / $CLK_TCK / $n * 1000" 2)
   kv "${row}_cpu_s_per_1000" "$per1000"
+  R_SRV[$row]=$(calc "(${cpu:-0} - ${IDLE_CPU[$kind]}) / $CLK_TCK / $n * 1000" 3)
   if [ "$kind" = exec ]; then
     kv "${row}_child_cpu_s_per_1000" "$(calc "${child:-0} / $CLK_TCK / $n * 1000" 2)"
-    more=" (+ $(calc "${child:-0} / $CLK_TCK / $n * 1000" 2) in its children)"
+    more="; its children's CPU $(calc "${child:-0} / $CLK_TCK / $n * 1000" 2) ms/job"
   fi
   kv "${row}_first_ms" "$(calc "$(kvof "$LOGS/$row.out" first_ms) - $ST0" 0)"
-  R_NOTE[$row]="N=$n queued first; server CPU $per1000 s/1000 jobs$more"
+  R_NOTE[$row]="N=$n queued first$more"
   mqproc_drop "$row"
 }
 # latency_row ROW RATE SECS DRAIN PREFETCH: a paced publisher against a running C server.
@@ -485,6 +700,12 @@ R_LABEL=([raw_consume_p1]="raw broker consume+ack, prefetch 1"
   [raw_fork]="raw fork+execve+waitpid /bin/true"
   [naive]="naive Python worker (pika+psycopg2)"
   [celery]="Celery 5.2 prefork c2, acks_late, db"
+  [graphile]="graphile-worker${GW_VERSION:+ $GW_VERSION}, its defaults"
+  [graphile_batched]="graphile-worker${GW_VERSION:+ $GW_VERSION}, batched preset"
+  [bullmq_c1]="BullMQ${BULLMQ_VERSION:+ $BULLMQ_VERSION} c1, AOF always"
+  [bullmq_c64]="BullMQ${BULLMQ_VERSION:+ $BULLMQ_VERSION} c64, AOF always"
+  [bullmq_c64_everysec]="BullMQ${BULLMQ_VERSION:+ $BULLMQ_VERSION} c64, AOF everysec"
+  [graphile_lat500]="latency add->completion @${LAT_RATE}/s, graphile"
   [idle_c]="mqproc C example server, idle"
   [idle_exec]="mqproc --exec server, idle"
   [mqproc_c_p1]="mqproc C example, prefetch 1"
@@ -504,6 +725,12 @@ selected raw_db_64 && run_row raw_db_64 raw_db raw_db_64 64
 selected raw_fork && run_row raw_fork raw_fork
 selected naive && run_row naive naive
 selected celery && run_row celery celery
+selected graphile && run_row graphile graphile_row graphile default
+selected graphile_batched && run_row graphile_batched graphile_row graphile_batched batched
+selected bullmq_c1 && run_row bullmq_c1 bullmq_row bullmq_c1 1 always
+selected bullmq_c64 && run_row bullmq_c64 bullmq_row bullmq_c64 64 always
+selected bullmq_c64_everysec && run_row bullmq_c64_everysec bullmq_row bullmq_c64_everysec 64 everysec
+selected graphile_latency && run_row graphile_lat500 graphile_latency
 if selected mqproc_c_p1 || selected mqproc_c_p64 || selected mqproc_c_batched || selected latency; then
   run_row idle_c idle_probe c
 fi
@@ -576,20 +803,38 @@ if num "${R_RATE[raw_db_1]:-}" && num "${R_RATE[raw_consume_p1]:-}" && num "${R_
   kv p1_serial_ceiling "$P1_CEIL"
   R_NOTE[mqproc_c_p1]+="; raw db 1/commit and raw consume p1 in series: $P1_CEIL/s ($(ratio "${R_RATE[mqproc_c_p1]}" "$P1_CEIL") of it)"
 fi
+# The best peer: the highest jobs/s of the peers' rows measured in this run.
+BEST_PEER=
+for row in "${PEER_ROWS[@]}"; do
+  num "${R_RATE[$row]:-}" || continue
+  if [ -z "$BEST_PEER" ] || awk -v a="${R_RATE[$row]}" -v b="${R_RATE[$BEST_PEER]}" 'BEGIN { exit !(a > b) }'; then BEST_PEER=$row; fi
+done
+[ -z "$BEST_PEER" ] || kv best_peer "${R_RATE[$BEST_PEER]}"
 for row in "${ORDER[@]}"; do
   case $row in
-  mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${RAW_RATE[$row]:-}") ;;
+  mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${RAW_RATE[$row]:-}")
+    [ -z "$BEST_PEER" ] || R_PEER[$row]=$(ratio "${R_RATE[$row]:-}" "${R_RATE[$BEST_PEER]}") ;;
   esac
   case $row in
   mqproc_* | naive) R_CEL[$row]=$(ratio "${R_RATE[$row]:-}" "${R_RATE[celery]:-}") ;;
   esac
 done
 for row in "${ORDER[@]}"; do
-  case $row in idle_* | lat500 | lat_half) continue ;; esac
+  case $row in idle_* | lat500 | lat_half | graphile_lat500) continue ;; esac
   kv "$row" "${R_RATE[$row]:-}"
+  num "${R_RATE[$row]:-}" || continue # (a failed row's partial figures are left out)
   kv "${row}_commits" "${R_COMMITS[$row]:-}"
   kv "${row}_vs_raw" "${R_RAW[$row]:-}"
+  kv "${row}_vs_peer" "${R_PEER[$row]:-}"
   kv "${row}_vs_celery" "${R_CEL[$row]:-}"
+  case $row in
+  bullmq_*) kv "${row}_redis_cpu_ms" "${R_MQ[$row]:-}"
+    kv "${row}_aof_bytes" "${R_WAL[$row]:-}" ;;
+  *) kv "${row}_pg_cpu_ms" "${R_PG[$row]:-}"
+    kv "${row}_rmq_cpu_ms" "${R_MQ[$row]:-}"
+    kv "${row}_wal_bytes" "${R_WAL[$row]:-}" ;;
+  esac
+  case $row in graphile* | bullmq_*) kv "${row}_cpu_s_per_1000" "${R_SRV[$row]:-}" ;; esac
 done
 LOAD_END=$(cut -d' ' -f1 /proc/loadavg)
 WALL=$(calc "($(now_ms) - $T0) / 1000" 0)
@@ -602,14 +847,18 @@ kv wall_s "$WALL"
     "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)" "$(nproc)" "$LOAD_START" "$LOAD_END" "$WALL" \
     "$([ $QUICK = 1 ] && echo ', --quick')"
   printf '# PostgreSQL fsync=on synchronous_commit=on; jobs/s of a tool = first -> last result; vs raw: C rows / the lower of raw_db (1 or 64 per commit) and the broker (consume p1, relay), --exec rows / raw_fork; dir+sqlite / the lower of raw SQLite (64/commit FULL; 1/commit NORMAL) and raw dir claim\n'
-  printf '%-42s %9s %12s %8s %9s  %s\n' row jobs/s commits/job "vs raw" "vs celery" notes
+  printf '# vs peer: / the best peer of this run%s; CPU ms per job of the worker or server process (wrk), PostgreSQL (pg), RabbitMQ (mq; Redis for BullMQ); WAL B: PostgreSQL WAL bytes per job (Redis AOF bytes for BullMQ); peers: graphile-worker %s, BullMQ %s (npm)\n' \
+    "${BEST_PEER:+ (${R_LABEL[$BEST_PEER]}, ${R_RATE[$BEST_PEER]}/s)}" "${GW_VERSION:-n/a}" "${BULLMQ_VERSION:-n/a}"
+  printf '%-42s %9s %7s %6s %7s %6s %6s %6s %6s %6s  %s\n' row jobs/s commits "vs raw" "vs peer" "vs cel" \
+    "wrk ms" "pg ms" "mq ms" "WAL B" notes
   for row in "${ORDER[@]}"; do
     rate=${R_RATE[$row]:-}
     if [ "$rate" = FAIL ] || [ "$rate" = n/a ] && [[ ${R_NOTE[$row]} == "("* ]]; then
       printf '%-42s %s %s\n' "${R_LABEL[$row]:-$row}" "$rate" "${R_NOTE[$row]}"
     else
-      printf '%-42s %9s %12s %8s %9s  %s\n' "${R_LABEL[$row]:-$row}" "$rate" "${R_COMMITS[$row]:--}" \
-        "${R_RAW[$row]:--}" "${R_CEL[$row]:--}" "${R_NOTE[$row]:-}"
+      printf '%-42s %9s %7s %6s %7s %6s %6s %6s %6s %6s  %s\n' "${R_LABEL[$row]:-$row}" "$rate" \
+        "${R_COMMITS[$row]:--}" "${R_RAW[$row]:--}" "${R_PEER[$row]:--}" "${R_CEL[$row]:--}" "${R_SRV[$row]:--}" \
+        "${R_PG[$row]:--}" "${R_MQ[$row]:--}" "${R_WAL[$row]:--}" "${R_NOTE[$row]:-}"
     fi
   done
   echo "RESULT ${RESULT[*]}"
