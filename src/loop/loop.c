@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,14 @@ typedef struct work {
   struct work *link;        /* the pool's queue, then the finished list (under work_lock) */
 } work_t;
 
+/* A pool thread; an idle one waits on its own semaphore, on the pool's idle stack. */
+typedef struct pool_thread {
+  pthread_t thread;
+  sem_t wake;
+  mqproc__loop_t *loop;
+  struct pool_thread *next_idle;
+} pool_thread_t;
+
 struct mqproc__loop {
   int epfd;
   int sigfd;
@@ -67,11 +76,11 @@ struct mqproc__loop {
   child_watch_t *children;
   work_t *works;             /* not yet handed back, newest first (the loop's thread only) */
   pthread_mutex_t work_lock; /* guards the pool's queue, the finished list and the counts */
-  pthread_cond_t pool_cond;  /* the pool's idle threads wait here for work */
-  pthread_t *pool;           /* fixed threads running pooled work (mqproc__loop_pool) */
+  pool_thread_t *pool;       /* fixed threads running pooled work (mqproc__loop_pool) */
   int pool_n, pool_stop;
-  int pool_idle;   /* pool threads waiting on pool_cond */
-  int pool_waking; /* signals sent that no thread has woken from yet */
+  pool_thread_t *pool_idle_top; /* idle threads, each waiting on its semaphore */
+  int pool_idle;                /* how many */
+  int pool_waking;              /* threads woken (taken off the stack) not yet running */
   work_t *pool_head, **pool_tail;
   work_t *finished;           /* finished work, newest first; the first one in writes the eventfd */
   mqproc__loop_stats_t stats; /* the counts of the threads' hand-offs (under work_lock) */
@@ -94,7 +103,6 @@ int mqproc__loop_new(mqproc__loop_t **out, char *err) {
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   loop->epfd = loop->sigfd = loop->wakefd = -1;
   pthread_mutex_init(&loop->work_lock, NULL);
-  pthread_cond_init(&loop->pool_cond, NULL);
   loop->pool_tail = &loop->pool_head;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
@@ -151,7 +159,6 @@ void mqproc__loop_free(mqproc__loop_t *loop) {
   if (loop->wakefd >= 0)
     close(loop->wakefd);
   pthread_mutex_destroy(&loop->work_lock);
-  pthread_cond_destroy(&loop->pool_cond);
   free(loop);
 }
 
@@ -358,53 +365,69 @@ static void *work_main(void *arg) {
   return NULL;
 }
 
-/* Under work_lock: wakes one idle pool thread for queued work, unless a wake is already on
- * its way (the woken thread passes it on while work is left) or no thread is idle (a
- * running one takes the work when it finishes). */
-static void pool_wake_locked(mqproc__loop_t *loop) {
-  if (loop->pool_head != NULL && loop->pool_idle > 0 && loop->pool_waking == 0) {
-    loop->pool_waking++;
-    loop->stats.pool_wakes++;
-    pthread_cond_signal(&loop->pool_cond);
-  }
+/* Under work_lock: the idle pool thread to wake for queued work (NULL: none): not when a
+ * wake is already on its way (the woken thread passes it on while work is left) or no
+ * thread is idle (a running one takes the work when it finishes). The caller posts its
+ * semaphore after unlocking. A semaphore, not a condition variable: a thread woken from
+ * pthread_cond_wait() takes the mutex back marked contended, which costs one more futex
+ * call per hand-off when it unlocks. */
+static pool_thread_t *pool_wake_due_locked(mqproc__loop_t *loop) {
+  pool_thread_t *t = loop->pool_idle_top;
+  if (loop->pool_head == NULL || t == NULL || loop->pool_waking > 0)
+    return NULL;
+  loop->pool_idle_top = t->next_idle;
+  loop->pool_idle--;
+  loop->pool_waking++;
+  loop->stats.pool_wakes++;
+  return t;
+}
+
+static void pool_post(pool_thread_t *t) {
+  if (t != NULL)
+    sem_post(&t->wake);
 }
 
 /* A pool thread: runs queued work until the pool stops and its queue is empty. Finishing
  * one piece of work and taking the next is one hold of the lock. */
 static void *pool_main(void *arg) {
-  mqproc__loop_t *loop = arg;
+  pool_thread_t *self = arg;
+  mqproc__loop_t *loop = self->loop;
   work_t *w = NULL;
   int wake = 0;
   pthread_mutex_lock(&loop->work_lock);
   for (;;) {
+    pool_thread_t *next = NULL;
     if (w != NULL)
-      wake = finish_locked(loop, w);
-    if (wake && loop->pool_head == NULL) { /* the loop hears of it before this one sleeps */
-      pthread_mutex_unlock(&loop->work_lock);
-      wake_loop(loop);
-      wake = 0;
-      pthread_mutex_lock(&loop->work_lock);
-    }
-    while (loop->pool_head == NULL && !loop->pool_stop) {
+      wake = finish_locked(loop, w) || wake;
+    if (loop->pool_head == NULL && !loop->pool_stop) { /* idle until a waker posts */
+      self->next_idle = loop->pool_idle_top;
+      loop->pool_idle_top = self;
       loop->pool_idle++;
-      pthread_cond_wait(&loop->pool_cond, &loop->work_lock);
-      loop->pool_idle--;
-      if (loop->pool_waking > 0)
-        loop->pool_waking--;
+      pthread_mutex_unlock(&loop->work_lock);
+      if (wake)
+        wake_loop(loop); /* the loop hears of the finished work before this one sleeps */
+      wake = 0;
+      w = NULL;
+      while (sem_wait(&self->wake) != 0 && errno == EINTR)
+        ;
+      pthread_mutex_lock(&loop->work_lock);
+      loop->pool_waking--; /* the waker took this one off the stack */
+      continue;
     }
     w = loop->pool_head;
     if (w != NULL) {
       loop->pool_head = w->link;
       if (loop->pool_head == NULL)
         loop->pool_tail = &loop->pool_head;
-      pool_wake_locked(loop); /* work left: the next idle thread */
+      next = pool_wake_due_locked(loop); /* work left: the next idle thread */
     }
     pthread_mutex_unlock(&loop->work_lock);
+    pool_post(next);
     if (wake)
       wake_loop(loop);
     wake = 0;
     if (w == NULL)
-      return NULL;
+      return NULL; /* stopped, and the queue is empty */
     w->work(w->ud);
     pthread_mutex_lock(&loop->work_lock);
   }
@@ -413,21 +436,44 @@ static void *pool_main(void *arg) {
 int mqproc__loop_pool(mqproc__loop_t *loop, int n) {
   if (loop->pool != NULL)
     return MQPROC_ESTATE;
-  if ((loop->pool = mqproc__calloc((size_t)n, sizeof(pthread_t))) == NULL)
+  if ((loop->pool = mqproc__calloc((size_t)n, sizeof(pool_thread_t))) == NULL)
     return MQPROC_ENOMEM;
-  for (; loop->pool_n < n; loop->pool_n++)
-    if (pthread_create(&loop->pool[loop->pool_n], NULL, pool_main, loop) != 0)
-      return loop->pool_n > 0 ? MQPROC_OK : MQPROC_ESYS; /* fewer threads still serve */
-  return MQPROC_OK;
+  for (; loop->pool_n < n; loop->pool_n++) {
+    pool_thread_t *t = &loop->pool[loop->pool_n];
+    t->loop = loop;
+    if (sem_init(&t->wake, 0, 0) != 0)
+      break;
+    if (pthread_create(&t->thread, NULL, pool_main, t) != 0) {
+      sem_destroy(&t->wake);
+      break;
+    }
+  }
+  if (loop->pool_n == 0) { /* no pool: work gets threads of its own */
+    free(loop->pool);
+    loop->pool = NULL;
+    return MQPROC_ESYS;
+  }
+  return MQPROC_OK; /* fewer threads than asked still serve */
 }
 
+/* Wakes every idle thread to see the stop; the others see it when they finish. */
 static void pool_stop(mqproc__loop_t *loop) {
+  pool_thread_t *idle;
   pthread_mutex_lock(&loop->work_lock);
   loop->pool_stop = 1;
-  pthread_cond_broadcast(&loop->pool_cond);
+  idle = loop->pool_idle_top;
+  loop->pool_idle_top = NULL;
+  loop->pool_waking += loop->pool_idle;
+  loop->pool_idle = 0;
   pthread_mutex_unlock(&loop->work_lock);
-  for (int i = 0; i < loop->pool_n; i++)
-    pthread_join(loop->pool[i], NULL);
+  for (pool_thread_t *t = idle, *next; t != NULL; t = next) {
+    next = t->next_idle;
+    pool_post(t);
+  }
+  for (int i = 0; i < loop->pool_n; i++) {
+    pthread_join(loop->pool[i].thread, NULL);
+    sem_destroy(&loop->pool[i].wake);
+  }
   free(loop->pool);
   loop->pool = NULL;
   loop->pool_n = 0;
@@ -465,6 +511,7 @@ static void works_remove(mqproc__loop_t *loop, work_t *w) {
 int mqproc__loop_work_pooled(mqproc__loop_t *loop, mqproc__work_cb work,
                              mqproc__after_work_cb after, void *ud) {
   work_t *w;
+  pool_thread_t *next;
   if (loop->pool == NULL)
     return mqproc__loop_work(loop, work, after, ud);
   if ((w = work_new(loop, work, after, ud)) == NULL)
@@ -474,8 +521,9 @@ int mqproc__loop_work_pooled(mqproc__loop_t *loop, mqproc__work_cb work,
   pthread_mutex_lock(&loop->work_lock);
   *loop->pool_tail = w;
   loop->pool_tail = &w->link;
-  pool_wake_locked(loop);
+  next = pool_wake_due_locked(loop);
   pthread_mutex_unlock(&loop->work_lock);
+  pool_post(next);
   return MQPROC_OK;
 }
 
