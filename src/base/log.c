@@ -494,8 +494,9 @@ void mqproc__log_batch_begin(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   struct sigaction sa;
   struct stat st;
+  int off = 0;
   pthread_once(&once, batch_once);
-  if (atomic_load(&batch_on))
+  if (!atomic_compare_exchange_strong(&batch_on, &off, 1))
     return; /* one thread batches at a time */
   batch_pipe = fstat(STDERR_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
   memset(&sa, 0, sizeof(sa));
@@ -505,7 +506,6 @@ void mqproc__log_batch_begin(void) {
   for (size_t i = 0; i < MQPROC__ARRAY_LEN(fatal_signals); i++)
     sigaction(fatal_signals[i], &sa, &fatal_before[i]);
   batch_here = 1;
-  atomic_store(&batch_on, 1);
 }
 
 void mqproc__log_batch_end(void) {
@@ -514,8 +514,13 @@ void mqproc__log_batch_end(void) {
   mqproc__log_flush();
   atomic_store(&batch_on, 0);
   batch_here = 0;
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(fatal_signals); i++)
-    sigaction(fatal_signals[i], &fatal_before[i], NULL);
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(fatal_signals); i++) {
+    struct sigaction now;
+    /* a handler the program installed since is left in place */
+    if (sigaction(fatal_signals[i], NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
+        now.sa_sigaction == on_fatal)
+      sigaction(fatal_signals[i], &fatal_before[i], NULL);
+  }
 }
 
 /* One finished line (with its '\n'): into the batch, or out now after what waits. */
