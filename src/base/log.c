@@ -1,14 +1,19 @@
-/* Logging: one preformatted line per event on stderr (one write(2)), with secrets masked. */
+/* Logging: one preformatted line per event on stderr, with secrets masked; a loop thread's
+ * lines are written once per loop turn (see "Batching" below and log.h). */
 #include "base/log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -365,11 +370,180 @@ static size_t format_json(char *line, size_t cap, mqproc__log_level_t level, con
   return s.len;
 }
 
-static void write_line(const char *line, size_t len) {
-  ssize_t rc;
-  do
-    rc = write(STDERR_FILENO, line, len);
-  while (rc < 0 && errno == EINTR);
+/* ---- Batching ------------------------------------------------------------------------------ */
+
+/* Between mqproc__log_batch_begin() and _end(), the lines of the thread that began (the
+ * server's loop) wait in one buffer, and mqproc__log_flush() (the loop's prepare hook,
+ * before it sleeps) writes them together: one write(2) per loop turn instead of one per
+ * line. Nothing waits longer than that turn, and nothing is lost or reordered:
+ *   - a warning or an error, and any line of another thread (a pool thread, the broker's
+ *     watchdog), is written at once, after what waits (under the same lock);
+ *   - the buffer is written when full, at exit (atexit), and by a handler of the fatal
+ *     signals (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) before the handler that was there
+ *     before runs (a crash keeps the last lines of its turn);
+ *   - a child made by fork() starts without the parent's waiting lines (they are the
+ *     parent's to write) and writes its own at once.
+ * When stderr is a pipe, one write carries at most PIPE_BUF bytes of whole lines, so a
+ * line stays atomic next to other writers of the same pipe (workers, a supervisor). */
+#define BATCH_CAP 65536
+
+static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int batch_on;       /* a thread batches its lines */
+static __thread int batch_here;   /* this thread is the one */
+static char batch_buf[BATCH_CAP]; /* whole lines, under batch_lock */
+static atomic_size_t batch_len;   /* bytes of whole lines in batch_buf (the crash handler
+                                     reads it without the lock) */
+static int batch_pipe;            /* stderr is a pipe: writes of <= PIPE_BUF */
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+static struct sigaction fatal_before[MQPROC__ARRAY_LEN(fatal_signals)];
+
+static void write_all(const char *p, size_t len) {
+  while (len > 0) {
+    ssize_t rc = write(STDERR_FILENO, p, len);
+    if (rc < 0 && errno == EINTR)
+      continue;
+    if (rc <= 0)
+      return; /* stderr is gone or full and non-blocking: nothing better to do */
+    p += rc;
+    len -= (size_t)rc;
+  }
+}
+
+/* Writes buf[0..len) (whole lines): at once, or to a pipe in runs of whole lines of at most
+ * PIPE_BUF bytes. */
+static void write_lines(const char *buf, size_t len) {
+  size_t start = 0;
+  if (!batch_pipe) {
+    write_all(buf, len);
+    return;
+  }
+  while (start < len) {
+    size_t end = start, next;
+    for (;;) { /* whole lines while they fit */
+      const char *nl = memchr(buf + end, '\n', len - end);
+      next = nl != NULL ? (size_t)(nl - buf) + 1 : len;
+      if (next - start > PIPE_BUF && end > start)
+        break;
+      end = next;
+      if (end == len || end - start >= PIPE_BUF)
+        break;
+    }
+    write_all(buf + start, end - start);
+    start = end;
+  }
+}
+
+static void flush_locked(void) {
+  size_t len = atomic_load(&batch_len);
+  if (len > 0) {
+    write_lines(batch_buf, len);
+    atomic_store(&batch_len, 0);
+  }
+}
+
+void mqproc__log_flush(void) {
+  if (!atomic_load(&batch_on))
+    return;
+  pthread_mutex_lock(&batch_lock);
+  flush_locked();
+  pthread_mutex_unlock(&batch_lock);
+}
+
+static void flush_at_exit(void) {
+  mqproc__log_flush();
+}
+
+/* What waits goes out before the old handler runs (it may end the process). No lock: the
+ * signal may have interrupted a holder of it; at worst a line shows twice. */
+static void on_fatal(int sig, siginfo_t *si, void *uc) {
+  size_t len = atomic_load(&batch_len);
+  (void)uc;
+  if (len > 0) {
+    atomic_store(&batch_len, 0);
+    write_lines(batch_buf, len);
+  }
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(fatal_signals); i++)
+    if (fatal_signals[i] == sig)
+      sigaction(sig, &fatal_before[i], NULL);
+  if (si == NULL || si->si_code <= 0)
+    raise(sig); /* sent (kill, abort()): again, to the old handler, once this one returns */
+  /* a fault: returning runs the faulting instruction again, under the old handler */
+}
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&batch_lock);
+}
+
+static void fork_parent(void) {
+  pthread_mutex_unlock(&batch_lock);
+}
+
+static void fork_child(void) {
+  atomic_store(&batch_len, 0); /* the parent writes them */
+  atomic_store(&batch_on, 0);
+  batch_here = 0;
+  pthread_mutex_unlock(&batch_lock);
+}
+
+static void batch_once(void) {
+  atexit(flush_at_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void mqproc__log_batch_begin(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  struct sigaction sa;
+  struct stat st;
+  int off = 0;
+  pthread_once(&once, batch_once);
+  if (!atomic_compare_exchange_strong(&batch_on, &off, 1))
+    return; /* one thread batches at a time */
+  batch_pipe = fstat(STDERR_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_fatal;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(fatal_signals); i++)
+    sigaction(fatal_signals[i], &sa, &fatal_before[i]);
+  batch_here = 1;
+}
+
+void mqproc__log_batch_end(void) {
+  if (!batch_here)
+    return;
+  mqproc__log_flush();
+  atomic_store(&batch_on, 0);
+  batch_here = 0;
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(fatal_signals); i++) {
+    struct sigaction now;
+    /* a handler the program installed since is left in place */
+    if (sigaction(fatal_signals[i], NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
+        now.sa_sigaction == on_fatal)
+      sigaction(fatal_signals[i], &fatal_before[i], NULL);
+  }
+}
+
+/* One finished line (with its '\n'): into the batch, or out now after what waits. */
+static void emit(mqproc__log_level_t level, const char *line, size_t len) {
+  size_t used;
+  if (!atomic_load(&batch_on)) {
+    write_all(line, len);
+    return;
+  }
+  pthread_mutex_lock(&batch_lock);
+  used = atomic_load(&batch_len);
+  if (batch_here && level < MQPROC__LOG_WARN) {
+    if (used + len > BATCH_CAP) {
+      flush_locked();
+      used = 0;
+    }
+    memcpy(batch_buf + used, line, len); /* LOG_LINE_MAX < BATCH_CAP: it fits */
+    atomic_store(&batch_len, used + len);
+  } else {
+    flush_locked();
+    write_all(line, len);
+  }
+  pthread_mutex_unlock(&batch_lock);
 }
 
 void mqproc__log(mqproc__log_level_t level, const char *fmt, ...) {
@@ -394,7 +568,7 @@ void mqproc__log(mqproc__log_level_t level, const char *fmt, ...) {
   if (atomic_load(&log_json)) {
     s.len = format_json(line, s.cap, level, masked, m.truncated);
     line[s.len++] = '\n';
-    write_line(line, s.len);
+    emit(level, line, s.len);
     return;
   }
   put_prefix(&s, level);
@@ -402,5 +576,5 @@ void mqproc__log(mqproc__log_level_t level, const char *fmt, ...) {
   if (s.truncated || m.truncated)
     end_truncated(&s);
   line[s.len++] = '\n';
-  write_line(line, s.len);
+  emit(level, line, s.len);
 }

@@ -39,6 +39,16 @@ mqproc__log_job_t mqproc__log_enter_job(char *const *job_id, const char *process
                                         const int *attempt, const int *try_no);
 void mqproc__log_leave_job(mqproc__log_job_t prev);
 
+/* Lines written once per loop turn: after batch_begin(), the calling thread's lines below
+ * WARN wait in a buffer (64 KiB) until mqproc__log_flush(), which the server's loop calls
+ * before it sleeps; a warning or an error, a line of another thread, a full buffer, exit()
+ * and a fatal signal write what waits first, so no line is lost or reordered. Lines of
+ * other threads, and every line when no thread batches, are written at once (one
+ * write(2) each). batch_end() writes what waits and stops (on the thread that began). */
+void mqproc__log_batch_begin(void);
+void mqproc__log_flush(void);
+void mqproc__log_batch_end(void);
+
 void mqproc__log(mqproc__log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -12,6 +12,11 @@
  * MQPROC_EBROKER_BLOCKED instead of writing into a socket nobody reads). Every call that
  * may block on the socket runs under a deadline (write_guard.h, --broker-timeout).
  *
+ * Writes wait in a buffer under the socket (broker/amqp_wbuf.h, plain TCP) and leave
+ * together when the server's loop flushes, before it sleeps: a turn's publishes and acks
+ * are one send(2). A read writes what waits first, so an RPC's request is out before its
+ * reply is awaited.
+ *
  * This file: connecting, consuming, incoming frames, teardown. Publishing and confirms
  * are in broker/amqp_publish.c, declarations and RPC replies in broker/amqp_declare.c;
  * shared internals in broker/amqp_int.h.
@@ -24,6 +29,7 @@
 
 #include "broker/amqp_conn.h"
 #include "broker/amqp_int.h"
+#include "broker/amqp_wbuf.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -118,6 +124,8 @@ static int login(amqp_broker_t *b, const struct amqp_connection_info *ci, int ti
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   if ((rc = mqproc__amqp_socket_open(b->conn, ci, &b->topo.tls, timeout_s, err)) != MQPROC_OK)
     return rc;
+  if (!ci->ssl) /* TLS writes as rabbitmq-c does */
+    mqproc__amqp_wbuf_install(amqp_get_socket(b->conn));
   amqp_set_rpc_timeout(b->conn, &tv);
   client = client_properties(b, caps, props);
   mqproc__amqp_guard_begin(b);
@@ -332,6 +340,15 @@ static int report_down(amqp_broker_t *b, char *err) {
   return mqproc__err(err, MQPROC_EBROKER_CLOSED, "%s", reason);
 }
 
+/* Whether pump() has read everything there is: nothing left in rabbitmq-c's buffers, and
+ * its last read emptied the socket. Then it stops without another read (rabbitmq-c would
+ * learn the same from a recvfrom's EAGAIN and a poll(0)); data arriving meanwhile makes
+ * the socket readable, and the loop calls pump() again. Unknown (TLS): read on. */
+static int caught_up(amqp_broker_t *b) {
+  return b->connected && !b->broken && mqproc__amqp_wbuf_drained(b->conn) == 1 &&
+         !amqp_data_in_buffer(b->conn) && !amqp_frames_enqueued(b->conn);
+}
+
 static int amqp_pump_(mqproc__broker_t *base, char *err) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   for (;;) {
@@ -361,6 +378,8 @@ static int amqp_pump_(mqproc__broker_t *base, char *err) {
       if (env.channel == CH_CONSUME)
         deliver(b, &env);
       amqp_destroy_envelope(&env);
+      if (caught_up(b))
+        return MQPROC_OK;
     } else if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
                r.library_error == AMQP_STATUS_TIMEOUT) {
       return MQPROC_OK;
@@ -376,6 +395,8 @@ static int amqp_pump_(mqproc__broker_t *base, char *err) {
         mark_broken(b, amqp_error_string2(rc));
       else if (f.frame_type == AMQP_FRAME_METHOD)
         on_method(b, &f);
+      if (caught_up(b))
+        return MQPROC_OK;
     } else {
       mark_broken(b, r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
                          ? amqp_error_string2(r.library_error)
@@ -479,6 +500,20 @@ static int amqp_fd_(mqproc__broker_t *base) {
   return b->connected ? amqp_get_sockfd(b->conn) : -1;
 }
 
+/* Writes what this loop turn buffered, under the write deadline. */
+static void amqp_flush_(mqproc__broker_t *base) {
+  amqp_broker_t *b = (amqp_broker_t *)base;
+  int rc;
+  if (!b->connected || b->broken || mqproc__amqp_wbuf_pending(b->conn) == 0)
+    return;
+  mqproc__amqp_guard_begin(b);
+  rc = mqproc__amqp_wbuf_flush(b->conn);
+  if (mqproc__amqp_guard_end(b))
+    return; /* broken: pump() reports it */
+  if (rc != AMQP_STATUS_OK)
+    mark_broken(b, amqp_error_string2(rc));
+}
+
 static int amqp_pending_(mqproc__broker_t *base) {
   amqp_broker_t *b = (amqp_broker_t *)base;
   if (!b->connected)
@@ -535,6 +570,7 @@ static const struct mqproc__broker_class amqp_class = {
     .fd = amqp_fd_,
     .pending = amqp_pending_,
     .pump = amqp_pump_,
+    .flush = amqp_flush_,
     .ack = amqp_ack_,
     .nack = amqp_nack_,
     .publish = mqproc__amqp_publish,

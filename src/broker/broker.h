@@ -7,7 +7,8 @@
  *
  * Event model: the server's loop watches mqproc__broker_fd() and calls
  * mqproc__broker_pump() when it is readable, when mqproc__broker_pending() says data
- * is buffered, and at least once a second (this is what services heartbeats). pump()
+ * is buffered, and at least once a second (this is what services heartbeats); before it
+ * sleeps, mqproc__broker_flush() writes what the turn buffered. pump()
  * reports what arrived through the events table. A delivery's tag is valid only within
  * the connection epoch it arrived on: after a reconnect the broker redelivers, and acking
  * an old tag is refused here (MQPROC_EBROKER_CLOSED) instead of being sent.
@@ -136,6 +137,10 @@ struct mqproc__broker_class {
   /* pump: read what is available, dispatch events, service heartbeats. An error means
      the connection is down (on_down was called). */
   int (*pump)(mqproc__broker_t *b, char *err);
+  /* flush: write what the calls of this loop turn buffered (publishes, acks), at once; the
+     server calls it before its loop sleeps. A failure marks the connection down (pump()
+     reports it). NULL: the backend writes at once. */
+  void (*flush)(mqproc__broker_t *b);
   /* ack / nack: settle a delivery of the given epoch. */
   int (*ack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, int multiple, char *err);
   int (*nack)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag, int requeue, char *err);
@@ -190,6 +195,10 @@ static inline int mqproc__broker_pending(mqproc__broker_t *b) {
 }
 static inline int mqproc__broker_pump(mqproc__broker_t *b, char *err) {
   return b->klass->pump(b, err);
+}
+static inline void mqproc__broker_flush(mqproc__broker_t *b) {
+  if (b->klass->flush != NULL)
+    b->klass->flush(b);
 }
 /* multiple: every delivery of the epoch up to tag (AMQP's multiple ack). */
 static inline int mqproc__broker_ack(mqproc__broker_t *b, uint64_t epoch, uint64_t tag,

@@ -201,12 +201,14 @@ static int claimed(mqproc__delivery_t *d, int attempt) {
   if (attempt == 1 && d->msg->created_time > 0)
     mqproc__metrics_observe(d->host->metrics, &d->host->metrics->queue_wait,
                             (double)(time(NULL) - d->msg->created_time));
+  /* a job's one INFO line is at its end (end.c); a redelivery is rare and worth one more */
   if (d->delivery_count > 0)
     MQPROC__INFO("job %s: claimed, attempt %d (redelivered; x-delivery-count %ld)", jid(d), attempt,
                  d->delivery_count);
+  else if (d->redelivered)
+    MQPROC__INFO("job %s: claimed, attempt %d (redelivered)", jid(d), attempt);
   else
-    MQPROC__INFO("job %s: claimed, attempt %d%s", jid(d), attempt,
-                 d->redelivered ? " (redelivered)" : "");
+    MQPROC__DEBUG("job %s: claimed, attempt %d", jid(d), attempt);
   mqproc__delivery_arm_ack_timer(d);   /* --ack-after, in control.c */
   d->last_renew_ms = mqproc__now_ms(); /* the claim took the lease; it may wait for a slot */
   d->state = S_START_TRY;
@@ -422,8 +424,8 @@ static int run_try(mqproc__delivery_t *d) {
     d->state = S_END_TRY;
     return 1;
   }
-  MQPROC__INFO("job %s: attempt %d try %d started (log %s)", jid(d), d->attempt, d->try_no,
-               d->log_path);
+  MQPROC__DEBUG("job %s: attempt %d try %d started (log %s)", jid(d), d->attempt, d->try_no,
+                d->log_path);
   d->state = S_RUNNING;
   return 0;
 }

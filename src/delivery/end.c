@@ -55,8 +55,10 @@ static int ended(mqproc__delivery_t *d, const char *outcome) {
 static int succeeded(mqproc__delivery_t *d) {
   if (d->store_rc != MQPROC_OK)
     return mqproc__delivery_store_failed(d);
-  MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d)", jid(d),
-               (long long)d->last.duration_ms, d->attempt, d->try_no);
+  /* the job's one INFO line (its claim and start are DEBUG lines) */
+  MQPROC__INFO("job %s: SUCCESS in %lld ms (attempt %d try %d; %d tr%s in this attempt)", jid(d),
+               (long long)d->last.duration_ms, d->attempt, d->try_no, d->tries_in_attempt,
+               d->tries_in_attempt == 1 ? "y" : "ies");
   mqproc__metrics_inc(d->host->metrics, MQPROC__M_SUCCEEDED);
   mqproc__metrics_observe(d->host->metrics, &d->host->metrics->run_time,
                           (double)d->last.duration_ms / 1000.0);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,10 +52,17 @@ typedef struct work {
   mqproc__work_cb work;
   mqproc__after_work_cb after;
   void *ud;
-  int done;
-  struct work *next;
-  struct work *queued; /* the pool's queue */
+  struct work *prev, *next; /* every work not yet handed back (the loop's thread only) */
+  struct work *link;        /* the pool's queue, then the finished list (under work_lock) */
 } work_t;
+
+/* A pool thread; an idle one waits on its own semaphore, on the pool's idle stack. */
+typedef struct pool_thread {
+  pthread_t thread;
+  sem_t wake;
+  mqproc__loop_t *loop;
+  struct pool_thread *next_idle;
+} pool_thread_t;
 
 struct mqproc__loop {
   int epfd;
@@ -66,12 +74,17 @@ struct mqproc__loop {
   timer_t_ *timers; /* sorted by due, then id */
   uint64_t next_timer_id;
   child_watch_t *children;
-  work_t *works;
-  pthread_mutex_t work_lock; /* guards work_t.done, the pool's queue and its stop flag */
-  pthread_cond_t pool_cond;  /* the pool's threads wait here for work */
-  pthread_t *pool;           /* fixed threads running pooled work (mqproc__loop_pool) */
+  work_t *works;             /* not yet handed back, newest first (the loop's thread only) */
+  pthread_mutex_t work_lock; /* guards the pool's queue, the finished list and the counts */
+  pool_thread_t *pool;       /* fixed threads running pooled work (mqproc__loop_pool) */
   int pool_n, pool_stop;
+  pool_thread_t *pool_idle_top; /* idle threads, each waiting on its semaphore */
+  int pool_idle;                /* how many */
+  int pool_waking;              /* threads woken (taken off the stack) not yet running */
   work_t *pool_head, **pool_tail;
+  work_t *finished;           /* finished work, newest first; the first one in writes the eventfd */
+  mqproc__loop_stats_t stats; /* the counts of the threads' hand-offs (under work_lock) */
+  uint64_t turns;             /* the loop's own (its thread only) */
   mqproc__signal_cb sig_cb;
   void *sig_ud;
   mqproc__prepare_cb prepare_cb;
@@ -90,7 +103,6 @@ int mqproc__loop_new(mqproc__loop_t **out, char *err) {
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   loop->epfd = loop->sigfd = loop->wakefd = -1;
   pthread_mutex_init(&loop->work_lock, NULL);
-  pthread_cond_init(&loop->pool_cond, NULL);
   loop->pool_tail = &loop->pool_head;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
@@ -147,7 +159,6 @@ void mqproc__loop_free(mqproc__loop_t *loop) {
   if (loop->wakefd >= 0)
     close(loop->wakefd);
   pthread_mutex_destroy(&loop->work_lock);
-  pthread_cond_destroy(&loop->pool_cond);
   free(loop);
 }
 
@@ -312,13 +323,30 @@ static void on_signalfd(mqproc__loop_t *loop) {
 
 /* ---- work threads ------------------------------------------------------------------- */
 
-/* Once done is set, the loop's thread may free w at any moment: nothing of w after that. */
-static void work_done(work_t *w) {
+/* Hand-offs are batched both ways, to spend as few system calls and wake-ups per piece of
+ * work as possible:
+ *   - loop -> pool: queued work wakes an idle thread only when no wake is on its way
+ *     already; a woken thread that leaves work in the queue wakes the next idle one (the
+ *     wakes form a chain off the loop's thread), and a thread that finishes takes the next
+ *     queued work before it would sleep;
+ *   - pool -> loop: finished work goes on one list, and only the first one onto an empty
+ *     list writes the eventfd; the loop takes the whole list at once (one lock) and runs
+ *     the after() callbacks in the order the work finished. */
+
+/* Under work_lock: puts finished work on the list; returns whether the loop must be woken
+ * (the list was empty: nobody woke it for this batch yet). Once w is on the list the
+ * loop's thread may free it at any moment: nothing of w after that. */
+static int finish_locked(mqproc__loop_t *loop, work_t *w) {
+  int first = loop->finished == NULL;
+  w->link = loop->finished;
+  loop->finished = w;
+  if (first)
+    loop->stats.wake_writes++;
+  return first;
+}
+
+static void wake_loop(mqproc__loop_t *loop) {
   uint64_t one = 1;
-  mqproc__loop_t *loop = w->loop;
-  pthread_mutex_lock(&loop->work_lock);
-  w->done = 1;
-  pthread_mutex_unlock(&loop->work_lock);
   if (write(loop->wakefd, &one, sizeof(one)) < 0) {
     /* eventfd write fails only on counter overflow; the loop still polls. */
   }
@@ -326,126 +354,245 @@ static void work_done(work_t *w) {
 
 static void *work_main(void *arg) {
   work_t *w = arg;
+  mqproc__loop_t *loop = w->loop;
+  int wake;
   w->work(w->ud);
-  work_done(w);
+  pthread_mutex_lock(&loop->work_lock);
+  wake = finish_locked(loop, w);
+  pthread_mutex_unlock(&loop->work_lock);
+  if (wake)
+    wake_loop(loop);
   return NULL;
 }
 
-/* A pool thread: runs queued work until the pool stops. */
+/* Under work_lock: the idle pool thread to wake for queued work (NULL: none): not when a
+ * wake is already on its way (the woken thread passes it on while work is left) or no
+ * thread is idle (a running one takes the work when it finishes). The caller posts its
+ * semaphore after unlocking. A semaphore, not a condition variable: a thread woken from
+ * pthread_cond_wait() takes the mutex back marked contended, which costs one more futex
+ * call per hand-off when it unlocks. */
+static pool_thread_t *pool_wake_due_locked(mqproc__loop_t *loop) {
+  pool_thread_t *t = loop->pool_idle_top;
+  if (loop->pool_head == NULL || t == NULL || loop->pool_waking > 0)
+    return NULL;
+  loop->pool_idle_top = t->next_idle;
+  loop->pool_idle--;
+  loop->pool_waking++;
+  loop->stats.pool_wakes++;
+  return t;
+}
+
+static void pool_post(pool_thread_t *t) {
+  if (t != NULL)
+    sem_post(&t->wake);
+}
+
+/* A pool thread: runs queued work until the pool stops and its queue is empty. Finishing
+ * one piece of work and taking the next is one hold of the lock. */
 static void *pool_main(void *arg) {
-  mqproc__loop_t *loop = arg;
+  pool_thread_t *self = arg;
+  mqproc__loop_t *loop = self->loop;
+  work_t *w = NULL;
+  int wake = 0;
+  pthread_mutex_lock(&loop->work_lock);
   for (;;) {
-    work_t *w;
-    pthread_mutex_lock(&loop->work_lock);
-    while (loop->pool_head == NULL && !loop->pool_stop)
-      pthread_cond_wait(&loop->pool_cond, &loop->work_lock);
-    if (loop->pool_head == NULL) {
+    pool_thread_t *next = NULL;
+    if (w != NULL)
+      wake = finish_locked(loop, w) || wake;
+    if (loop->pool_head == NULL && !loop->pool_stop) { /* idle until a waker posts */
+      self->next_idle = loop->pool_idle_top;
+      loop->pool_idle_top = self;
+      loop->pool_idle++;
       pthread_mutex_unlock(&loop->work_lock);
-      return NULL;
+      if (wake)
+        wake_loop(loop); /* the loop hears of the finished work before this one sleeps */
+      wake = 0;
+      w = NULL;
+      while (sem_wait(&self->wake) != 0 && errno == EINTR)
+        ;
+      pthread_mutex_lock(&loop->work_lock);
+      loop->pool_waking--; /* the waker took this one off the stack */
+      continue;
     }
     w = loop->pool_head;
-    loop->pool_head = w->queued;
-    if (loop->pool_head == NULL)
-      loop->pool_tail = &loop->pool_head;
+    if (w != NULL) {
+      loop->pool_head = w->link;
+      if (loop->pool_head == NULL)
+        loop->pool_tail = &loop->pool_head;
+      next = pool_wake_due_locked(loop); /* work left: the next idle thread */
+    }
     pthread_mutex_unlock(&loop->work_lock);
+    pool_post(next);
+    if (wake)
+      wake_loop(loop);
+    wake = 0;
+    if (w == NULL)
+      return NULL; /* stopped, and the queue is empty */
     w->work(w->ud);
-    work_done(w);
+    pthread_mutex_lock(&loop->work_lock);
   }
 }
 
 int mqproc__loop_pool(mqproc__loop_t *loop, int n) {
   if (loop->pool != NULL)
     return MQPROC_ESTATE;
-  if ((loop->pool = mqproc__calloc((size_t)n, sizeof(pthread_t))) == NULL)
+  if ((loop->pool = mqproc__calloc((size_t)n, sizeof(pool_thread_t))) == NULL)
     return MQPROC_ENOMEM;
-  for (; loop->pool_n < n; loop->pool_n++)
-    if (pthread_create(&loop->pool[loop->pool_n], NULL, pool_main, loop) != 0)
-      return loop->pool_n > 0 ? MQPROC_OK : MQPROC_ESYS; /* fewer threads still serve */
-  return MQPROC_OK;
+  for (; loop->pool_n < n; loop->pool_n++) {
+    pool_thread_t *t = &loop->pool[loop->pool_n];
+    t->loop = loop;
+    if (sem_init(&t->wake, 0, 0) != 0)
+      break;
+    if (pthread_create(&t->thread, NULL, pool_main, t) != 0) {
+      sem_destroy(&t->wake);
+      break;
+    }
+  }
+  if (loop->pool_n == 0) { /* no pool: work gets threads of its own */
+    free(loop->pool);
+    loop->pool = NULL;
+    return MQPROC_ESYS;
+  }
+  return MQPROC_OK; /* fewer threads than asked still serve */
 }
 
+/* Wakes every idle thread to see the stop; the others see it when they finish. */
 static void pool_stop(mqproc__loop_t *loop) {
+  pool_thread_t *idle;
   pthread_mutex_lock(&loop->work_lock);
   loop->pool_stop = 1;
-  pthread_cond_broadcast(&loop->pool_cond);
+  idle = loop->pool_idle_top;
+  loop->pool_idle_top = NULL;
+  loop->pool_waking += loop->pool_idle;
+  loop->pool_idle = 0;
   pthread_mutex_unlock(&loop->work_lock);
-  for (int i = 0; i < loop->pool_n; i++)
-    pthread_join(loop->pool[i], NULL);
+  for (pool_thread_t *t = idle, *next; t != NULL; t = next) {
+    next = t->next_idle;
+    pool_post(t);
+  }
+  for (int i = 0; i < loop->pool_n; i++) {
+    pthread_join(loop->pool[i].thread, NULL);
+    sem_destroy(&loop->pool[i].wake);
+  }
   free(loop->pool);
   loop->pool = NULL;
   loop->pool_n = 0;
 }
 
-int mqproc__loop_work_pooled(mqproc__loop_t *loop, mqproc__work_cb work,
-                             mqproc__after_work_cb after, void *ud) {
-  work_t *w;
-  if (loop->pool == NULL)
-    return mqproc__loop_work(loop, work, after, ud);
-  if ((w = mqproc__calloc(1, sizeof(*w))) == NULL)
-    return MQPROC_ENOMEM;
-  w->pooled = 1;
+static work_t *work_new(mqproc__loop_t *loop, mqproc__work_cb work, mqproc__after_work_cb after,
+                        void *ud) {
+  work_t *w = mqproc__calloc(1, sizeof(*w));
+  if (w == NULL)
+    return NULL;
   w->loop = loop;
   w->work = work;
   w->after = after;
   w->ud = ud;
+  return w;
+}
+
+/* On the loop's thread: w is outstanding until join_finished_work() hands it back. */
+static void works_add(mqproc__loop_t *loop, work_t *w) {
   w->next = loop->works;
+  if (w->next != NULL)
+    w->next->prev = w;
   loop->works = w;
+}
+
+static void works_remove(mqproc__loop_t *loop, work_t *w) {
+  if (w->prev != NULL)
+    w->prev->next = w->next;
+  else
+    loop->works = w->next;
+  if (w->next != NULL)
+    w->next->prev = w->prev;
+}
+
+int mqproc__loop_work_pooled(mqproc__loop_t *loop, mqproc__work_cb work,
+                             mqproc__after_work_cb after, void *ud) {
+  work_t *w;
+  pool_thread_t *next;
+  if (loop->pool == NULL)
+    return mqproc__loop_work(loop, work, after, ud);
+  if ((w = work_new(loop, work, after, ud)) == NULL)
+    return MQPROC_ENOMEM;
+  w->pooled = 1;
+  works_add(loop, w);
   pthread_mutex_lock(&loop->work_lock);
   *loop->pool_tail = w;
-  loop->pool_tail = &w->queued;
-  pthread_cond_signal(&loop->pool_cond);
+  loop->pool_tail = &w->link;
+  next = pool_wake_due_locked(loop);
   pthread_mutex_unlock(&loop->work_lock);
+  pool_post(next);
   return MQPROC_OK;
 }
 
 int mqproc__loop_work(mqproc__loop_t *loop, mqproc__work_cb work, mqproc__after_work_cb after,
                       void *ud) {
-  work_t *w = mqproc__calloc(1, sizeof(*w));
+  work_t *w = work_new(loop, work, after, ud);
   if (w == NULL)
     return MQPROC_ENOMEM;
-  w->loop = loop;
-  w->work = work;
-  w->after = after;
-  w->ud = ud;
   if (pthread_create(&w->thread, NULL, work_main, w) != 0) {
     free(w);
     return MQPROC_ESYS;
   }
-  w->next = loop->works;
-  loop->works = w;
+  works_add(loop, w);
   return MQPROC_OK;
 }
 
-/* Joins finished work threads and runs their after() callbacks (all of them, waiting,
- * when wait_all: used at shutdown, where after() is skipped). */
+/* Hands finished work back: takes the finished list at once and runs each after() in the
+ * order the work finished (after() may queue new work: it goes on the next list). With
+ * wait_all (shutdown, the pool already stopped and drained), waits for every thread still
+ * running and frees all work without calling after(). */
 static void join_finished_work(mqproc__loop_t *loop, int wait_all) {
-  work_t **pp = &loop->works;
-  while (*pp != NULL) {
-    work_t *w = *pp;
-    int done;
-    pthread_mutex_lock(&loop->work_lock);
-    done = w->done;
-    pthread_mutex_unlock(&loop->work_lock);
-    if (!done && !wait_all) {
-      pp = &w->next;
-      continue;
-    }
-    if (!w->pooled) /* pooled work is done by now: the pool was stopped (drained) first */
-      pthread_join(w->thread, NULL);
-    *pp = w->next;
+  work_t *done, *in_order = NULL;
+  pthread_mutex_lock(&loop->work_lock);
+  done = loop->finished;
+  loop->finished = NULL;
+  pthread_mutex_unlock(&loop->work_lock);
+  while (done != NULL) { /* newest first: reverse */
+    work_t *w = done;
+    done = w->link;
+    w->link = in_order;
+    in_order = w;
+  }
+  while (in_order != NULL) {
+    work_t *w = in_order;
+    in_order = w->link;
+    if (!w->pooled)
+      pthread_join(w->thread, NULL); /* it is past its last touch of w */
+    works_remove(loop, w);
     if (!wait_all)
       w->after(loop, w->ud);
     free(w);
-    pp = &loop->works; /* after() may have queued new work */
   }
+  while (wait_all && loop->works != NULL) {
+    work_t *w = loop->works;
+    if (!w->pooled)
+      pthread_join(w->thread, NULL);
+    works_remove(loop, w);
+    free(w);
+  }
+  if (wait_all)
+    loop->finished = NULL; /* the threads just joined put freed work there */
 }
 
 static void on_wakefd(mqproc__loop_t *loop) {
   uint64_t n;
+  /* read first, then take the list: work finishing in between finds the list non-empty
+   * and writes nothing, and is taken with the rest */
   if (read(loop->wakefd, &n, sizeof(n)) < 0) {
     /* EAGAIN: nothing pending */
   }
   join_finished_work(loop, 0);
+}
+
+void mqproc__loop_get_stats(mqproc__loop_t *loop, mqproc__loop_stats_t *out) {
+  pthread_mutex_lock(&loop->work_lock);
+  *out = loop->stats;
+  out->pool_idle = loop->pool_idle;
+  pthread_mutex_unlock(&loop->work_lock);
+  out->turns = loop->turns;
 }
 
 /* ---- the loop ----------------------------------------------------------------------- */
@@ -495,6 +642,7 @@ int mqproc__loop_run(mqproc__loop_t *loop) {
     int n = epoll_wait(loop->epfd, evs, (int)MQPROC__ARRAY_LEN(evs), timeout);
     if (n < 0 && errno != EINTR)
       return MQPROC_ESYS;
+    loop->turns++;
     loop->now = mqproc__now_ms();
     for (int i = 0; i < n && !loop->stop; i++)
       dispatch(loop, evs[i].data.fd);

@@ -12,6 +12,7 @@
  *   mqproc__loop_pool()          start a fixed pool of threads for _work_pooled()
  *   mqproc__loop_work_pooled()   run work() on a pool thread, then after() on the loop
  *   mqproc__loop_set_prepare()   hook run before every poll; returns a max wait (ms)
+ *   mqproc__loop_get_stats()     counts of loop turns and thread hand-offs
  *
  * Threading: only mqproc__loop_work()'s work function runs off the loop thread, and it
  * must not call any loop function; its completion is posted back through an eventfd
@@ -75,6 +76,17 @@ int mqproc__loop_work_pooled(mqproc__loop_t *loop, mqproc__work_cb work,
                              mqproc__after_work_cb after, void *ud);
 
 void mqproc__loop_set_prepare(mqproc__loop_t *loop, mqproc__prepare_cb cb, void *ud);
+
+/* What the loop and its work threads did so far: the system calls and wake-ups they cost
+ * (tests and measurements; read on the loop's thread). */
+typedef struct mqproc__loop_stats {
+  uint64_t turns;       /* epoll_wait calls that returned */
+  uint64_t wake_writes; /* eventfd writes telling the loop that work finished (one per batch) */
+  uint64_t pool_wakes;  /* pool threads woken for queued work (one per batch; a woken thread
+                           wakes the next while work is left) */
+  int pool_idle;        /* pool threads waiting for work now */
+} mqproc__loop_stats_t;
+void mqproc__loop_get_stats(mqproc__loop_t *loop, mqproc__loop_stats_t *out);
 
 /* Current loop time (monotonic ms, refreshed once per iteration). */
 int64_t mqproc__loop_now(const mqproc__loop_t *loop);

@@ -183,14 +183,21 @@ static void on_broker_fd(mqproc__loop_t *loop, int fd, void *ud) {
 }
 
 /* Before the loop sleeps: frames rabbitmq-c has already read into its buffer make the
- * socket no more readable, so they are handled now, not at the next tick. */
+ * socket no more readable, so they are handled now, not at the next tick. Then what the
+ * turn wrote goes out at once: the acks (one multiple ack), the broker frames it buffered
+ * (publishes and acks in one write) and the log lines (one write). */
 static int prepare(mqproc__loop_t *loop, void *ud) {
   mqproc__server_t *srv = ud;
+  int again;
   (void)loop;
   if (srv->broker_up && mqproc__broker_pending(srv->broker))
     mqproc__broker_pump(srv->broker, NULL);
   mqproc__server_flush_acks(srv);
-  return srv->broker_up && mqproc__broker_pending(srv->broker) ? 0 : -1;
+  if (srv->broker_up)
+    mqproc__broker_flush(srv->broker);
+  again = srv->broker_up && mqproc__broker_pending(srv->broker);
+  mqproc__log_flush();
+  return again ? 0 : -1;
 }
 
 /* ---- connecting --------------------------------------------------------------------- */
@@ -639,10 +646,14 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   srv.tick_every_ms = TICK_MS;
   srv.tick_timer = mqproc__loop_timer(srv.loop, TICK_MS, on_tick, &srv);
   schedule_connect(&srv);
+  mqproc__log_batch_begin(); /* the loop's lines: one write per turn (prepare) */
   rc = mqproc__loop_run(srv.loop);
+  mqproc__log_batch_end();
   mqproc__server_flush_acks(&srv);
-  if (srv.broker_up)
+  if (srv.broker_up) {
+    mqproc__broker_flush(srv.broker); /* the acks, before the close handshake */
     mqproc__broker_disconnect(srv.broker);
+  }
   if (srv.abandoned > 0) {
     /* Processing functions still running on threads cannot be stopped, and they use the
      * loop and their jobs: their jobs are released and requeued, so end the process now

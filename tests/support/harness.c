@@ -512,6 +512,9 @@ static void build_argv(const char **argv, size_t cap, const char *processor, con
   argv[n++] = "--pass-env=ASAN_OPTIONS";
   argv[n++] = "--pass-env=UBSAN_OPTIONS";
   argv[n++] = "--pass-env=LSAN_OPTIONS";
+  /* a job's claim and start are DEBUG lines (its one INFO line is at its end); tests wait
+   * for them. A test's own --log-level comes later and wins. */
+  argv[n++] = "--log-level=debug";
   for (; extra != NULL && *extra != NULL && n < cap - 1; extra++)
     argv[n++] = *extra;
   argv[n] = NULL;
