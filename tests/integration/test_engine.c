@@ -309,3 +309,35 @@ Test(engine, sends_before_callbacks, .init = setup, .fini = teardown) {
   cr_assert_lt(c_sent, a_back, "C was sent only after A's callback ran (line %d, %d)", c_sent,
                a_back);
 }
+
+/* ---- the outbox mark ---------------------------------------------------------------- */
+
+static int outbox_sent_next_turn = -1;
+
+static void look_next_turn(mqproc__loop_t *loop, void *ud) {
+  (void)loop;
+  (void)ud;
+  outbox_sent_next_turn = line_of("request(s) in") >= 0;
+}
+
+/* outbox_done is not held back for company (store/pg/sweep.c: until it commits, a dead
+ * holder's result is sent again, so that window stays one round long): asked alone, it is
+ * sent at the end of its turn, not after a linger. Seen from the next turn. */
+Test(engine, outbox_done_not_held_back, .init = setup, .fini = teardown) {
+  static call_t ping, done;
+  mqproc__store_req_t req = {.op = MQPROC__STORE_PING, .done = on_done, .ud = &ping};
+  mqproc__store_outbox_done_t a = {.job_id = it_name("o"), .attempt = 1, .result_sent = 1};
+  ping.tag = "ping";
+  cr_assert_eq(mqproc__store_submit(fx.store, &req), MQPROC_OK);
+  fx.pending++;
+  run();
+  capture_log();
+  done.tag = "outbox";
+  cr_assert_eq(mqproc__store_outbox_done(fx.store, &a, on_done, &done), MQPROC_OK);
+  fx.pending++;
+  mqproc__loop_timer(fx.loop, 0, look_next_turn, NULL);
+  run();
+  end_capture();
+  cr_assert_eq(done.rc, MQPROC_OK);
+  cr_assert_eq(outbox_sent_next_turn, 1, "the outbox mark waited for company");
+}

@@ -161,7 +161,7 @@ const pg_stmt_t mqproc__pg_stmt_outbox_done = {
     " RETURNING v.ord",
     6,
     1,
-    1,
+    0,
     bind_outbox_done,
     NULL};
 
