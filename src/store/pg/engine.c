@@ -20,7 +20,9 @@
  * first parameter) is in a round still in flight, so a request that has to run again after
  * its round failed cannot be overtaken by a later one of its job in the next round. (The
  * delivery's machine asks for a job's next write only once the previous one answered;
- * this keeps the order for what it sends beside that, lease renewals.)
+ * this keeps the order for what goes beside those: lease renewals, the early ack, the
+ * dead letter's mark. Within one round the executions go in the order their statements
+ * first came, and all commit together.)
  *
  * Results are held until the round's Sync result (the commit) arrives, then each
  * request's done runs, always from the loop (never inside the submit that made it). A
@@ -149,21 +151,24 @@ static void arm_round_timer(pg_engine_t *e) {
   set_timer(e, left > 0 ? left : 1);
 }
 
-/* Calls back the requests of list (each with its own rc and err; done NULL: forgotten)
- * and frees them. They wait in e->completing, where forget() still reaches them: a call
- * back may free the ud of a request further down the list. A call back that ends more
- * requests (a lost connection) appends them to the list being worked through. */
-static void complete(pg_engine_t *e, pg_req_t *list) {
+/* Hands the requests of list to e->completing, where forget() still reaches them, to be
+ * called back by run_completions(). */
+static void park(pg_engine_t *e, pg_req_t *list) {
   pg_req_t **t = &e->completing;
-  if (list == NULL)
-    return;
-  e->called_back = 1;
   while (*t != NULL)
     t = &(*t)->next;
   *t = list;
-  if (e->completing_now)
+}
+
+/* Calls back the requests in e->completing (each with its own rc and err; done NULL:
+ * forgotten) and frees them. A call back may free the ud of a request further down the
+ * list (and forget it); one that ends more requests (a lost connection) appends them to
+ * the list being worked through. */
+static void run_completions(pg_engine_t *e) {
+  if (e->completing_now || e->completing == NULL)
     return;
   e->completing_now = 1;
+  e->called_back = 1;
   while (e->completing != NULL) {
     pg_req_t *r = e->completing;
     e->completing = r->next;
@@ -172,6 +177,11 @@ static void complete(pg_engine_t *e, pg_req_t *list) {
     mqproc__pg_req_free(r);
   }
   e->completing_now = 0;
+}
+
+static void complete(pg_engine_t *e, pg_req_t *list) {
+  park(e, list);
+  run_completions(e);
 }
 
 static void clear_round(round_t *rd) {
@@ -389,6 +399,9 @@ static int take(pg_engine_t *e, round_t *rd) {
     item_t *it;
     if (r->solo && taken > 0)
       break; /* alone in a round of its own, next time */
+    if (waits_for_key(r, keys, nkeys) && r->solo)
+      break; /* nothing overtakes a request that runs again (cannot happen: its round held
+                its key, so the round after did not) */
     if (waits_for_key(r, keys, nkeys) || (it = item_for(execs, &nexec, r)) == NULL) {
       pp = &r->next;
       continue;
@@ -618,8 +631,9 @@ static void finish_round(pg_engine_t *e) {
     if (*at == NULL)
       e->tail = at;
   }
+  park(e, done); /* reachable by forget() while what queued is sent */
   start_round(e);
-  complete(e, done);
+  run_completions(e);
 }
 
 /* One result of the oldest round's current item. */
