@@ -45,10 +45,13 @@
 #define ROUNDS_MAX 2            /* rounds in flight on the pipeline (1 through a pooler) */
 #define CONNECT_TIMEOUT_MS 5000 /* libpq's connect_timeout does not apply to PQconnectPoll */
 #define ROUND_TIMEOUT_MS 35000  /* statement_timeout (30 s) and some */
-#define LINGER_MS                                                                                  \
-  5                  /* a low-priority request waits this long for company: short, since a         \
-                      * result confirmed but not yet recorded is sent again if we die */
-#define MAX_STMTS 48 /* distinct statements one connection prepares */
+/* How long a low-priority request (the outbox mark) waits for other work to share a round
+ * with: past the gap between two jobs' writes down to about 40 jobs/s (below that a
+ * round of its own costs nothing that matters), short next to the broker's confirm
+ * latency that is in the same window (a result confirmed but not yet recorded is sent
+ * again if the server dies) and far below any lease. */
+#define LINGER_MS 25
+#define MAX_STMTS 48             /* distinct statements one connection prepares */
 #define HEAD_MAX (2 + MAX_STMTS) /* a round's items before its executions: setup, Parses */
 
 /* One execution in a round: a prepare, the session setup, or a statement with its

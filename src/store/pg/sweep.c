@@ -139,10 +139,13 @@ static void bind_outbox_done(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_text(r, 5, a->callback_error);
 }
 
-/* The holders of many final jobs sent everything: one statement for all, in the next
- * round (not held back as low priority: until it commits, a dead holder's result is sent
- * again by the outbox sweep, so that window stays one round long). It records what the
- * result and callbacks came to and lets the row go (no lease, no outbox marks). */
+/* The holders of many final jobs sent everything: one statement for all. Low priority:
+ * it shares the next round of other writes (at prefetch 1 the next job's claim or
+ * success), waiting for one at most the engine's linger (store/pg/engine.c), so a job
+ * costs two commits, not three. Until it commits a dead holder's result is sent again by
+ * the outbox sweep; the linger adds at most its 25 ms to that window, and only when
+ * nothing else is written. It records what the result and callbacks came to and lets the
+ * row go (no lease, no outbox marks). */
 const pg_stmt_t mqproc__pg_stmt_outbox_done = {
     "mqproc_outbox_done",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::bool[], $4::text[],"
@@ -161,7 +164,7 @@ const pg_stmt_t mqproc__pg_stmt_outbox_done = {
     " RETURNING v.ord",
     6,
     1,
-    0,
+    1,
     bind_outbox_done,
     NULL};
 
