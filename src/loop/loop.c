@@ -1,7 +1,8 @@
 /* The event loop: epoll over fds, a signalfd, an eventfd for finished work, and timers.
  *
  * One iteration (mqproc__loop_run):
- *   1. prepare hook (the broker says whether it has buffered frames)
+ *   1. prepare hook (the broker says whether it has buffered frames), then the
+ *      before-poll hooks (the store sends what the turn gathered)
  *   2. epoll_wait until the next timer, the prepare limit, or an event
  *   3. dispatch fd events (signals and finished work are fds too)
  *   4. run due timers
@@ -89,6 +90,7 @@ struct mqproc__loop {
   void *sig_ud;
   mqproc__prepare_cb prepare_cb;
   void *prepare_ud;
+  mqproc__loop_hook_t *hooks; /* before-poll hooks, in the order they were added */
 };
 
 static int add_fd(mqproc__loop_t *loop, int fd) {
@@ -602,10 +604,36 @@ void mqproc__loop_set_prepare(mqproc__loop_t *loop, mqproc__prepare_cb cb, void 
   loop->prepare_ud = ud;
 }
 
+void mqproc__loop_before_poll(mqproc__loop_t *loop, mqproc__loop_hook_t *hook,
+                              mqproc__prepare_cb cb, void *ud) {
+  mqproc__loop_hook_t **t = &loop->hooks;
+  while (*t != NULL)
+    t = &(*t)->next;
+  hook->cb = cb;
+  hook->ud = ud;
+  hook->next = NULL;
+  *t = hook;
+}
+
+void mqproc__loop_before_poll_stop(mqproc__loop_t *loop, mqproc__loop_hook_t *hook) {
+  for (mqproc__loop_hook_t **t = &loop->hooks; *t != NULL; t = &(*t)->next)
+    if (*t == hook) {
+      *t = hook->next;
+      return;
+    }
+}
+
 static int poll_timeout(mqproc__loop_t *loop) {
   int timeout = -1;
   if (loop->prepare_cb != NULL)
     timeout = loop->prepare_cb(loop, loop->prepare_ud);
+  for (mqproc__loop_hook_t *h = loop->hooks, *next; h != NULL; h = next) {
+    int wait;
+    next = h->next; /* a hook may stop itself */
+    wait = h->cb(loop, h->ud);
+    if (wait >= 0 && (timeout < 0 || wait < timeout))
+      timeout = wait;
+  }
   if (loop->timers != NULL) {
     int64_t wait = loop->timers->due - mqproc__now_ms();
     if (wait < 0)

@@ -13,6 +13,7 @@
  *   mqproc__loop_work_pooled()   run work() on a pool thread, then after() on the loop
  *   mqproc__loop_set_prepare()   hook run before every poll; returns a max wait (ms)
  *   mqproc__loop_get_stats()     counts of loop turns and thread hand-offs
+ *   mqproc__loop_before_poll()   more such hooks, after it (a module's end of a loop turn)
  *
  * Threading: only mqproc__loop_work()'s work function runs off the loop thread, and it
  * must not call any loop function; its completion is posted back through an eventfd
@@ -87,6 +88,19 @@ typedef struct mqproc__loop_stats {
   int pool_idle;        /* pool threads waiting for work now */
 } mqproc__loop_stats_t;
 void mqproc__loop_get_stats(mqproc__loop_t *loop, mqproc__loop_stats_t *out);
+/* A hook of a module below the loop's owner, run before every poll after the prepare hook
+ * (in the order they were added), so it sees all that the loop turn made, the prepare
+ * hook's work included: the PostgreSQL store sends the requests a turn gathered as one
+ * round there. Its cb returns a max wait as the prepare hook's does. The caller owns the
+ * struct and keeps it until _before_poll_stop(); a cb must not stop another hook. */
+typedef struct mqproc__loop_hook {
+  mqproc__prepare_cb cb;
+  void *ud;
+  struct mqproc__loop_hook *next; /* private */
+} mqproc__loop_hook_t;
+void mqproc__loop_before_poll(mqproc__loop_t *loop, mqproc__loop_hook_t *hook,
+                              mqproc__prepare_cb cb, void *ud);
+void mqproc__loop_before_poll_stop(mqproc__loop_t *loop, mqproc__loop_hook_t *hook);
 
 /* Current loop time (monotonic ms, refreshed once per iteration). */
 int64_t mqproc__loop_now(const mqproc__loop_t *loop);

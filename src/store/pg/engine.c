@@ -1,19 +1,34 @@
 /* The PostgreSQL store's asynchronous engine: one non-blocking libpq connection driven by
  * the server's loop, never blocking it.
  *
- * Requests queue up; whenever no round is in flight the engine sends the queue as one
- * round in pipeline mode: each statement (prepared once per connection) and one Sync, so
- * the round is one implicit transaction and costs one commit, one round trip. Requests of
- * a batched statement (claims, successes, renewals, outbox marks) share one execution
- * with array parameters. While a round is in flight new requests wait: under load the
- * next round carries everything that came meanwhile (group commit), at rest a request
- * goes out at once. Low-priority requests (marks nothing waits for) wait up to a linger
- * for other work to ride along with.
+ * Requests queue up during a loop turn; before the loop sleeps (its before-poll hook) the
+ * engine sends the queue as one round in pipeline mode: each statement (prepared once per
+ * connection, the Parses first) and one Sync, so the round is one implicit transaction and
+ * costs one commit. Requests of a batched statement (claims, successes, renewals, outbox
+ * marks) share one execution with array parameters, sorted by key (the job id) so that
+ * two servers' batches lock the rows they share in the same order. Two rounds may be in
+ * flight on the pipeline (one through a pooler): what a turn gathered while one round runs
+ * goes at the end of that turn and the database takes it as soon as it has committed the
+ * first; under load each round carries everything that came meanwhile (group commit, no
+ * timer). When a round's answer comes, what queued meanwhile is sent before its requests
+ * are called back, so the database works while the loop runs the callbacks.
+ * Low-priority requests (marks nothing waits for) wait up to a linger for other work to
+ * ride along with.
+ *
+ * A job's requests stay in order: the rounds run one after the other on the one
+ * connection, and a request is not sent while a request of the same key (a job's id, the
+ * first parameter) is in a round still in flight, so a request that has to run again after
+ * its round failed cannot be overtaken by a later one of its job in the next round. (The
+ * delivery's machine asks for a job's next write only once the previous one answered;
+ * this keeps the order for what goes beside those: lease renewals, the early ack, the
+ * dead letter's mark. Within one round the executions go in the order their statements
+ * first came, and all commit together.)
  *
  * Results are held until the round's Sync result (the commit) arrives, then each
- * request's done runs. A round that fails is rolled back whole: a request that was alone
- * gets the error (classified by SQLSTATE); requests that shared the round run again, each
- * alone, so only the one at fault fails. A lost connection fails the round and everything
+ * request's done runs, always from the loop (never inside the submit that made it). A
+ * round that fails is rolled back whole: a request that was alone gets the error
+ * (classified by SQLSTATE); requests that shared the round run again, each alone, so only
+ * the one at fault fails. A lost connection fails the rounds in flight and everything
  * queued with MQPROC_ESTORE_CONNECT (the next request connects again); connecting and
  * every round have deadlines.
  */
@@ -27,43 +42,59 @@
 
 #define ROUND_MAX 512           /* requests per round */
 #define BATCH_MAX 256           /* requests per batched execution */
+#define ROUNDS_MAX 2            /* rounds in flight on the pipeline (1 through a pooler) */
 #define CONNECT_TIMEOUT_MS 5000 /* libpq's connect_timeout does not apply to PQconnectPoll */
 #define ROUND_TIMEOUT_MS 35000  /* statement_timeout (30 s) and some */
-#define LINGER_MS                                                                                  \
-  5                  /* a low-priority request waits this long for company: short, since a         \
-                      * result confirmed but not yet recorded is sent again if we die */
-#define MAX_STMTS 48 /* distinct statements one connection prepares */
+/* How long a low-priority request (the outbox mark) waits for other work to share a round
+ * with: past the gap between two jobs' writes down to about 40 jobs/s (below that a
+ * round of its own costs nothing that matters), short next to the broker's confirm
+ * latency that is in the same window (a result confirmed but not yet recorded is sent
+ * again if the server dies) and far below any lease. */
+#define LINGER_MS 25
+#define MAX_STMTS 48             /* distinct statements one connection prepares */
+#define HEAD_MAX (2 + MAX_STMTS) /* a round's items before its executions: setup, Parses */
 
 /* One execution in a round: a prepare, the session setup, or a statement with its
  * requests (several for a batched one). */
 typedef struct item {
-  const pg_stmt_t *stmt; /* NULL: the setup (prepare 0: the timeout, 1: the LISTEN) */
+  const pg_stmt_t *stmt; /* NULL: the setup (prepare 0: the settings, 1: the LISTEN) */
   int prepare;           /* a Parse of stmt, not an execution */
   pg_req_t **reqs;
   int nreqs;
+  int answered; /* a result came for it (the NULL that ends its results may follow) */
+  int ok;       /* a Parse that succeeded */
   PGresult *res;
 } item_t;
+
+/* One round: its items in the order they were sent (the setup, the Parses, then each
+ * execution), then the Sync. Its results come back in that order. */
+typedef struct round {
+  item_t items[HEAD_MAX + ROUND_MAX];
+  int nitems, next_item;
+  int failed, fail_rc;
+  char fail_err[MQPROC_ERR_LEN];
+  pg_req_t *reqs;  /* its requests, in the order they were taken */
+  int64_t sent_at; /* its deadline runs from here (monotonic ms) */
+} round_t;
 
 struct pg_engine {
   pg_store_t *s;
   mqproc__loop_t *loop;
+  mqproc__loop_hook_t flush; /* before the loop sleeps: send what the turn gathered */
   PGconn *conn;
   int fd;          /* watched, -1 */
   int connecting;  /* PQconnectPoll not done yet */
-  int setup_done;  /* statement_timeout set on this connection */
-  uint64_t timer;  /* the deadline of the connect or the round */
+  int setup_done;  /* the session settings committed on this connection */
+  uint64_t timer;  /* the deadline of the connect or of the oldest round in flight */
   uint64_t linger; /* low-priority requests waiting for company */
   int linger_due;  /* that wait is over: the next round goes at once */
   pg_req_t *queue, **tail;
-  /* the round in flight */
-  item_t items[2 * ROUND_MAX + 2]; /* each request, a prepare for each, the setup */
-  int nitems, next_item, in_round;
-  int failed, fail_rc;
-  char fail_err[MQPROC_ERR_LEN];
-  pg_req_t *round;      /* its requests, in the order they were taken */
+  round_t rounds[ROUNDS_MAX]; /* a ring: rounds[head] is the oldest in flight */
+  int head, inflight;
   pg_req_t *completing; /* ended, being called back (complete()) */
   int completing_now;
-  const pg_stmt_t *prepared[MAX_STMTS];
+  int called_back; /* complete() ran (the before-poll hook then asks for another turn) */
+  const pg_stmt_t *prepared[MAX_STMTS]; /* prepared, or their Parse sent */
   int nprepared;
 };
 
@@ -72,6 +103,8 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud);
 
 /* ---- requests ----------------------------------------------------------------------- */
 
+/* Queued only: the loop's before-poll hook (flush()) sends the turn's requests together,
+ * and no request's done can run inside the submit that made it. */
 int mqproc__pg_enqueue(pg_store_t *s, pg_req_t *r) {
   pg_engine_t *e = s->engine;
   if (e == NULL) {
@@ -81,7 +114,6 @@ int mqproc__pg_enqueue(pg_store_t *s, pg_req_t *r) {
   r->next = NULL;
   *e->tail = r;
   e->tail = &r->next;
-  start_round(e);
   return MQPROC_OK;
 }
 
@@ -111,18 +143,35 @@ static void set_timer(pg_engine_t *e, int64_t ms) {
   e->timer = ms > 0 ? mqproc__loop_timer(e->loop, ms, on_timeout, e) : 0;
 }
 
-/* Calls back the requests of list (each with its own rc and err; done NULL: forgotten)
- * and frees them. They wait in e->completing, where forget() still reaches them: a call
- * back may free the ud of a request further down the list. A call back that ends more
- * requests (a lost connection) appends them to the list being worked through. */
-static void complete(pg_engine_t *e, pg_req_t *list) {
+/* The oldest round in flight has its deadline from when it was sent; none: no timer. */
+static void arm_round_timer(pg_engine_t *e) {
+  int64_t left;
+  if (e->inflight == 0) {
+    set_timer(e, 0);
+    return;
+  }
+  left = e->rounds[e->head].sent_at + ROUND_TIMEOUT_MS - mqproc__now_ms();
+  set_timer(e, left > 0 ? left : 1);
+}
+
+/* Hands the requests of list to e->completing, where forget() still reaches them, to be
+ * called back by run_completions(). */
+static void park(pg_engine_t *e, pg_req_t *list) {
   pg_req_t **t = &e->completing;
   while (*t != NULL)
     t = &(*t)->next;
   *t = list;
-  if (e->completing_now)
+}
+
+/* Calls back the requests in e->completing (each with its own rc and err; done NULL:
+ * forgotten) and frees them. A call back may free the ud of a request further down the
+ * list (and forget it); one that ends more requests (a lost connection) appends them to
+ * the list being worked through. */
+static void run_completions(pg_engine_t *e) {
+  if (e->completing_now || e->completing == NULL)
     return;
   e->completing_now = 1;
+  e->called_back = 1;
   while (e->completing != NULL) {
     pg_req_t *r = e->completing;
     e->completing = r->next;
@@ -133,29 +182,39 @@ static void complete(pg_engine_t *e, pg_req_t *list) {
   e->completing_now = 0;
 }
 
-static void clear_round(pg_engine_t *e) {
-  for (int i = 0; i < e->nitems; i++) {
-    PQclear(e->items[i].res);
-    free(e->items[i].reqs);
+static void complete(pg_engine_t *e, pg_req_t *list) {
+  park(e, list);
+  run_completions(e);
+}
+
+static void clear_round(round_t *rd) {
+  for (int i = 0; i < rd->nitems; i++) {
+    PQclear(rd->items[i].res);
+    free(rd->items[i].reqs);
   }
-  memset(e->items, 0, (size_t)e->nitems * sizeof(e->items[0]));
-  e->nitems = e->next_item = e->in_round = e->failed = 0;
+  memset(rd->items, 0, (size_t)rd->nitems * sizeof(rd->items[0]));
+  rd->nitems = rd->next_item = rd->failed = 0;
+  rd->reqs = NULL;
 }
 
 /* The connection is gone or unusable: everything in flight and queued fails (their
  * outcome is unknown for a round in flight: fenced writes make a retry safe). */
 static void broken(pg_engine_t *e, const char *why) {
   char err[MQPROC_ERR_LEN];
-  pg_req_t *failed = e->round, **t = &failed;
+  pg_req_t *failed = NULL, **t = &failed;
   snprintf(err, sizeof(err), "database connection lost: %s", why);
   err[strcspn(err, "\n")] = '\0';
-  while (*t != NULL)
-    t = &(*t)->next;
-  *t = e->queue; /* the round first, then the queue, in order */
+  for (int k = 0; k < e->inflight; k++) { /* the rounds, oldest first, then the queue */
+    round_t *rd = &e->rounds[(e->head + k) % ROUNDS_MAX];
+    *t = rd->reqs;
+    while (*t != NULL)
+      t = &(*t)->next;
+    clear_round(rd);
+  }
+  *t = e->queue;
   e->queue = NULL;
   e->tail = &e->queue;
-  e->round = NULL;
-  clear_round(e);
+  e->head = e->inflight = 0;
   set_timer(e, 0);
   mqproc__loop_timer_cancel(e->loop, e->linger);
   e->linger = 0;
@@ -214,86 +273,171 @@ static void connect_poll(pg_engine_t *e) {
   start_round(e);
 }
 
-/* ---- rounds: sending ---------------------------------------------------------------- */
+/* ---- rounds: what goes in one ------------------------------------------------------- */
 
-static int is_prepared(pg_engine_t *e, const pg_stmt_t *st) {
+static int is_prepared(const pg_engine_t *e, const pg_stmt_t *st) {
   for (int i = 0; i < e->nprepared; i++)
     if (e->prepared[i] == st)
       return 1;
   return 0;
 }
 
-static item_t *add_item(pg_engine_t *e, const pg_stmt_t *st, int prepare) {
-  item_t *it = &e->items[e->nitems++];
+/* A Parse of st failed or never ran (its round failed before it): prepare it again. */
+static void unprepare(pg_engine_t *e, const pg_stmt_t *st) {
+  for (int i = 0; i < e->nprepared; i++)
+    if (e->prepared[i] == st) {
+      e->prepared[i] = e->prepared[--e->nprepared];
+      return;
+    }
+}
+
+static item_t *add_item(item_t *it, const pg_stmt_t *st, int prepare) {
   memset(it, 0, sizeof(*it));
   it->stmt = st;
   it->prepare = prepare;
   return it;
 }
 
-/* The execution item of r in this round: an existing one of a batched statement r may
- * join, a new one (after a Parse when the statement is not prepared yet), or NULL when r
- * must wait for the next round (its job is in the batch already, or the batch is full). */
-static item_t *item_for(pg_engine_t *e, const pg_req_t *r) {
-  int parse_queued = 0;
-  for (int i = 0; i < e->nitems; i++) {
-    item_t *it = &e->items[i];
-    if (it->stmt != r->stmt)
-      continue;
-    if (it->prepare) {
-      parse_queued = 1;
-      continue;
-    }
-    if (!r->stmt->batched)
+/* The key that orders a request among those of its job: its first parameter (the job's
+ * id for the job's statements), NULL when it has none. */
+static const char *key_of(const pg_req_t *r) {
+  return r->n > 0 ? r->vals[0] : NULL;
+}
+
+static int cmp_key(const char *a, const char *b) {
+  if (a == NULL || b == NULL)
+    return (a != NULL) - (b != NULL);
+  return strcmp(a, b);
+}
+
+static int cmp_keyp(const void *a, const void *b) {
+  return cmp_key(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int cmp_req(const void *a, const void *b) {
+  return cmp_key(key_of(*(pg_req_t *const *)a), key_of(*(pg_req_t *const *)b));
+}
+
+/* The keys of the requests in the rounds in flight, sorted (malloc'd; *n of them). NULL
+ * with *n 0 when nothing is in flight; NULL with *n -1 when out of memory. */
+static const char **keys_in_flight(const pg_engine_t *e, int *n) {
+  const char **keys;
+  int count = 0;
+  *n = 0;
+  for (int k = 0; k < e->inflight; k++)
+    for (const pg_req_t *r = e->rounds[(e->head + k) % ROUNDS_MAX].reqs; r != NULL; r = r->next)
+      count++;
+  if (count == 0)
+    return NULL;
+  if ((keys = mqproc__malloc((size_t)count * sizeof(*keys))) == NULL) {
+    *n = -1;
+    return NULL;
+  }
+  for (int k = 0; k < e->inflight; k++)
+    for (const pg_req_t *r = e->rounds[(e->head + k) % ROUNDS_MAX].reqs; r != NULL; r = r->next)
+      if (key_of(r) != NULL)
+        keys[(*n)++] = key_of(r);
+  qsort(keys, (size_t)*n, sizeof(*keys), cmp_keyp);
+  return keys;
+}
+
+/* The execution item of r among the round's executions (execs[0..*nexec)): an existing
+ * one of a batched statement r may join, or a new one; NULL when r must wait for the next
+ * round (its job is in the batch already, or the batch is full). */
+static item_t *item_for(item_t *execs, int *nexec, const pg_req_t *r) {
+  for (int i = 0; i < *nexec; i++) {
+    item_t *it = &execs[i];
+    if (it->stmt != r->stmt || !r->stmt->batched)
       continue;
     if (it->nreqs >= BATCH_MAX)
       return NULL;
     for (int k = 0; k < it->nreqs; k++) /* one request per job in an execution */
-      if (strcmp(it->reqs[k]->vals[0], r->vals[0]) == 0)
+      if (cmp_key(key_of(it->reqs[k]), key_of(r)) == 0)
         return NULL;
     return it;
   }
-  if (!parse_queued && !is_prepared(e, r->stmt) && !e->s->pooled)
-    add_item(e, r->stmt, 1);
-  return add_item(e, r->stmt, 0);
+  return add_item(&execs[(*nexec)++], r->stmt, 0);
 }
 
-/* Takes requests off the queue (in order, skipping those item_for() defers) into the
- * round's items; returns how many were taken. */
-static int take(pg_engine_t *e) {
-  pg_req_t **pp = &e->queue, **round_tail = &e->round;
-  int taken = 0;
+/* Whether r waits for a round in flight to end: one of them holds a request of its key. */
+static int waits_for_key(const pg_req_t *r, const char **keys, int nkeys) {
+  const char *key = key_of(r);
+  return key != NULL && nkeys > 0 &&
+         bsearch(&key, keys, (size_t)nkeys, sizeof(*keys), cmp_keyp) != NULL;
+}
+
+/* Moves r from the queue (at *pp) onto rd's list (at *tail) and into item it. */
+static int take_one(pg_engine_t *e, pg_req_t **pp, pg_req_t ***tail, item_t *it) {
+  pg_req_t *r = *pp, **grown = mqproc__realloc(it->reqs, (size_t)(it->nreqs + 1) * sizeof(*grown));
+  if (grown == NULL)
+    return 0;
+  it->reqs = grown;
+  it->reqs[it->nreqs++] = r;
+  *pp = r->next;
+  if (*pp == NULL)
+    e->tail = pp;
+  r->next = NULL;
+  **tail = r;
+  *tail = &r->next;
+  return 1;
+}
+
+/* Takes requests off the queue (in order, skipping those that must wait) into rd's items:
+ * the session setup when it is not done, a Parse of each statement not prepared yet, then
+ * the executions, each batch sorted by key. Returns how many requests were taken. */
+static int take(pg_engine_t *e, round_t *rd) {
+  item_t *execs = &rd->items[HEAD_MAX]; /* moved down behind the Parses at the end */
+  pg_req_t **pp = &e->queue, **tail = &rd->reqs;
+  int taken = 0, nexec = 0, nhead = 0, nkeys;
+  const char **keys = keys_in_flight(e, &nkeys);
+  if (nkeys < 0)
+    return 0; /* out of memory: the queue goes when nothing is in flight */
   if (!e->setup_done && !e->s->pooled) { /* session settings: not through a pooler */
-    add_item(e, NULL, 0);
+    add_item(&rd->items[nhead++], NULL, 0);
     if (e->s->on_notify != NULL)
-      add_item(e, NULL, 1);
+      add_item(&rd->items[nhead++], NULL, 1);
   }
   while (*pp != NULL && taken < ROUND_MAX) {
-    pg_req_t *r = *pp, **grown;
+    pg_req_t *r = *pp;
     item_t *it;
     if (r->solo && taken > 0)
       break; /* alone in a round of its own, next time */
-    if ((it = item_for(e, r)) == NULL) {
+    if (waits_for_key(r, keys, nkeys) && r->solo)
+      break; /* nothing overtakes a request that runs again (cannot happen: its round held
+                its key, so the round after did not) */
+    if (waits_for_key(r, keys, nkeys) || (it = item_for(execs, &nexec, r)) == NULL) {
       pp = &r->next;
       continue;
     }
-    grown = mqproc__realloc(it->reqs, (size_t)(it->nreqs + 1) * sizeof(*grown));
-    if (grown == NULL)
+    if (!take_one(e, pp, &tail, it)) {
+      if (it->nreqs == 0)
+        nexec--; /* the item just made for it */
       break;
-    it->reqs = grown;
-    it->reqs[it->nreqs++] = r;
-    *pp = r->next; /* off the queue, onto the round's list */
-    if (*pp == NULL)
-      e->tail = pp;
-    r->next = NULL;
-    *round_tail = r;
-    round_tail = &r->next;
+    }
     taken++;
+    if (!e->s->pooled && !is_prepared(e, r->stmt) && e->nprepared < MAX_STMTS) {
+      add_item(&rd->items[nhead++], r->stmt, 1); /* before any execution can fail */
+      e->prepared[e->nprepared++] = r->stmt;     /* so the next round does not Parse it again */
+    }
     if (r->solo)
       break;
   }
+  free(keys);
+  for (int i = 0; i < nexec; i++)
+    if (execs[i].stmt->batched) /* a stable lock order between servers */
+      qsort(execs[i].reqs, (size_t)execs[i].nreqs, sizeof(pg_req_t *), cmp_req);
+  memmove(&rd->items[nhead], execs, (size_t)nexec * sizeof(*execs));
+  if (nhead < HEAD_MAX)
+    memset(&rd->items[nhead + nexec], 0, (size_t)(HEAD_MAX - nhead) * sizeof(*execs));
+  rd->nitems = nhead + nexec;
   return taken;
 }
+
+/* ---- rounds: sending ---------------------------------------------------------------- */
+
+/* The session's settings, one statement: the statement timeout (the round's deadline is
+ * above it). */
+static const char SETUP_SQL[] = "SELECT set_config('statement_timeout', '30000', false)";
 
 static int send_item(pg_engine_t *e, const item_t *it) {
   char *arrays[MQPROC__PG_MAX_PARAMS] = {0};
@@ -301,9 +445,8 @@ static int send_item(pg_engine_t *e, const item_t *it) {
   int ok = 1, n;
   if (it->stmt == NULL)
     return PQsendQueryParams(e->conn,
-                             it->prepare ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL
-                                         : "SET statement_timeout = 30000",
-                             0, NULL, NULL, NULL, NULL, 0);
+                             it->prepare ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL : SETUP_SQL, 0,
+                             NULL, NULL, NULL, NULL, 0);
   if (it->prepare)
     return PQsendPrepare(e->conn, it->stmt->name, it->stmt->sql, it->stmt->nparams, NULL);
   n = it->stmt->nparams;
@@ -343,43 +486,63 @@ static void on_linger(mqproc__loop_t *loop, void *ud) {
   start_round(e);
 }
 
-static void start_round(pg_engine_t *e) {
-  int taken;
-  if (e->in_round || e->queue == NULL)
-    return;
+/* Whether another round may go now: one is queued, connected, a place on the pipeline. */
+static int may_send(pg_engine_t *e) {
+  if (e->queue == NULL || e->inflight >= (e->s->pooled ? 1 : ROUNDS_MAX))
+    return 0;
   if (e->conn == NULL) {
     connect_start(e);
-    return;
+    return 0;
   }
   if (e->connecting)
-    return;
+    return 0;
   if (!e->linger_due && only_low_priority(e)) { /* wait a little for company */
     if (e->linger == 0)
       e->linger = mqproc__loop_timer(e->loop, LINGER_MS, on_linger, e);
-    return;
+    return 0;
+  }
+  return 1;
+}
+
+/* Sends one round of what is queued; 0 when nothing could be taken or the connection
+ * broke. */
+static int send_round(pg_engine_t *e) {
+  round_t *rd = &e->rounds[(e->head + e->inflight) % ROUNDS_MAX];
+  int taken = take(e, rd);
+  if (taken == 0) {
+    clear_round(rd);
+    return 0;
   }
   e->linger_due = 0;
   if (e->linger != 0) {
     mqproc__loop_timer_cancel(e->loop, e->linger);
     e->linger = 0;
   }
-  if ((taken = take(e)) == 0) {
-    clear_round(e);
-    return;
-  }
-  e->in_round = 1;
-  for (int i = 0; i < e->nitems; i++) {
-    if (!send_item(e, &e->items[i])) {
+  rd->sent_at = mqproc__now_ms();
+  if (e->inflight++ == 0)
+    arm_round_timer(e);
+  for (int i = 0; i < rd->nitems; i++) {
+    if (!send_item(e, &rd->items[i])) {
       broken(e, PQerrorMessage(e->conn));
-      return;
+      return 0;
     }
   }
   if (PQpipelineSync(e->conn) != 1) {
     broken(e, PQerrorMessage(e->conn));
-    return;
+    return 0;
   }
-  set_timer(e, ROUND_TIMEOUT_MS);
-  MQPROC__DEBUG("store: round of %d request(s) in %d execution(s) sent", taken, e->nitems);
+  MQPROC__DEBUG("store: round of %d request(s) in %d execution(s) sent, %d in flight", taken,
+                rd->nitems, e->inflight);
+  return 1;
+}
+
+/* Sends what is queued, in as many rounds as the pipeline takes, then flushes. */
+static void start_round(pg_engine_t *e) {
+  int sent = 0;
+  while (may_send(e) && send_round(e))
+    sent = 1;
+  if (!sent || e->conn == NULL)
+    return;
   switch (PQflush(e->conn)) {
   case 0:
     watch(e, 0);
@@ -392,34 +555,55 @@ static void start_round(pg_engine_t *e) {
   }
 }
 
+/* The loop's before-poll hook: the requests of the turn go out together. Callbacks run
+ * here (a lost connection) may have asked for more: then the loop must not sleep. */
+static int flush(mqproc__loop_t *loop, void *ud) {
+  pg_engine_t *e = ud;
+  (void)loop;
+  e->called_back = 0;
+  if (e->queue != NULL)
+    start_round(e);
+  return e->called_back ? 0 : -1;
+}
+
 /* ---- rounds: results ---------------------------------------------------------------- */
 
-/* The round's Sync arrived: it committed, or it was rolled back because a statement
- * failed. A failed round's requests run again, each alone, unless one was alone already:
- * then the failure is its own. */
-static void finish_round(pg_engine_t *e) {
-  pg_req_t *list = e->round, *again = NULL, **at = &again, *done = NULL, **dt = &done;
-  int alone = list != NULL && list->next == NULL, failed = e->failed, fail_rc = e->fail_rc;
-  char fail_err[MQPROC_ERR_LEN];
-  snprintf(fail_err, sizeof(fail_err), "%s", e->fail_err);
-  e->round = NULL;
-  if (!failed) {
-    e->setup_done = 1;
-    for (int i = 0; i < e->nitems; i++) {
-      item_t *it = &e->items[i];
-      if (it->prepare || it->stmt == NULL)
-        continue;
-      if (it->res == NULL) /* no result: cannot happen in a round that did not fail */
-        for (int k = 0; k < it->nreqs; k++)
-          it->reqs[k]->rc = mqproc__err(it->reqs[k]->err, MQPROC_ESTORE_QUERY, "no result");
-      else if (it->stmt->batched)
-        mqproc__pg_parse_batched(it->reqs, it->nreqs, it->res);
-      else
-        mqproc__pg_parse_single(it->reqs[0], it->res);
-    }
+/* Reads each execution's rows into its requests (a round that did not fail); forgets the
+ * Parses that did not succeed. */
+static void parse_round(pg_engine_t *e, round_t *rd) {
+  for (int i = 0; i < rd->nitems; i++) {
+    item_t *it = &rd->items[i];
+    if (it->prepare && it->stmt != NULL && !it->ok)
+      unprepare(e, it->stmt);
+    if (rd->failed || it->prepare || it->stmt == NULL)
+      continue;
+    if (it->res == NULL) /* no result: cannot happen in a round that did not fail */
+      for (int k = 0; k < it->nreqs; k++)
+        it->reqs[k]->rc = mqproc__err(it->reqs[k]->err, MQPROC_ESTORE_QUERY, "no result");
+    else if (it->stmt->batched)
+      mqproc__pg_parse_batched(it->reqs, it->nreqs, it->res);
+    else
+      mqproc__pg_parse_single(it->reqs[0], it->res);
   }
-  clear_round(e);
-  set_timer(e, 0);
+  if (!rd->failed)
+    e->setup_done = 1;
+}
+
+/* The oldest round's Sync arrived: it committed, or it was rolled back because a statement
+ * failed. A failed round's requests run again, each alone, unless one was alone already:
+ * then the failure is its own. What queued meanwhile is sent before the round's requests
+ * are called back. */
+static void finish_round(pg_engine_t *e) {
+  round_t *rd = &e->rounds[e->head];
+  pg_req_t *list = rd->reqs, *again = NULL, **at = &again, *done = NULL, **dt = &done;
+  int alone = list != NULL && list->next == NULL, failed = rd->failed, fail_rc = rd->fail_rc;
+  char fail_err[MQPROC_ERR_LEN];
+  snprintf(fail_err, sizeof(fail_err), "%s", rd->fail_err);
+  parse_round(e, rd);
+  clear_round(rd);
+  e->head = (e->head + 1) % ROUNDS_MAX;
+  e->inflight--;
+  arm_round_timer(e);
   while (list != NULL) {
     pg_req_t *r = list;
     list = r->next;
@@ -456,37 +640,46 @@ static void finish_round(pg_engine_t *e) {
     if (*at == NULL)
       e->tail = at;
   }
-  complete(e, done);
+  park(e, done); /* reachable by forget() while what queued is sent */
   start_round(e);
+  run_completions(e);
+}
+
+/* One result of the oldest round's current item. */
+static void on_result(round_t *rd, PGresult *res) {
+  item_t *it = rd->next_item < rd->nitems ? &rd->items[rd->next_item] : NULL;
+  ExecStatusType st = PQresultStatus(res);
+  MQPROC__DEBUG("store: item %d/%d: %s", rd->next_item, rd->nitems, PQresStatus(st));
+  if (st == PGRES_FATAL_ERROR && !rd->failed) {
+    rd->failed = 1;
+    rd->fail_rc = mqproc__pg_result_error(res, rd->fail_err);
+  }
+  if (it != NULL) {
+    it->answered = 1;
+    if (it->prepare && st == PGRES_COMMAND_OK)
+      it->ok = 1;
+  }
+  if (it != NULL && it->res == NULL && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK))
+    it->res = res;
+  else
+    PQclear(res);
 }
 
 static void read_results(pg_engine_t *e) {
-  while (e->in_round && e->conn != NULL && !PQisBusy(e->conn)) {
+  while (e->inflight > 0 && e->conn != NULL && !PQisBusy(e->conn)) {
+    round_t *rd = &e->rounds[e->head];
     PGresult *res = PQgetResult(e->conn);
-    item_t *it = e->next_item < e->nitems ? &e->items[e->next_item] : NULL;
-    ExecStatusType st;
-    if (res == NULL) { /* the end of one item's results */
-      e->next_item++;
+    if (res == NULL) { /* the end of one item's results (none before its first result) */
+      if (rd->next_item < rd->nitems && rd->items[rd->next_item].answered)
+        rd->next_item++;
       continue;
     }
-    st = PQresultStatus(res);
-    MQPROC__DEBUG("store: item %d/%d: %s", e->next_item, e->nitems, PQresStatus(st));
-    if (st == PGRES_PIPELINE_SYNC) {
+    if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
       PQclear(res);
-      finish_round(e);
-      return;
+      finish_round(e); /* then the next round's results, if they came */
+      continue;
     }
-    if (st == PGRES_FATAL_ERROR && !e->failed) {
-      e->failed = 1;
-      e->fail_rc = mqproc__pg_result_error(res, e->fail_err);
-    }
-    if (it != NULL && it->stmt != NULL && it->prepare && st == PGRES_COMMAND_OK &&
-        e->nprepared < MAX_STMTS)
-      e->prepared[e->nprepared++] = it->stmt;
-    if (it != NULL && it->res == NULL && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK))
-      it->res = res;
-    else
-      PQclear(res);
+    on_result(rd, res);
   }
 }
 
@@ -518,7 +711,7 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
   for (PGnotify *n; e->conn != NULL && (n = PQnotifies(e->conn)) != NULL; PQfreemem(n))
     if (e->s->on_notify != NULL)
       e->s->on_notify(e->s->notify_ud, n->extra);
-  if (e->conn != NULL && !e->in_round && PQstatus(e->conn) == CONNECTION_BAD)
+  if (e->conn != NULL && e->inflight == 0 && PQstatus(e->conn) == CONNECTION_BAD)
     broken(e, PQerrorMessage(e->conn));
 }
 
@@ -531,7 +724,6 @@ void mqproc__pg_engine_adopt(pg_engine_t *e, PGconn *conn) {
   }
   e->conn = conn;
   watch(e, 0);
-  start_round(e);
 }
 
 int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop, char *err) {
@@ -542,6 +734,7 @@ int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop
   e->loop = loop;
   e->fd = -1;
   e->tail = &e->queue;
+  mqproc__loop_before_poll(loop, &e->flush, flush, e);
   *out = e;
   return MQPROC_OK;
 }
@@ -554,13 +747,15 @@ static void forget_list(pg_req_t *r, void *ud) {
 
 void mqproc__pg_engine_forget(pg_engine_t *e, void *ud) {
   forget_list(e->queue, ud);
-  forget_list(e->round, ud);
+  for (int k = 0; k < e->inflight; k++)
+    forget_list(e->rounds[(e->head + k) % ROUNDS_MAX].reqs, ud);
   forget_list(e->completing, ud);
 }
 
 void mqproc__pg_engine_free(pg_engine_t *e) {
   if (e == NULL)
     return;
+  mqproc__loop_before_poll_stop(e->loop, &e->flush);
   mqproc__pg_engine_forget(e, NULL);
   broken(e, "closing"); /* calls nothing back: everything was forgotten */
   free(e);

@@ -140,11 +140,13 @@ static void bind_outbox_done(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_text(r, 5, a->callback_error);
 }
 
-/* The holders of many final jobs sent everything: one statement for all, in the next
- * round (not held back as low priority: until it commits, a dead holder's result is sent
- * again by the outbox sweep, so that window stays one round long). It lets the outbox
- * marks go, and writes the job row only where something did not go out (the success
- * recorded the result and callbacks as sent). */
+/* The holders of many final jobs sent everything: one statement for all. Low priority:
+ * it shares the next round of other writes (at prefetch 1 the next job's claim or
+ * success), waiting for one at most the engine's linger (store/pg/engine.c), so a job
+ * costs two commits, not three. Until it commits a dead holder's result is sent again by
+ * the outbox sweep; the linger adds at most its 25 ms to that window, and only when
+ * nothing else is written. It lets the outbox marks go, and writes the job row only where
+ * something did not go out (the success recorded the result and callbacks as sent). */
 const pg_stmt_t mqproc__pg_stmt_outbox_done = {
     "mqproc_outbox_done",
     "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::bool[], $4::text[],"
@@ -167,7 +169,7 @@ const pg_stmt_t mqproc__pg_stmt_outbox_done = {
     " SELECT ord FROM o UNION SELECT ord FROM j",
     6,
     1,
-    0, /* (the comment above says why it is no low-priority statement) */
+    1, /* low priority: the comment above says why */
     bind_outbox_done,
     NULL,
     NULL};
