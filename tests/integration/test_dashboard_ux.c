@@ -3,7 +3,8 @@
  * signing in reaches the buttons; every error page has a body and no link of the nav
  * leads to a 404 (a server's page and the dashboard's); a job's page shows its error and
  * the last line of its log without scrolling, the internals folded; the overview charts
- * the last hour with axes and scales and lists the dead letters. Screenshots are kept
+ * the last hour with axes and scales and lists the dead letters; and the page's HTML
+ * alone (no server): times, scales, escaping. Screenshots are kept
  * under the build's tests/tmp/, and in docs/img/ with MQPROC_DOCS_SCREENSHOTS=1. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 
 #include "browser.h"
 #include "harness.h"
+#include "http/page.h"
+#include "http/page_int.h"
 
 #define TOKEN "0123456789abcdef-ux-token"
 #define WIDTH 1280
@@ -192,7 +195,12 @@ Test(dashboard_ux, every_error_page_has_a_body_and_no_nav_link_leads_to_a_404) {
  * show); returns the first path. */
 static char *screenshot(const char *url, const char *name, int w, int h) {
   char *shot = it_fmt("%s/../%s.png", it_tmpdir(), name), *data;
-  const char *argv[] = {"/usr/bin/chromium",
+  /* Chromium's chatter (no D-Bus here, ...) goes to a file of the test's */
+  const char *argv[] = {"/bin/sh",
+                        "-c",
+                        "exec \"$@\" 2>>\"$SHOT_LOG\"",
+                        "sh",
+                        "/usr/bin/chromium",
                         "--headless",
                         "--no-sandbox",
                         "--disable-gpu",
@@ -202,8 +210,9 @@ static char *screenshot(const char *url, const char *name, int w, int h) {
                         it_fmt("--screenshot=%s", shot),
                         url,
                         NULL};
+  const char *envp[] = {it_fmt("SHOT_LOG=%s/chromium-shot-%s.log", it_tmpdir(), name), NULL};
   const char *docs = getenv("MQPROC_DOCS_SCREENSHOTS");
-  cr_expect_eq(it_run(argv, NULL, NULL, NULL), 0, "chromium --screenshot %s", url);
+  cr_expect_eq(it_run(argv, envp, NULL, NULL), 0, "chromium --screenshot %s", url);
   cr_expect_not_null(data = it_read_file(shot), "the screenshot is kept: %s", shot);
   if (docs != NULL && !strcmp(docs, "1")) {
     const char *cp[] = {"/bin/cp", shot, it_fmt("%s/docs/img/%s.png", MQPROC_SOURCE_DIR, name),
@@ -403,7 +412,8 @@ Test(dashboard_ux, the_overview_charts_the_hour_with_axes_and_lists_the_dead_let
   /* headers and names on one line each */
   {
     char *th = wrapped(b, "th"),
-         *names = wrapped(b, "#processors td:first-child, #worker-table td, .charts h3");
+         *names =
+             wrapped(b, "#processors td:first-child, #worker-table td:nth-child(-n+2), .charts h3");
     cr_expect_str_empty(th, "headers wrap: %s", th);
     cr_expect_str_empty(names, "names wrap: %s", names);
   }
@@ -413,4 +423,105 @@ Test(dashboard_ux, the_overview_charts_the_hour_with_axes_and_lists_the_dead_let
   it_browser_close(b);
   screenshot(url, "overview", WIDTH, 1300);
   it_server_stop(srv);
+}
+
+/* ---- the HTML alone ----------------------------------------------------------------- */
+
+/* A page's HTML for the checks below (owned by the harness). */
+static char *kept(char *html) {
+  char *out;
+  cr_assert_not_null(html);
+  out = it_fmt("%s", html);
+  free(html);
+  return out;
+}
+
+Test(dashboard_ux, times_read_both_stores_forms_and_tell_relative_with_the_exact_time) {
+  int64_t ms;
+  char *buf = NULL;
+  size_t len;
+  FILE *f;
+  const int64_t t = 1795963874882; /* 2026-11-29T14:51:14.882Z */
+  cr_assert(mqproc__page_parse_time("2026-11-29T14:51:14.882Z", &ms));
+  cr_expect_eq(ms, t, "SQLite's and to_char's form");
+  cr_assert(mqproc__page_parse_time("2026-11-29T15:51:14.882+01:00", &ms));
+  cr_expect_eq(ms, t, "to_jsonb's form, an offset");
+  cr_assert(mqproc__page_parse_time("2026-11-29T14:51:14.882123+00:00", &ms));
+  cr_expect_eq(ms, t, "microseconds");
+  cr_expect(!mqproc__page_parse_time("yesterday", &ms) &&
+            !mqproc__page_parse_time("2026-11-29T14:51:14.882Zjunk", &ms));
+  cr_assert_not_null(f = open_memstream(&buf, &len));
+  mqproc__page_when(f, "2026-11-29T14:51:14.882Z", t + 3 * 60000 + 5000);
+  fputs("|", f);
+  mqproc__page_when(f, "2026-11-29T14:51:14.882Z", t - 20000);
+  fputs("|", f);
+  mqproc__page_when(f, "<not a time>", t);
+  fputs("|", f);
+  mqproc__page_when(f, NULL, t);
+  fputs("|", f);
+  mqproc__page_duration(f, 150000);
+  fclose(f);
+  cr_expect_str_eq(buf,
+                   "<time datetime=\"2026-11-29T14:51:14.882Z\" title=\"2026-11-29 14:51:14.882 "
+                   "UTC\">3 min ago</time>|<time datetime=\"2026-11-29T14:51:14.882Z\" "
+                   "title=\"2026-11-29 14:51:14.882 UTC\">in 20 s</time>|&lt;not a time&gt;|-|"
+                   "2 min 30 s");
+  free(buf);
+}
+
+Test(dashboard_ux, the_html_escapes_dead_letters_and_scales_its_charts) {
+  mqproc__page_opts_t o = {.title = "t", .now_ms = 1795963874882};
+  json_t *hour = json_pack("{s:[], s:[], s:[]}", "finished", "failed", "wait_ms");
+  json_t *ov, *job;
+  size_t len;
+  char *html;
+  for (int i = 0; i < 60; i++) {
+    json_array_append_new(json_object_get(hour, "finished"), json_integer(i == 59 ? 7 : 0));
+    json_array_append_new(json_object_get(hour, "failed"), json_integer(0));
+    json_array_append_new(json_object_get(hour, "wait_ms"),
+                          i == 59 ? json_real(95000) : json_null());
+  }
+  ov = json_pack("{s:[{s:s, s:o}], s:[], s:[], s:{s:i, s:b, s:{s:i}, s:[{s:i, s:s, s:s, s:s, "
+                 "s:b, s:s, s:i}]}}",
+                 "processors", "processor", "<p>", "hour", hour, "workers", "failures",
+                 "dead_letters", "total", 1, "more", 0, "by_processor", "<p>", 1, "rows", "id", 1,
+                 "processor_name", "<p>", "job_id", "<j>", "reason", "<script>x</script>",
+                 "has_job", 0, "received_at", "2026-11-29T14:50:14.882Z", "body_len", 2048);
+  html = kept(mqproc__page_overview(ov, &o, &len));
+  cr_expect(strstr(html, "<p>") == NULL && strstr(html, "<j>") == NULL &&
+                strstr(html, "<script>x") == NULL,
+            "%s", html);
+  cr_expect(strstr(html, "&lt;script&gt;x&lt;/script&gt;") != NULL, "the reason, escaped");
+  cr_expect(strstr(html, "href=\"/jobs/%3Cj%3E\"") == NULL, "no job row: not linked");
+  cr_expect(strstr(html, ">1 min ago</time>") != NULL && strstr(html, "2.0 KiB") != NULL, "%s",
+            html);
+  cr_expect(strstr(html, "7 in all, at most 7 a minute") != NULL, "%s", html);
+  /* the scale: 7 jobs round up to 10 (ticks 0, 5, 10); 95 s up to 2 min (0, 1 min, 2 min) */
+  cr_expect(strstr(html, "class=\"y\">10</text>") != NULL &&
+                strstr(html, "class=\"y\">5</text>") != NULL,
+            "%s", html);
+  cr_expect(strstr(html, "class=\"y\">2 min</text>") != NULL &&
+                strstr(html, "class=\"y\">1 min</text>") != NULL,
+            "%s", html);
+  cr_expect(strstr(html, "this minute: 7 jobs") != NULL, "a bar's value on hover");
+  cr_expect(strstr(html, ">none</text>") != NULL, "no failures: said so");
+  cr_expect(strstr(html, "href=\"/metrics\"") == NULL, "no /metrics here: not linked");
+  o.metrics = 1;
+  html = kept(mqproc__page_overview(ov, &o, &len));
+  cr_expect(strstr(html, "href=\"/metrics\"") != NULL, "served here: linked");
+  /* a job: the error first, the log's box, the internals folded */
+  job = json_pack("{s:s, s:s, s:s, s:[{s:i}], s:{s:s}}", "job_id", "j<1>", "state", "FAILED",
+                  "last_error", "<b>boom</b>", "tries", "try", 1, "request", "k", "<v>");
+  html = kept(mqproc__page_job(job, "one\n<two>\n", &o, &len));
+  cr_expect(strstr(html, "<div class=\"errbox\" id=\"error\"><b>error</b><pre "
+                         "id=\"last-error\">&lt;b&gt;boom&lt;/b&gt;</pre>") != NULL,
+            "%s", html);
+  cr_expect(strstr(html, "<pre id=\"log\">one\n&lt;two&gt;\n</pre>") != NULL, "%s", html);
+  cr_expect(strstr(html, "<details id=\"fields\">") != NULL &&
+                strstr(html, "<details id=\"request-box\">") != NULL,
+            "%s", html);
+  cr_expect(strstr(html, "<script") == NULL, "a job's page has no script");
+  cr_expect(strstr(html, "<dt>tries</dt><dd>1 ") != NULL, "the tries counted: %s", html);
+  json_decref(job);
+  json_decref(ov);
 }
