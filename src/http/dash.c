@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "mqproc/mqproc.h"
 #include "ops/ops.h"
+#include "ops/page_reads.h"
 #include "base/util.h"
 
 #define LOG_TAIL 16384
@@ -59,6 +60,7 @@ struct mqproc__dash {
   int stopped;             /* mqproc__dash_stop(): answers go nowhere */
   int depth_waiting;       /* a depth read is queued or running */
   int page_reads;          /* reads of page requests queued or running */
+  int metrics;             /* /metrics is served beside the page */
 };
 
 /* ---- on the reader thread ----------------------------------------------------------- */
@@ -132,13 +134,13 @@ static json_t *overview(mqproc__dash_t *d, char *err) {
   out = json_pack("{s:[]}", "processors");
   json_array_foreach(procs, i, v) {
     stats = mqproc__ops_stats(d->db, broker(d), json_string_value(v));
-    json_object_set_new(stats, "per_minute",
-                        mqproc__ops_per_minute(d->db, json_string_value(v), err));
+    json_object_set_new(stats, "hour", mqproc__ops_hour(d->db, json_string_value(v), err));
     json_array_append_new(json_object_get(out, "processors"), stats);
   }
   json_decref(procs);
   json_object_set_new(out, "workers", mqproc__ops_workers(d->db, NULL, 0, err));
   json_object_set_new(out, "failures", mqproc__ops_failures(d->db, 20, err));
+  json_object_set_new(out, "dead_letters", mqproc__ops_dead_letters_recent(d->db, 20, err));
   return out;
 }
 
@@ -257,8 +259,11 @@ static void read_free(read_t *r) {
 
 /* The page's options for a reader in state admin (MQPROC__PAGE_*). */
 static mqproc__page_opts_t page_opts(const mqproc__dash_t *d, int admin, int hide) {
-  return (mqproc__page_opts_t){
-      .title = d->title, .admin = admin, .acts = mqproc__auth_can_act(d->auth), .hide = hide};
+  return (mqproc__page_opts_t){.title = d->title,
+                               .admin = admin,
+                               .acts = mqproc__auth_can_act(d->auth),
+                               .hide = hide,
+                               .metrics = d->metrics};
 }
 
 /* A script gets JSON; a browser goes back to the page that asked (or an error page). */
@@ -456,7 +461,8 @@ static int may_act(mqproc__dash_t *d, mqproc__http_req_t *req, const char *peer,
     mqproc__http_reply_text_with(req, 401, "application/json",
                                  "{\"ok\":false,\"error\":\"wrong admin token\"}\n", www);
   } else if (*how == MQPROC__AUTH_NONE) {
-    reply_page(req, 401, mqproc__page_login("sign in first", &o, &len), len, www);
+    char *html = mqproc__page_login("sign in first", &o, &len); /* before len is read */
+    reply_page(req, 401, html, len, www);
   } else if (scope != MQPROC__SCOPE_ADMIN) {
     mqproc__http_reply_text(req, 403, "text/plain; charset=utf-8",
                             "the read token cannot act: sign in with the admin token\n");
@@ -565,7 +571,8 @@ int mqproc__dash_handle(mqproc__dash_t *d, mqproc__http_req_t *req) {
   if (kind == -1) {
     mqproc__page_opts_t o = page_opts(d, MQPROC__PAGE_SIGN_IN, 1);
     size_t len = 0;
-    reply_page(req, 200, mqproc__page_login(NULL, &o, &len), len, NULL);
+    char *html = mqproc__page_login(NULL, &o, &len); /* sets len: not in reply_page's call */
+    reply_page(req, 200, html, len, NULL);
     return 1;
   }
   if ((r = page_read(d, req, kind)) == NULL)
@@ -616,6 +623,7 @@ int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__d
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
   d->tls = cfg->tls;
+  d->metrics = cfg->metrics;
   if ((cfg->exchange != NULL && (d->exchange = strdup(cfg->exchange)) == NULL) ||
       (cfg->via != NULL && (d->via = strdup(cfg->via)) == NULL)) {
     mqproc__dash_free(d);

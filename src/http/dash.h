@@ -3,9 +3,11 @@
  * fleet reads of ops/ops.h) on a reader thread, one read at a time, and renders on the
  * loop. The loop's own store connection never waits for a page.
  *
- *   GET  /              processors, workers, last failures
+ *   GET  /              processors, workers, last failures, dead letters, the last hour
  *   GET  /jobs          ?state=&processor=&after=   newest first, 50 a page
- *   GET  /jobs/ID       every column, every try, the request, the end of its log
+ *   GET  /jobs/ID       state, error, tries, times, the end of its log; folded: the
+ *                       request and every column
+ *   GET  /login         the sign-in form (with a token given)
  *
  * With a token given (--http-admin-token, --http-read-token), a job's request and log
  * are shown only to a reader who signed in (or sends a token as Bearer); without one,
@@ -30,6 +32,7 @@ typedef struct mqproc__dash_cfg {
   const char *exchange;    /* where retry publishes (NULL: ocrd-network-default) */
   const char *via;         /* this server or dashboard, in the audit's detail */
   mqproc__tls_t tls;       /* for an amqps:// queue; its strings must outlive the page */
+  int metrics;             /* /metrics is served beside the page (a server's --http) */
 } mqproc__dash_cfg_t;
 
 int mqproc__dash_new(mqproc__dash_t **out, mqproc__loop_t *loop, const mqproc__dash_cfg_t *cfg,

@@ -1,13 +1,16 @@
-/* The status page's HTML, rendered from the JSON the fleet reads return (ops/ops.h).
- * Pure functions: no I/O, every user-supplied text HTML-escaped (job ids, errors,
- * parameters, processor and worker names), every link argument URL-encoded too. One
- * self-contained document per answer: inline CSS, an inline SVG chart, a small inline
- * script that refreshes <main> every 5 s (with JavaScript off, a meta refresh does). */
+/* The status page's HTML, rendered from the JSON the fleet reads return (ops/ops.h,
+ * ops/page_reads.h). Pure functions: no I/O, every user-supplied text HTML-escaped (job
+ * ids, errors, parameters, processor and worker names, dead letters' reasons), every link
+ * argument URL-encoded too. One self-contained document per answer: inline CSS, inline
+ * SVG charts with axes, times relative with the exact time on hover; on the overview and
+ * the list a small inline script refreshes <main> every 5 s (with JavaScript off, a meta
+ * refresh does); a job's page has no script (its log box opens at its end by CSS). */
 #ifndef MQPROC_HTTP_PAGE_H
 #define MQPROC_HTTP_PAGE_H
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* READ_ONLY: no token was given (nothing to sign in for); SIGN_IN: a token was given and
  * the reader is not signed in; SIGNED_IN: with the admin token (buttons); READER: with
@@ -19,9 +22,12 @@ typedef struct mqproc__page_opts {
   int admin;         /* MQPROC__PAGE_*: buttons (retry, cancel, pause, resume) when signed in */
   int acts;          /* an admin token was given: signing in lets the page act */
   int hide;          /* hide a job's request and log ("sign in to see" them instead) */
+  int metrics;       /* /metrics is served here: the nav links it (a dashboard has none) */
+  int64_t now_ms;    /* the clock relative times are told by (0: the wall clock) */
 } mqproc__page_opts_t;
 
-/* overview: {"processors": [stats + "per_minute"], "workers": [...], "failures": [...]} */
+/* overview: {"processors": [stats + "hour" (mqproc__ops_hour())], "workers": [...],
+ * "failures": [...], "dead_letters": mqproc__ops_dead_letters_recent()'s or null} */
 char *mqproc__page_overview(const json_t *overview, const mqproc__page_opts_t *o, size_t *len);
 /* rows: a page of jobs; filters: the state / processor asked for (NULL: any). */
 char *mqproc__page_jobs(const json_t *rows, const char *state, const char *processor,

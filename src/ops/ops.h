@@ -37,8 +37,6 @@ json_t *mqproc__ops_workers(mqproc__odb_t *c, const char *processor, int all, ch
 json_t *mqproc__ops_processors(mqproc__odb_t *c, char *err);
 /* One processor's figures (`mqproc stats`); amqp NULL: depth and consumers unknown. */
 json_t *mqproc__ops_stats(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char *proc);
-/* Jobs finished per minute over the last hour, oldest minute first (60 numbers). */
-json_t *mqproc__ops_per_minute(mqproc__odb_t *c, const char *proc, char *err);
 
 typedef struct mqproc__jobs_filter {
   const char *state, *processor, *after; /* NULL: any / the first page */

@@ -192,29 +192,6 @@ json_t *mqproc__ops_stats(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char 
   return o;
 }
 
-/* Jobs finished per minute over the last hour: 60 numbers, the oldest minute first. */
-json_t *mqproc__ops_per_minute(mqproc__odb_t *c, const char *proc, char *err) {
-  const char *vals[1] = {proc};
-  mqproc__ores_t *r = mqproc__odb_q(
-      c,
-      "SELECT m, count(j.job_id) FROM generate_series(59, 0, -1) AS m"
-      " LEFT JOIN mqproc_jobs j ON j.processor_name = $1"
-      "   AND j.end_time > now() - interval '60 minutes'"
-      "   AND floor(extract(epoch FROM now() - j.end_time) / 60) = m"
-      " GROUP BY m ORDER BY m DESC",
-      "WITH RECURSIVE t(now) AS (SELECT mq_now()),"
-      " m(m) AS (SELECT 59 UNION ALL SELECT m - 1 FROM m WHERE m > 0)"
-      " SELECT m.m, count(j.job_id) FROM t, m LEFT JOIN mqproc_jobs j ON j.processor_name = ?1"
-      "   AND j.end_time > t.now - 3600000 AND (t.now - j.end_time) / 60000 = m.m"
-      " GROUP BY m.m ORDER BY m.m DESC",
-      1, vals, err);
-  json_t *out = r != NULL ? json_array() : NULL;
-  for (int i = 0; r != NULL && i < mqproc__ores_rows(r); i++)
-    json_array_append_new(out, json_integer(atoll(mqproc__ores_get(r, i, 1))));
-  mqproc__ores_free(r);
-  return out;
-}
-
 /* ---- jobs --------------------------------------------------------------------------- */
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"

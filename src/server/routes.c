@@ -181,7 +181,8 @@ int mqproc__serve_start(mqproc__server_t *srv, char *err) {
                             .read_token = srv->cfg->http_read_token,
                             .session_ttl_s = srv->cfg->http_session_ttl_s,
                             .exchange = srv->cfg->exchange,
-                            .via = srv->worker_id};
+                            .via = srv->worker_id,
+                            .metrics = 1};
   if ((rc = mqproc__dash_new(&s->dash, srv->loop, &dc, err)) != MQPROC_OK ||
       (rc = mqproc__http_start(&s->http, srv->loop, srv->cfg->http,
                                (const char *const *)srv->cfg->http_hosts, handle, s, err)) !=
