@@ -5,9 +5,10 @@
  * arrives whole or not at all, and EOF says the peer is gone):
  *
  *   server -> worker  mqproc__worker_req_t, with two fds (SCM_RIGHTS): a memfd holding
- *                     the payload "request_json\0[mets_path\0][headers_json\0]worker_id\0"
- *                     (the lengths are in the header; the METS part is absent when
- *                     mets_len is -1, the headers when headers_len is -1),
+ *                     the payload "request_json\0[mets_path\0][mets_server_url\0]
+ *                     [headers_json\0]worker_id\0" (the lengths are in the header; the
+ *                     METS part is absent when mets_len is -1, the METS server when
+ *                     mets_server_len is -1, the headers when headers_len is -1),
  *                     and the job log, open for appending
  *   worker -> server  mqproc__worker_reply_t
  *
@@ -33,7 +34,9 @@ typedef struct mqproc__worker_req {
   int64_t max_log_bytes;
   uint32_t request_len;
   uint32_t worker_id_len;
-  int32_t headers_len; /* -1: no headers */
+  int32_t headers_len;     /* -1: no headers */
+  int32_t mets_server_len; /* -1: no METS server */
+  int32_t reserved;
 } mqproc__worker_req_t;
 
 typedef struct mqproc__worker_reply {
@@ -47,8 +50,9 @@ typedef struct mqproc__worker_reply {
 /* A request's payload, unpacked: views into the payload buffer. */
 typedef struct mqproc__worker_job {
   const char *request_json;
-  const char *mets_path;    /* NULL when the job has none */
-  const char *headers_json; /* NULL when the message had none */
+  const char *mets_path;       /* NULL when the job has none */
+  const char *mets_server_url; /* NULL when the job has none */
+  const char *headers_json;    /* NULL when the message had none */
   const char *worker_id;
 } mqproc__worker_job_t;
 
