@@ -34,8 +34,21 @@
 #define OCRD_DUMMY MQPROC_BUILD_DIR "/tools/ocrd-dummy/ocrd-dummy"
 #define PAGE_MIME "application/vnd.prima.page+xml"
 
+/* Directories made under /tmp by short_dir(), removed at the end of the test however it
+ * ended. */
+static char *g_dirs[4];
+static size_t g_n_dirs;
+
+static void fini(void) {
+  while (g_n_dirs > 0) {
+    ows_rmtree(g_dirs[--g_n_dirs]);
+    free(g_dirs[g_n_dirs]);
+  }
+  it_cleanup();
+}
+
 TestSuite(mets_server_url);
-TestSuite(mets_server, .fini = it_cleanup);
+TestSuite(mets_server, .fini = fini);
 
 /* ---- what mqproc derives ------------------------------------------------------------- */
 
@@ -160,17 +173,13 @@ Test(mets_server_url, a_worker_process_gets_the_mets_server_url) {
 
 /* ---- helpers of the integration tests ----------------------------------------------- */
 
-/* A directory under /tmp (a socket's path must fit in 108 bytes: the build tree's may not);
- * rm_dir() removes it. */
+/* A directory under /tmp (a socket's path must fit in 108 bytes: the build tree's may not),
+ * removed when the test ends. */
 static char *short_dir(void) {
   char *d = ows_mkdtemp();
   cr_assert_not_null(d);
-  return d;
-}
-
-static void rm_dir(char *d) {
-  ows_rmtree(d);
-  free(d);
+  cr_assert_lt(g_n_dirs, sizeof(g_dirs) / sizeof(g_dirs[0]));
+  return g_dirs[g_n_dirs++] = d;
 }
 
 typedef struct fake {
@@ -260,7 +269,7 @@ static void expect_dummy_requests(const fake_t *f, const char *via) {
   json_decref(reqs);
 }
 
-/* A one-page workspace in a new directory under /tmp: its directory (rm_dir()). */
+/* A one-page workspace in a new directory under /tmp: its directory. */
 static char *workspace(void) {
   static const ows_page_t page = {2, 2};
   char *ws = short_dir();
@@ -401,8 +410,6 @@ Test(mets_server, ocrd_dummy_changes_the_mets_only_through_the_mets_server) {
   it_server_stop(fake.srv);
   test_http_stop(ps);
   free(icb);
-  rm_dir(ws);
-  rm_dir(socks);
 }
 
 /* The C server (mqproc_job_mets_server_url()), in a worker process: the URL crosses to it. */
@@ -441,8 +448,6 @@ Test(mets_server, ocrd_dummys_own_server_goes_through_the_mets_server) {
   it_server_stop(fake.srv);
   test_http_stop(ps);
   free(icb);
-  rm_dir(ws);
-  rm_dir(socks);
 }
 
 /* A Processing Server with use_tcp_mets: every request goes to its /tcp_mets, which finds
@@ -470,7 +475,6 @@ Test(mets_server, ocrd_dummy_goes_through_the_tcp_mets_multiplexer) {
   cr_expect_eq(json_array_size(reqs), 9, "the second run only reads");
   json_decref(reqs);
   it_server_stop(fake.srv);
-  rm_dir(ws);
 }
 
 /* ---- (c) a METS server that is gone ------------------------------------------------- */
@@ -501,6 +505,4 @@ Test(mets_server, a_mets_server_that_is_gone_fails_the_job_with_a_clear_error) {
   it_server_stop(srv);
   test_http_stop(ps);
   free(icb);
-  rm_dir(ws);
-  rm_dir(socks);
 }
