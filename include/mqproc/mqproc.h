@@ -131,6 +131,13 @@ int mqproc_job_attempt(const mqproc_job_t *job); /* claim number, the fencing to
 int mqproc_job_try(const mqproc_job_t *job);     /* 1-based try within this attempt */
 /* path_to_mets, or for a workspace_id the METS under --workspace-root (else NULL). */
 const char *mqproc_job_path_to_mets(const mqproc_job_t *job);
+/* Added after 0.1.0. The METS server the job's METS must be changed through, or NULL:
+ * for a job from OCR-D's Processing Server, which keeps the workspace's METS in a METS
+ * server while it has jobs for it and at their end writes its copy over mets.xml, the URL
+ * OCR-D's worker would pass its processors as --mets-server-url (a Unix socket path, or
+ * an http:// URL; --ocrd-mets-server says which). A function that writes mets.xml itself
+ * while this is set loses its changes to that copy: use the METS server's HTTP API. */
+const char *mqproc_job_mets_server_url(const mqproc_job_t *job);
 const char *mqproc_job_workspace_id(const mqproc_job_t *job);
 const char *mqproc_job_page_id(const mqproc_job_t *job);
 size_t mqproc_job_input_file_grp_count(const mqproc_job_t *job);

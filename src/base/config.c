@@ -20,6 +20,7 @@ _Static_assert(sizeof(mqproc__isolation_t) == sizeof(int) &&
                    sizeof(mqproc__tls_verify_t) == sizeof(int) &&
                    sizeof(mqproc__result_format_t) == sizeof(int) &&
                    sizeof(mqproc__ocrd_cli_t) == sizeof(int) &&
+                   sizeof(mqproc__ocrd_mets_server_t) == sizeof(int) &&
                    sizeof(mqproc__log_level_t) == sizeof(int) &&
                    sizeof(mqproc__log_format_t) == sizeof(int),
                "an enum option's field is not an int");
@@ -34,6 +35,10 @@ static const mqproc__opt_choice_t OCRD_CLI[] = {{"auto", MQPROC__OCRD_CLI_AUTO},
                                                 {"true", MQPROC__OCRD_CLI_TRUE},
                                                 {"false", MQPROC__OCRD_CLI_FALSE},
                                                 {NULL, 0}};
+static const mqproc__opt_choice_t OCRD_METS_SERVER[] = {{"socket", MQPROC__OCRD_METS_SOCKET},
+                                                        {"tcp", MQPROC__OCRD_METS_TCP},
+                                                        {"off", MQPROC__OCRD_METS_OFF},
+                                                        {NULL, 0}};
 static const mqproc__opt_choice_t QUEUE_TYPE[] = {
     {"classic", MQPROC__QUEUE_CLASSIC}, {"quorum", MQPROC__QUEUE_QUORUM}, {NULL, 0}};
 static const mqproc__opt_choice_t RESULT_FORMAT[] = {{"auto", MQPROC__RESULT_AUTO},
@@ -142,6 +147,17 @@ static const mqproc__opt_t OPTS[] = {
     {ROW_STR("workspace-root", "MQPROC_WORKSPACE_ROOT", workspace_root, NULL),
      .help = "directory of workspaces: a message's workspace_id W means the METS <root>/W/mets.xml "
              "(without it, workspace_id messages are dead-lettered)"},
+    {ROW_ENUM("ocrd-mets-server", "MQPROC_OCRD_METS_SERVER", ocrd_mets_server, "socket",
+              OCRD_METS_SERVER),
+     .help = "the METS server of a job from OCR-D's Processing Server (a message with "
+             "internal_callback_url), passed to OCR-D processors as --mets-server-url as OCR-D's "
+             "worker does: socket (the Unix socket the Processing Server starts for the "
+             "workspace, under --ocrd-sockets-dir), tcp (its /tcp_mets endpoint, for "
+             "use_tcp_mets: true in ps_config.yml) or off (none: processors write mets.xml)"},
+    {ROW_STR("ocrd-sockets-dir", "MQPROC_OCRD_SOCKETS_DIR", ocrd_sockets_dir, NULL),
+     .help = "the Processing Server's OCRD_NETWORK_SOCKETS_ROOT_DIR, where its METS servers' "
+             "sockets are (default: $OCRD_NETWORK_SOCKETS_ROOT_DIR, else "
+             "/tmp/ocrd_network_sockets)"},
     {ROW_STR("exchange", "MQPROC_EXCHANGE", exchange, "ocrd-network-default"),
      .help = "direct exchange the job and result queues are bound to"},
     {ROW_STR("dead-letter-queue", "MQPROC_DEAD_LETTER_QUEUE", dead_letter_queue, NULL),
@@ -450,6 +466,13 @@ static char *default_log_dir(void) {
   return mqproc__strdup("mqproc-logs"); /* no home: beside where the server runs */
 }
 
+/* OCR-D's default of OCRD_NETWORK_SOCKETS_ROOT_DIR (ocrd_utils/config.py: under
+ * gettempdir(), /tmp unless TMPDIR says otherwise on the Processing Server's host). */
+static char *default_sockets_dir(void) {
+  const char *v = getenv("OCRD_NETWORK_SOCKETS_ROOT_DIR");
+  return mqproc__strdup(v != NULL && v[0] != '\0' ? v : "/tmp/ocrd_network_sockets");
+}
+
 /* Where each option's value came from: its default, the environment or argv. */
 enum { FROM_DEFAULT = 0, FROM_ENV, FROM_ARGV };
 
@@ -528,6 +551,9 @@ int mqproc__config_load(mqproc__config_t *cfg, mqproc__cli_kind_t kind, int argc
       cfg->delivery_limit = 2 * cfg->max_attempts;
   }
   if (rc == MQPROC_OK && cfg->log_dir == NULL && (cfg->log_dir = default_log_dir()) == NULL)
+    rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (rc == MQPROC_OK && cfg->ocrd_sockets_dir == NULL &&
+      (cfg->ocrd_sockets_dir = default_sockets_dir()) == NULL)
     rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   if (rc == MQPROC_OK) {
     /* --prefetch alone bounds the jobs running at once, as before --concurrency came;

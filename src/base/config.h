@@ -50,6 +50,14 @@ typedef enum mqproc__ocrd_cli {
   MQPROC__OCRD_CLI_FALSE
 } mqproc__ocrd_cli_t;
 
+/* --ocrd-mets-server: which METS server a job from OCR-D's Processing Server (a message
+ * with internal_callback_url) goes through (runner/ocrd_argv.h). */
+typedef enum mqproc__ocrd_mets_server {
+  MQPROC__OCRD_METS_SOCKET = 0, /* the Unix socket the Processing Server starts per workspace */
+  MQPROC__OCRD_METS_TCP,        /* its /tcp_mets endpoint (ps_config.yml use_tcp_mets: true) */
+  MQPROC__OCRD_METS_OFF         /* none: processors write mets.xml themselves */
+} mqproc__ocrd_mets_server_t;
+
 /* ---- the configuration ------------------------------------------------------------- */
 
 typedef struct mqproc__config {
@@ -77,6 +85,8 @@ typedef struct mqproc__config {
   mqproc__ocrd_cli_t ocrd_cli;     /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
   char *ocrd_log_level;            /* --ocrd-log-level: their --log-level */
   char *workspace_root;            /* --workspace-root: METS of workspace_id = root/id/mets.xml */
+  mqproc__ocrd_mets_server_t ocrd_mets_server; /* --ocrd-mets-server socket|tcp|off */
+  char *ocrd_sockets_dir;          /* --ocrd-sockets-dir: where OCR-D's METS server sockets are */
   char *exchange;                  /* --exchange */
   char *dead_letter_queue;         /* --dead-letter-queue (default <processor>.dead) */
   char **queue_args;               /* --queue-arg key=value (repeatable), NULL-terminated */

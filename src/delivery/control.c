@@ -287,6 +287,7 @@ void mqproc__delivery_free(mqproc__delivery_t *d) {
   free(d->request_shown);
   free(d->headers_json);
   free(d->mets_path);
+  free(d->mets_server_url);
   free(d->job_id);
   free(d->body);
   free(d->log_text);

@@ -111,6 +111,7 @@ static int step_decode(mqproc__delivery_t *d) {
   json_t *doc;
   mqproc__format_t fmt;
   const char *id;
+  int rc;
   if ((long)d->len > cfg(d)->max_message_bytes) {
     mqproc__delivery_to_dead_letter(d, S_ACK, "message of %zu bytes exceeds the limit of %ld bytes",
                                     d->len, cfg(d)->max_message_bytes);
@@ -165,6 +166,15 @@ static int step_decode(mqproc__delivery_t *d) {
         d->msg->workspace_id);
     return 1;
   }
+  /* a job of OCR-D's Processing Server goes through the METS server it started for it */
+  rc = mqproc__ocrd_mets_server_url(d->msg, d->mets_path, cfg(d)->ocrd_mets_server,
+                                    cfg(d)->ocrd_sockets_dir, &d->mets_server_url, err);
+  if (rc == MQPROC_EINVAL) {
+    mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    return 1;
+  }
+  if (rc != MQPROC_OK)
+    return mqproc__delivery_wait_timer(d, S_DEFER, 1000); /* out of memory: give it back */
   d->request_json = json_dumps(d->msg->doc, JSON_COMPACT | JSON_SORT_KEYS);
   if (d->request_json == NULL || shown_request(d) != MQPROC_OK)
     return mqproc__delivery_wait_timer(d, S_DEFER, 1000);
@@ -398,6 +408,7 @@ static int run_try(mqproc__delivery_t *d) {
                              .request_json = d->request_json,
                              .headers_json = d->headers_json,
                              .mets_path = d->mets_path,
+                             .mets_server_url = d->mets_server_url,
                              .attempt = d->attempt,
                              .try_no = d->try_no,
                              .log_path = d->log_path,

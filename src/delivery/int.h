@@ -94,10 +94,11 @@ struct mqproc__delivery {
   char *request_json;
   /* request_json with URL passwords masked, for the job table; NULL: the same */
   char *request_shown;
-  char *headers_json; /* the message's AMQP headers (JSON object text), NULL when none */
-  int priority;       /* its AMQP priority, -1 when absent */
-  char *mets_path;    /* path_to_mets, or the workspace_id's METS under --workspace-root */
-  char *job_id;       /* also set for invalid messages when readable */
+  char *headers_json;    /* the message's AMQP headers (JSON object text), NULL when none */
+  int priority;          /* its AMQP priority, -1 when absent */
+  char *mets_path;       /* path_to_mets, or the workspace_id's METS under --workspace-root */
+  char *mets_server_url; /* OCR-D's METS server for it (runner/ocrd_argv.h), NULL: none */
+  char *job_id;          /* also set for invalid messages when readable */
   /* the attempt */
   int attempt; /* fencing token */
   int tries_in_attempt;

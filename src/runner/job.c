@@ -23,8 +23,9 @@
 #define MQPROC_API __attribute__((visibility("default")))
 
 struct mqproc_job {
-  const mqproc__msg_t *msg; /* borrowed: the delivery outlives the try */
-  const char *mets_path;    /* borrowed likewise */
+  const mqproc__msg_t *msg;    /* borrowed: the delivery outlives the try */
+  const char *mets_path;       /* borrowed likewise */
+  const char *mets_server_url; /* borrowed likewise; NULL when none */
   int attempt;
   int try_no;
   int log_fd;    /* the job's log file, or the worker's memfd while kept (-1: none) */
@@ -64,6 +65,7 @@ int mqproc__job_new(mqproc_job_t **out, const mqproc__run_spec_t *spec, int log_
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   job->msg = spec->msg;
   job->mets_path = spec->mets_path;
+  job->mets_server_url = spec->mets_server_url;
   job->attempt = spec->attempt;
   job->try_no = spec->try_no;
   job->log_fd = log_fd;
@@ -227,6 +229,9 @@ MQPROC_API int mqproc_job_try(const mqproc_job_t *job) {
 }
 MQPROC_API const char *mqproc_job_path_to_mets(const mqproc_job_t *job) {
   return job->mets_path;
+}
+MQPROC_API const char *mqproc_job_mets_server_url(const mqproc_job_t *job) {
+  return job->mets_server_url;
 }
 MQPROC_API const char *mqproc_job_workspace_id(const mqproc_job_t *job) {
   return job->msg->workspace_id;

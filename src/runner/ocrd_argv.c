@@ -1,4 +1,4 @@
-/* OCR-D's processor command line and METS paths (see ocrd_cli.h). */
+/* OCR-D's processor command line, METS paths and METS servers (see ocrd_argv.h). */
 #include "runner/ocrd_argv.h"
 
 #include <stdlib.h>
@@ -45,7 +45,7 @@ static int push(char **v, size_t *n, char *s) {
 }
 
 int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *mets,
-                      const char *log_level, char ***out, char *err) {
+                      const char *log_level, const char *mets_server_url, char ***out, char *err) {
   size_t nb = 0, n = 0;
   char **v;
   int bad = 0;
@@ -68,6 +68,10 @@ int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *m
   /* json.dumps(parameters), as OCR-D's worker writes it */
   bad |= push(v, &n, mqproc__strdup("--parameter")) |
          push(v, &n, mqproc__json_python(msg->parameters));
+  /* the METS server last, as run_cli() appends it */
+  if (mets_server_url != NULL)
+    bad |= push(v, &n, mqproc__strdup("--mets-server-url")) |
+           push(v, &n, mqproc__strdup(mets_server_url));
   v[n] = NULL;
   if (bad) {
     mqproc__argv_free(v);
@@ -96,6 +100,85 @@ int mqproc__ocrd_mets_path(const mqproc__msg_t *msg, const char *workspace_root,
     return mqproc__err(err, MQPROC_EINVAL, "workspace_id '%.200s' is not a directory name", id);
   } else {
     *out = mqproc__asprintf("%s/%s/mets.xml", workspace_root, id);
+  }
+  return *out != NULL ? MQPROC_OK : mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+}
+
+/* Python's Path(p).parent as text: the path without its last component, "." and empty
+ * components dropped ("/a//b/./m.xml" -> "/a/b", "m.xml" -> ".", "/m.xml" -> "/").
+ * malloc()ed; NULL when out of memory. */
+static char *py_parent(const char *p) {
+  size_t len = strlen(p), at = 0, last = 0;
+  char *out = mqproc__malloc(len + 2);
+  int absolute = p[0] == '/';
+  if (out == NULL)
+    return NULL;
+  if (absolute)
+    out[at++] = '/';
+  for (const char *c = p; *c != '\0';) {
+    size_t n = strcspn(c, "/");
+    if (n > 0 && !(n == 1 && c[0] == '.')) {
+      last = at; /* where this component starts, its separator included */
+      if (at > (size_t)absolute)
+        out[at++] = '/';
+      memcpy(out + at, c, n);
+      at += n;
+    }
+    c += n + (c[n] == '/');
+  }
+  at = last; /* the last component goes */
+  if (at == 0)
+    out[at++] = absolute ? '/' : '.';
+  out[at] = '\0';
+  return out;
+}
+
+char *mqproc__ocrd_socket_name(const char *mets) {
+  char *dir = py_parent(mets), *out, *o;
+  int in_run = 0;
+  if (dir == NULL || (out = o = mqproc__malloc(strlen(dir) + sizeof(".sock"))) == NULL) {
+    free(dir);
+    return NULL;
+  }
+  /* ocrd_utils.safe_filename: re.sub(r'[^\w]+', '_', …); the dots it would then strip
+   * are gone with the runs already */
+  for (const unsigned char *c = (const unsigned char *)dir; *c != '\0'; c++) {
+    int word = (*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+               *c == '_' || *c >= 0x80;
+    if (word)
+      *o++ = (char)*c;
+    else if (!in_run)
+      *o++ = '_';
+    in_run = !word;
+  }
+  strcpy(o, ".sock");
+  free(dir);
+  return out;
+}
+
+int mqproc__ocrd_mets_server_url(const mqproc__msg_t *msg, const char *mets,
+                                 mqproc__ocrd_mets_server_t mode, const char *sockets_dir,
+                                 char **out, char *err) {
+  static const char cb[] = "/result_callback";
+  const char *icb = msg->internal_callback_url;
+  size_t n = icb != NULL ? strlen(icb) : 0;
+  char *name;
+  *out = NULL;
+  if (icb == NULL || mets == NULL || mode == MQPROC__OCRD_METS_OFF)
+    return MQPROC_OK;
+  if (mode == MQPROC__OCRD_METS_TCP) {
+    if (n < sizeof(cb) - 1 || strcmp(icb + n - (sizeof(cb) - 1), cb) != 0)
+      return mqproc__err(err, MQPROC_EINVAL,
+                         "internal_callback_url '%.200s' does not end in /result_callback, so "
+                         "the Processing Server's /tcp_mets (--ocrd-mets-server=tcp) is unknown",
+                         icb);
+    *out = mqproc__asprintf("%.*s/tcp_mets", (int)(n - (sizeof(cb) - 1)), icb);
+  } else if ((name = mqproc__ocrd_socket_name(mets)) != NULL) {
+    size_t dl = strlen(sockets_dir);
+    while (dl > 1 && sockets_dir[dl - 1] == '/')
+      dl--;
+    *out = mqproc__asprintf("%.*s/%s", (int)dl, sockets_dir, name);
+    free(name);
   }
   return *out != NULL ? MQPROC_OK : mqproc__err(err, MQPROC_ENOMEM, "out of memory");
 }

@@ -2,16 +2,43 @@
 #ifndef MQPROC_OCRD_CLI_H
 #define MQPROC_OCRD_CLI_H
 
+#include "base/config.h"
 #include "codec/codec.h"
 
 /* Builds base (the --exec words, NULL-terminated) followed by OCR-D's arguments for msg:
  *   --working-dir <dir of mets> --mets <mets> --log-level <level> [--page-id <page_id>]
  *   --input-file-grp A,B [--output-file-grp C,D] --parameter '<json>'
- * in that order, as OCR-D core's worker does (file groups joined with ','; parameters
- * as Python's json.dumps() writes them, see pyjson.h; "{}" when empty). *out is a
- * NULL-terminated malloc()ed array of malloc()ed strings (mqproc__argv_free()). */
+ *   [--mets-server-url <mets_server_url>]
+ * in that order, as OCR-D core's worker does (run_cli: file groups joined with ',';
+ * parameters as Python's json.dumps() writes them, see pyjson.h; "{}" when empty; the
+ * METS server last, when mets_server_url is not NULL). *out is a NULL-terminated
+ * malloc()ed array of malloc()ed strings (mqproc__argv_free()). */
 int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *mets,
-                      const char *log_level, char ***out, char *err);
+                      const char *log_level, const char *mets_server_url, char ***out, char *err);
+
+/* The METS server OCR-D's worker would pass a processor for msg (its METS at mets), or
+ * NULL in *out when there is none.
+ *
+ * OCR-D's worker reads the workspace's mets_server_url from MongoDB, where OCR-D's
+ * Processing Server writes it before it publishes a job: for every job it publishes, it
+ * first starts a METS server for the METS's directory. mqproc reads no MongoDB; what it
+ * has instead is the message: only the Processing Server sets internal_callback_url (its
+ * /result_callback; a client cannot). So a message with internal_callback_url gets, by
+ * mode: SOCKET the Processing Server's socket for the workspace,
+ *   <sockets_dir>/<safe_filename(dirname(mets))>.sock (ocrd_network/utils.py get_uds_path;
+ *   dirname as Python's Path.parent, safe_filename: every run of characters other than
+ *   [A-Za-z0-9_] and non-ASCII ones, Python's \w roughly, becomes one '_');
+ * TCP its multiplexing endpoint, internal_callback_url with /result_callback replaced by
+ *   /tcp_mets (MQPROC_EINVAL when it does not end so: then the endpoint is unknown);
+ * OFF none. A message without internal_callback_url, or without a METS, gets none.
+ * *out malloc()ed. */
+int mqproc__ocrd_mets_server_url(const mqproc__msg_t *msg, const char *mets,
+                                 mqproc__ocrd_mets_server_t mode, const char *sockets_dir,
+                                 char **out, char *err);
+
+/* The socket name OCR-D gives the METS server of the workspace whose METS is mets (see
+ * above): "<safe_filename(Path(mets).parent)>.sock", malloc()ed; NULL when out of memory. */
+char *mqproc__ocrd_socket_name(const char *mets);
 
 /* Whether a command looks like an OCR-D processor (its program's basename starts with
  * "ocrd-"): the default of --ocrd-cli=auto. */

@@ -458,8 +458,8 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
       rc = mqproc__err(err, MQPROC_ERUNNER_SPAWN, "an OCR-D processor needs a METS");
       goto out_close;
     }
-    if ((rc = mqproc__ocrd_argv(r->argv, spec->msg, spec->mets_path, r->ocrd_log_level, &job_argv,
-                                err)) != MQPROC_OK)
+    if ((rc = mqproc__ocrd_argv(r->argv, spec->msg, spec->mets_path, r->ocrd_log_level,
+                                spec->mets_server_url, &job_argv, err)) != MQPROC_OK)
       goto out_close;
   }
   /* the time limit's timer first: once the supervisor runs, nothing may fail */

@@ -21,11 +21,13 @@ typedef struct mqproc__runner mqproc__runner_t;
 typedef struct mqproc__run mqproc__run_t; /* one try in progress */
 
 typedef struct mqproc__run_spec {
-  const mqproc__msg_t *msg; /* borrowed until done */
-  const char *request_json; /* the message as JSON text (stdin of a command) */
-  const char *headers_json; /* its AMQP headers as a JSON object text, or NULL: a command
-                               finds them under "headers" on stdin */
-  const char *mets_path;    /* path_to_mets, or the workspace_id's METS; NULL if neither */
+  const mqproc__msg_t *msg;    /* borrowed until done */
+  const char *request_json;    /* the message as JSON text (stdin of a command) */
+  const char *headers_json;    /* its AMQP headers as a JSON object text, or NULL: a command
+                                  finds them under "headers" on stdin */
+  const char *mets_path;       /* path_to_mets, or the workspace_id's METS; NULL if neither */
+  const char *mets_server_url; /* the METS server OCR-D's worker would pass (ocrd_argv.h),
+                                  NULL when none: --mets-server-url, mqproc_job_mets_server_url */
   int attempt;
   int try_no;           /* over the whole job, as recorded in the store */
   const char *log_path; /* appended to: log_dir/log_sub/log_name (runner_open_log) */

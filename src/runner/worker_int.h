@@ -5,9 +5,10 @@
  * arrives whole or not at all, and EOF says the peer is gone):
  *
  *   server -> worker  mqproc__worker_req_t, with two fds (SCM_RIGHTS): a memfd holding
- *                     the payload "request_json\0[mets_path\0][headers_json\0]worker_id\0
- *                     [log_dir\0log_sub\0log_name\0]" (the lengths are in the header; the
- *                     METS part is absent when mets_len is -1, the headers when
+ *                     the payload "request_json\0[mets_path\0][mets_server_url\0]
+ *                     [headers_json\0]worker_id\0[log_dir\0log_sub\0log_name\0]" (the
+ *                     lengths are in the header; the METS part is absent when mets_len is
+ *                     -1, the METS server when mets_server_len is -1, the headers when
  *                     headers_len is -1, the log's place when log_lens[0] is 0),
  *                     and the job log, open for appending: the job's log file, or (when
  *                     log_inline_max > 0) a memfd holding the try's header, to which the
@@ -38,9 +39,10 @@ typedef struct mqproc__worker_req {
   int64_t max_log_bytes;
   uint32_t request_len;
   uint32_t worker_id_len;
-  int32_t headers_len;    /* -1: no headers */
-  int64_t log_inline_max; /* > 0: the log fd is a memfd, kept while within this many bytes */
-  uint32_t log_lens[3];   /* log_dir, log_sub, log_name: each one's length + 1; 0: none */
+  int32_t headers_len;     /* -1: no headers */
+  int32_t mets_server_len; /* -1: no METS server */
+  int64_t log_inline_max;  /* > 0: the log fd is a memfd, kept while within this many bytes */
+  uint32_t log_lens[3];    /* log_dir, log_sub, log_name: each one's length + 1; 0: none */
 } mqproc__worker_req_t;
 
 typedef struct mqproc__worker_reply {
@@ -55,8 +57,9 @@ typedef struct mqproc__worker_reply {
 /* A request's payload, unpacked: views into the payload buffer. */
 typedef struct mqproc__worker_job {
   const char *request_json;
-  const char *mets_path;    /* NULL when the job has none */
-  const char *headers_json; /* NULL when the message had none */
+  const char *mets_path;       /* NULL when the job has none */
+  const char *mets_server_url; /* NULL when the job has none */
+  const char *headers_json;    /* NULL when the message had none */
   const char *worker_id;
   const char *log_dir, *log_sub, *log_name; /* NULL when not sent */
 } mqproc__worker_job_t;

@@ -85,6 +85,7 @@ static void run_try(const mqproc_processor_t *proc, const mqproc__worker_req_t *
                                 .request_json = wj.request_json,
                                 .headers_json = wj.headers_json,
                                 .mets_path = wj.mets_path,
+                                .mets_server_url = wj.mets_server_url,
                                 .attempt = req->attempt,
                                 .try_no = req->try_no,
                                 .worker_id = wj.worker_id,

@@ -14,44 +14,58 @@
 #include "runner/worker_int.h"
 #include "base/util.h"
 
+/* The length of an optional part as the header gives it: -1 when it is absent. */
+static int32_t opt_len(const char *s) {
+  return s != NULL ? (int32_t)strlen(s) : -1;
+}
+
+/* Appends s and its NUL at p + *at when s is not NULL. */
+static void put(char *p, size_t *at, const char *s) {
+  size_t n;
+  if (s == NULL)
+    return;
+  n = strlen(s) + 1;
+  memcpy(p + *at, s, n);
+  *at += n;
+}
+
 int mqproc__worker_pack(const mqproc__run_spec_t *spec, mqproc__worker_req_t *req, char **payload,
                         size_t *len, char *err) {
   const char *wid = spec->worker_id != NULL ? spec->worker_id : "";
   const char *log[3] = {spec->log_dir, spec->log_sub, spec->log_name};
   int with_log = spec->log_inline_max > 0 && log[0] != NULL && log[1] != NULL && log[2] != NULL;
-  size_t rl = strlen(spec->request_json), wl = strlen(wid), ll[3] = {0, 0, 0};
-  size_t ml = spec->mets_path != NULL ? strlen(spec->mets_path) : 0;
-  size_t hl = spec->headers_json != NULL ? strlen(spec->headers_json) : 0;
-  size_t total, tail = 0;
+  const char *parts[] = {spec->request_json,
+                         spec->mets_path,
+                         spec->mets_server_url,
+                         spec->headers_json,
+                         wid,
+                         with_log ? log[0] : NULL,
+                         with_log ? log[1] : NULL,
+                         with_log ? log[2] : NULL};
+  size_t total = 0, at = 0;
   char *p;
-  for (int i = 0; with_log && i < 3; i++)
-    tail += (ll[i] = strlen(log[i])) + 1;
-  total = rl + 1 + (spec->mets_path != NULL ? ml + 1 : 0) +
-          (spec->headers_json != NULL ? hl + 1 : 0) + wl + 1 + tail;
-  if (rl >= INT32_MAX || ml >= INT32_MAX || hl >= INT32_MAX || wl >= INT32_MAX || tail >= INT32_MAX)
-    return mqproc__err(err, MQPROC_EINVAL, "the job is too large for a worker process");
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(parts); i++) {
+    if (parts[i] != NULL && strlen(parts[i]) >= INT32_MAX)
+      return mqproc__err(err, MQPROC_EINVAL, "the job is too large for a worker process");
+    total += parts[i] != NULL ? strlen(parts[i]) + 1 : 0;
+  }
   if ((p = mqproc__malloc(total)) == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  memcpy(p, spec->request_json, rl + 1);
-  if (spec->mets_path != NULL)
-    memcpy(p + rl + 1, spec->mets_path, ml + 1);
-  if (spec->headers_json != NULL)
-    memcpy(p + total - tail - wl - 1 - hl - 1, spec->headers_json, hl + 1);
-  memcpy(p + total - tail - wl - 1, wid, wl + 1);
-  for (size_t i = 0, off = total - tail; with_log && i < 3; off += ll[i] + 1, i++)
-    memcpy(p + off, log[i], ll[i] + 1);
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(parts); i++)
+    put(p, &at, parts[i]);
   *req = (mqproc__worker_req_t){.attempt = spec->attempt,
                                 .try_no = spec->try_no,
                                 .format = (int32_t)spec->msg->format,
-                                .mets_len = spec->mets_path != NULL ? (int32_t)ml : -1,
+                                .mets_len = opt_len(spec->mets_path),
                                 .max_log_bytes = spec->max_log_bytes,
-                                .request_len = (uint32_t)rl,
-                                .worker_id_len = (uint32_t)wl,
-                                .headers_len = spec->headers_json != NULL ? (int32_t)hl : -1,
+                                .request_len = (uint32_t)strlen(spec->request_json),
+                                .worker_id_len = (uint32_t)strlen(wid),
+                                .headers_len = opt_len(spec->headers_json),
+                                .mets_server_len = opt_len(spec->mets_server_url),
                                 .log_inline_max = with_log ? spec->log_inline_max : 0,
-                                .log_lens = {with_log ? (uint32_t)ll[0] + 1 : 0,
-                                             with_log ? (uint32_t)ll[1] + 1 : 0,
-                                             with_log ? (uint32_t)ll[2] + 1 : 0}};
+                                .log_lens = {with_log ? (uint32_t)strlen(log[0]) + 1 : 0,
+                                             with_log ? (uint32_t)strlen(log[1]) + 1 : 0,
+                                             with_log ? (uint32_t)strlen(log[2]) + 1 : 0}};
   *payload = p;
   *len = total;
   return MQPROC_OK;
@@ -73,10 +87,12 @@ int mqproc__worker_unpack(const mqproc__worker_req_t *req, const char *payload, 
   memset(job, 0, sizeof(*job));
   if (req->format != MQPROC__FMT_JSON && req->format != MQPROC__FMT_YAML)
     return mqproc__err(err, MQPROC_EINVAL, "malformed job: unknown format %d", (int)req->format);
-  if (req->mets_len < -1 || req->headers_len < -1 ||
+  if (req->mets_len < -1 || req->headers_len < -1 || req->mets_server_len < -1 ||
       (req->log_lens[0] > 0) != (req->log_lens[1] > 0 && req->log_lens[2] > 0) ||
       !take(payload, len, &off, req->request_len, &job->request_json) ||
       (req->mets_len >= 0 && !take(payload, len, &off, (size_t)req->mets_len, &job->mets_path)) ||
+      (req->mets_server_len >= 0 &&
+       !take(payload, len, &off, (size_t)req->mets_server_len, &job->mets_server_url)) ||
       (req->headers_len >= 0 &&
        !take(payload, len, &off, (size_t)req->headers_len, &job->headers_json)) ||
       !take(payload, len, &off, req->worker_id_len, &job->worker_id) ||

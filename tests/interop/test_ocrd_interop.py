@@ -237,8 +237,12 @@ def test_ocrd_dummy(channel, http_port):
     mets = make_workspace(ws)
     declare_like_ocrd(channel, results)
     log = open(os.path.join(WORK, "server-dummy-%s.log" % SUFFIX), "w")
+    # no METS server runs here (tests/integration/test_mets_server.c has one): without
+    # --ocrd-mets-server=off a message with internal_callback_url goes through the one
+    # OCR-D's Processing Server would have started
     server = start_server([OCRD_DUMMY, "processing-server", "--queue", AMQP, "--database", DB,
-                           "--migrate", "--log-dir", os.path.join(WORK, "logs")], log)
+                           "--migrate", "--log-dir", os.path.join(WORK, "logs"),
+                           "--ocrd-mets-server=off"], log)
     try:
         msg = processing_message(
             processor, mets, page_id="PHYS_0001..PHYS_0002", result_queue_name=results,

@@ -566,6 +566,10 @@ it_server_t *it_mqproc_spawn(const char *name, const char *const *args) {
   return spawn_argv(name, argv, NULL);
 }
 
+it_server_t *it_program_spawn(const char *name, const char *const *argv, const char *const *envp) {
+  return spawn_argv(name, argv, envp);
+}
+
 it_server_t *it_server_start(const char *processor, const char *exec, const char *const *extra,
                              const char *const *envp) {
   it_server_t *s = it_server_spawn(processor, exec, extra, envp);

@@ -105,6 +105,9 @@ it_server_t *it_server_spawn(const char *processor, const char *exec, const char
 /* Runs `mqproc ARGS...` (NULL-terminated) as a child whose output is read like a server's
  * log (it_server_wait_log, it_server_stop, ...); name tags its log file. */
 it_server_t *it_mqproc_spawn(const char *name, const char *const *args);
+/* Runs argv (argv[0] a path, NULL-terminated; envp as above) as a child whose output is
+ * read like a server's log: e.g. a C processor's own `processing-server`. */
+it_server_t *it_program_spawn(const char *name, const char *const *argv, const char *const *envp);
 /* Broker connections the server made so far (1 = it never reconnected). */
 int it_server_connections(it_server_t *s);
 /* User + system CPU seconds a process has used so far. */

@@ -50,7 +50,7 @@ Test(ocrd_cli, the_exact_argv_of_ocrd_core) {
                         "--parameter",
                         "{\"copy_files\": true, \"level\": \"line\"}",
                         NULL};
-  cr_assert_eq(mqproc__ocrd_argv(base, m, m->path_to_mets, "DEBUG", &argv, err), MQPROC_OK);
+  cr_assert_eq(mqproc__ocrd_argv(base, m, m->path_to_mets, "DEBUG", NULL, &argv, err), MQPROC_OK);
   expect_argv(argv, want);
   mqproc__argv_free(argv);
   mqproc__msg_free(m);
@@ -73,7 +73,7 @@ Test(ocrd_cli, optional_arguments_are_left_out_and_base_words_kept) {
                         "--parameter",
                         "{}",
                         NULL};
-  cr_assert_eq(mqproc__ocrd_argv(base, m, m->path_to_mets, "INFO", &argv, err), MQPROC_OK);
+  cr_assert_eq(mqproc__ocrd_argv(base, m, m->path_to_mets, "INFO", NULL, &argv, err), MQPROC_OK);
   expect_argv(argv, want);
   mqproc__argv_free(argv);
   mqproc__msg_free(m);
@@ -84,7 +84,7 @@ Test(ocrd_cli, unicode_parameters_are_ascii_escaped_like_json_dumps) {
                          " \"input_file_grps\": [\"IN\"], \"path_to_mets\": \"/w/m.xml\","
                          " \"parameters\": {\"name\": \"F\\u00fcr\"}}");
   char *base[] = {"ocrd-x", NULL}, **argv, err[MQPROC_ERR_LEN];
-  cr_assert_eq(mqproc__ocrd_argv(base, m, "/w/m.xml", "DEBUG", &argv, err), MQPROC_OK);
+  cr_assert_eq(mqproc__ocrd_argv(base, m, "/w/m.xml", "DEBUG", NULL, &argv, err), MQPROC_OK);
   cr_expect_str_eq(argv[10], "{\"name\": \"F\\u00fcr\"}");
   mqproc__argv_free(argv);
   mqproc__msg_free(m);
@@ -96,7 +96,7 @@ Test(ocrd_cli, float_parameters_as_python_prints_them) {
                          " \"input_file_grps\": [\"IN\"], \"path_to_mets\": \"/w/m.xml\","
                          " \"parameters\": {\"x\": 0.1}}");
   char *base[] = {"ocrd-x", NULL}, **argv, err[MQPROC_ERR_LEN];
-  cr_assert_eq(mqproc__ocrd_argv(base, m, "/w/m.xml", "DEBUG", &argv, err), MQPROC_OK);
+  cr_assert_eq(mqproc__ocrd_argv(base, m, "/w/m.xml", "DEBUG", NULL, &argv, err), MQPROC_OK);
   cr_expect_str_eq(argv[9], "--parameter");
   cr_expect_str_eq(argv[10], "{\"x\": 0.1}");
   mqproc__argv_free(argv);

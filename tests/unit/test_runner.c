@@ -267,7 +267,8 @@ Test(runner, a_payload_that_does_not_match_its_header_is_refused) {
                               .mets_len = -1,
                               .request_len = 2,
                               .worker_id_len = 1,
-                              .headers_len = -1};
+                              .headers_len = -1,
+                              .mets_server_len = -1};
   mqproc__worker_req_t bad_fmt = req, bad_mets = req, with_mets = req;
   bad_fmt.format = 7;
   bad_mets.mets_len = -2;

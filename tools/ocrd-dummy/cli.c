@@ -162,10 +162,10 @@ static int apply(dummy_cli_t *cli, const cli_opt_t *o, const char *const *v, jso
   case O_LOG_LEVEL:
     return parse_level(v[0], &cli->level, err);
   case O_METS_SERVER:
-    return fail(1, err,
-                "--mets-server-url is not supported: %s edits the METS file itself "
-                "(run it without a METS server)",
-                DUMMY_NAME);
+    if (v[0][0] == '\0')
+      return fail(1, err, "--mets-server-url is empty");
+    cli->opts.mets_server_url = v[0];
+    return 0;
   case O_OVERWRITE:
     cli->opts.overwrite = true;
     return 0;
@@ -242,7 +242,9 @@ static void usage(FILE *out) {
           "  -m, --mets PATH               The METS file [./mets.xml]\n"
           "  -w, --working-dir PATH        Workspace directory [the METS's directory]\n"
           "  -l, --log-level LEVEL         OFF, ERROR, WARN, INFO, DEBUG or TRACE [INFO]\n"
-          "  -U, --mets-server-url URL     Not supported (refused)\n"
+          "  -U, --mets-server-url URL     OCR-D's METS server holding the METS: a Unix\n"
+          "                                socket's path, or http://HOST:PORT[/tcp_mets];\n"
+          "                                the METS is read and changed through it\n"
           "  -J, --dump-json               Print the tool description (ocrd-tool.json)\n"
           "  -h, --help                    Show this message\n"
           "  -V, --version                 Show the version\n"

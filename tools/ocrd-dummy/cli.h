@@ -21,8 +21,8 @@ typedef struct dummy_cli {
 } dummy_cli_t;
 
 /* Parses argv (argv[0] is the program). Returns 0; 2 for a usage error (unknown option,
- * missing value, stray argument) or 1 for a bad value (parameter JSON, log level,
- * --mets-server-url), with err set. dummy_cli_free() in every case. */
+ * missing value, stray argument) or 1 for a bad value (parameter JSON, log level, an
+ * empty --mets-server-url), with err set. dummy_cli_free() in every case. */
 int dummy_cli_parse(int argc, char **argv, dummy_cli_t *cli, char *err);
 void dummy_cli_free(dummy_cli_t *cli);
 

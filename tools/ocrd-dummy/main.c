@@ -7,6 +7,7 @@
  * worker process of --isolation=process) and --help-server go to mqproc_main(), everything
  * else is the OCR-D processor CLI (cli.c).
  */
+#include <curl/curl.h>
 #include <libxml/parser.h>
 #include <string.h>
 
@@ -15,7 +16,8 @@
 
 int main(int argc, char **argv) {
   int rc;
-  xmlInitParser(); /* once, before any worker thread uses libxml2 */
+  xmlInitParser(); /* once, before any worker thread uses libxml2 or libcurl */
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   if (argc >= 2 && (strcmp(argv[1], "processing-server") == 0 || strcmp(argv[1], "migrate") == 0 ||
                     strcmp(argv[1], MQPROC_WORKER_COMMAND) == 0)) {
     rc = mqproc_main(argc, argv, &dummy_processor);
@@ -26,6 +28,7 @@ int main(int argc, char **argv) {
   } else {
     rc = dummy_cli_main(argc, argv);
   }
+  curl_global_cleanup();
   xmlCleanupParser();
   return rc;
 }

@@ -76,11 +76,17 @@ static int index_pages(dummy_mets_t *m, char *err) {
 
 int dummy_mets_parse(dummy_mets_t **out, const char *data, size_t len, const char *name,
                      char *err) {
+  xmlDoc *doc = dummy_xml_parse(data, len, name, true, err);
+  return doc != NULL ? dummy_mets_from_doc(out, doc, name, err) : -1;
+}
+
+int dummy_mets_from_doc(dummy_mets_t **out, xmlDoc *doc, const char *name, char *err) {
   dummy_mets_t *m = calloc(1, sizeof(*m));
-  if (m == NULL)
+  if (m == NULL) {
+    xmlFreeDoc(doc);
     return dummy_err(err, "out of memory");
-  if ((m->doc = dummy_xml_parse(data, len, name, true, err)) == NULL)
-    goto out_free;
+  }
+  m->doc = doc;
   m->root = xmlDocGetRootElement(m->doc);
   if (!dummy_xml_is(m->root, METS_NS, "mets")) {
     dummy_err(err, "%s: not a METS document (the root is not mets:mets)", name);

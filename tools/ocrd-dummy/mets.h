@@ -20,6 +20,8 @@ typedef struct dummy_mets {
 
 /* Parses a METS document (data, len; name for messages). Returns 0 or -1 with err set. */
 int dummy_mets_parse(dummy_mets_t **out, const char *data, size_t len, const char *name, char *err);
+/* The same for a document already parsed or built; takes doc (freed on failure too). */
+int dummy_mets_from_doc(dummy_mets_t **out, xmlDoc *doc, const char *name, char *err);
 void dummy_mets_free(dummy_mets_t *m);
 
 /* The mets:fileGrp with this USE, or NULL. */

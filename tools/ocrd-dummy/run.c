@@ -12,6 +12,7 @@
 #include "fsio.h"
 #include "imgsize.h"
 #include "mets.h"
+#include "metsserver.h"
 #include "pagexml.h"
 #include "params.h"
 #include "plan.h"
@@ -20,9 +21,10 @@
 typedef struct run {
   const dummy_opts_t *opts;
   dummy_params_t params;
-  char *mets_path; /* resolved (realpath) */
-  char *dir;       /* the workspace directory */
-  int lock_fd;     /* open on mets_path, flock()ed */
+  char *mets_path;    /* resolved (realpath) */
+  char *dir;          /* the workspace directory */
+  int lock_fd;        /* open on mets_path, flock()ed */
+  dummy_msrv_t *msrv; /* the METS server (opts->mets_server_url), or NULL */
   dummy_mets_t *mets;
   dummy_plan_t plan;
   char now[48];
@@ -70,10 +72,32 @@ static int resolve_paths(run_t *r, char *err) {
   return rc;
 }
 
+/* The METS as the METS server holds it, once the server said it serves this workspace
+ * (core's Workspace checks the same: another workspace's server would get our files). */
+static int load_remote(run_t *r, char *err) {
+  char *served = NULL, *real = NULL;
+  int rc = dummy_msrv_open(&r->msrv, r->opts->mets_server_url, r->dir, err);
+  if (rc == 0)
+    rc = dummy_msrv_workspace_path(r->msrv, &served, err);
+  if (rc == 0 && ((real = realpath(served, NULL)) == NULL || strcmp(real, r->dir) != 0))
+    rc = dummy_err(err, "the METS server %s serves the workspace %s, not %s",
+                   r->opts->mets_server_url, served, r->dir);
+  free(served);
+  free(real);
+  if (rc == 0) {
+    dummy_logf(r->opts, DUMMY_LOG_INFO, "the METS is read and changed through the METS server %s",
+               r->opts->mets_server_url);
+    rc = dummy_msrv_load(r->msrv, &r->mets, err);
+  }
+  return rc;
+}
+
 static int load_mets(run_t *r, char *err) {
   char *data = NULL;
   size_t len = 0;
   int rc;
+  if (r->opts->mets_server_url != NULL)
+    return load_remote(r, err);
   if (dummy_lock(r->mets_path, &r->lock_fd, err) != 0 ||
       dummy_read_fd(r->lock_fd, r->mets_path, &data, &len, err) != 0)
     return -1;
@@ -135,7 +159,29 @@ static int write_outputs(run_t *r, char *err) {
   return rc;
 }
 
-/* Replaced files out, new files and fptrs in, then the agent (core's add_agent()). */
+/* The files, then the agent, added through the METS server, which then writes its copy
+ * (core's save_mets()); --overwrite replaces with force, as core's add_file(force=True). */
+static int apply_remote(run_t *r, const dummy_note_t *notes, size_t n_notes, char *err) {
+  const char *out = r->opts->output_grp;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < r->plan.n; i++) {
+    const dummy_task_t *t = &r->plan.tasks[i];
+    const char *page = r->mets->page_ids[t->page];
+    dummy_msrv_file_t img = {out, t->img_id, page, t->in_mime, t->img_href, r->opts->overwrite};
+    dummy_msrv_file_t xml = {out, t->out_id, page, MIMETYPE_PAGE, t->out_href, r->opts->overwrite};
+    if (t->img_id != NULL)
+      rc = dummy_msrv_add_file(r->msrv, &img, err);
+    if (rc == 0)
+      rc = dummy_msrv_add_file(r->msrv, &xml, err);
+  }
+  if (rc == 0)
+    rc = dummy_msrv_add_agent(r->msrv, DUMMY_NAME " v" DUMMY_VERSION, DUMMY_STEP, notes, n_notes,
+                              err);
+  return rc == 0 ? dummy_msrv_save(r->msrv, err) : rc;
+}
+
+/* Replaced files out, new files and fptrs in, then the agent (core's add_agent()); through
+ * the METS server when there is one. */
 static int apply_mets(run_t *r, char *err) {
   const char *out = r->opts->output_grp;
   const dummy_note_t notes[] = {
@@ -144,6 +190,8 @@ static int apply_mets(run_t *r, char *err) {
       {"parameter", r->params.json},
       {"page-id", r->opts->page_id != NULL ? r->opts->page_id : ""},
   };
+  if (r->msrv != NULL)
+    return apply_remote(r, notes, sizeof(notes) / sizeof(notes[0]), err);
   for (size_t i = 0; i < r->plan.n; i++) {
     dummy_task_t *t = &r->plan.tasks[i];
     if (t->old_img != NULL)
@@ -181,6 +229,7 @@ static int save_mets(run_t *r, char *err) {
 static void run_free(run_t *r) {
   dummy_plan_free(&r->plan);
   dummy_mets_free(r->mets);
+  dummy_msrv_close(r->msrv);
   dummy_params_free(&r->params);
   if (r->lock_fd >= 0)
     close(r->lock_fd);
@@ -209,11 +258,12 @@ int dummy_run(const dummy_opts_t *opts, char *err) {
     rc = write_outputs(&r, err);
   if (rc == 0)
     rc = apply_mets(&r, err);
-  if (rc == 0)
+  if (rc == 0 && r.msrv == NULL)
     rc = save_mets(&r, err);
   if (rc == 0)
-    dummy_logf(opts, DUMMY_LOG_INFO, "%zu page(s) of %s written to %s in %s", r.plan.n,
-               opts->input_grp, opts->output_grp, r.mets_path);
+    dummy_logf(opts, DUMMY_LOG_INFO, "%zu page(s) of %s written to %s in %s%s", r.plan.n,
+               opts->input_grp, opts->output_grp, r.msrv != NULL ? "the METS server " : "",
+               r.msrv != NULL ? opts->mets_server_url : r.mets_path);
   run_free(&r);
   return rc;
 }

@@ -31,6 +31,8 @@ int dummy_worker_process(mqproc_job_t *job, void *userdata) {
       .mets = mqproc_job_path_to_mets(job),
       .page_id = mqproc_job_page_id(job),
       .parameter_json = mqproc_job_parameters_json(job),
+      /* a job of OCR-D's Processing Server: its METS server holds the METS */
+      .mets_server_url = mqproc_job_mets_server_url(job),
       .log = job_log,
       .log_ud = job,
   };
