@@ -133,6 +133,9 @@ static const char CLAIM_SQL[] =
 /* The claim of a job the table knows: take it when it is QUEUED, or RUNNING under an
  * expired lease or a dead holder (attempt + 1), and start its try; otherwise count the
  * delivery and report the row as it is (held, finished, its outcome still in the outbox).
+ * A takeover gives the try its holder never ended a row of its own (cut short: no end, no
+ * verdict), since the job row is about to forget that holder; it started about when the
+ * attempt's last failed try ended, else at the attempt's start.
  * Inserts too, for a row that went away since (purged). The server's lease and attempt
  * limit are the same in every element (one server makes a batch): element 1 stands for
  * all. Same parameters as CLAIM_SQL. */
@@ -142,6 +145,8 @@ static const char CLAIM_FULL_SQL[] =
     "   $11::smallint[])"
     "   WITH ORDINALITY AS v(job_id, processor, worker, lease_ms, created, fmt, maxa, body,"
     "   log_path, headers, prio, ord)),"
+    " old AS (SELECT o.job_id, o.state, o.attempt, o.tries, o.worker_id, o.start_time"
+    "   FROM mqproc_jobs o JOIN v ON o.job_id = v.job_id),"
     " claim AS ("
     " INSERT INTO mqproc_jobs AS j (job_id, processor_name, state, attempt, deliveries,"
     "   worker_id, lease_until, created_time, start_time, request_format, request_body, tries,"
@@ -163,6 +168,14 @@ static const char CLAIM_FULL_SQL[] =
     "    AND j.attempt - j.attempt_base < ($7::int[])[1]"
     " RETURNING j.job_id, true, j.attempt, j.state, j.tries, j.requeues, j.result_published,"
     "   j.callback_state IS NOT NULL, false, 0::bigint, j.worker_id, false, '', 0),"
+    " cut AS (INSERT INTO mqproc_job_tries AS t (job_id, try, attempt, worker_id, started_at,"
+    "   error)"
+    "   SELECT o.job_id, o.tries, o.attempt, coalesce(o.worker_id, ''),"
+    "     coalesce((SELECT max(p.ended_at) FROM mqproc_job_tries p WHERE p.job_id = o.job_id"
+    "       AND p.attempt = o.attempt), o.start_time, now()),"
+    "     'cut short: taken over by attempt ' || c.attempt"
+    "   FROM old o JOIN claim c ON c.job_id = o.job_id WHERE o.state = 'RUNNING' AND o.tries > 0"
+    "   ON CONFLICT (job_id, try) DO NOTHING),"
     " seen AS ("
     " UPDATE mqproc_jobs s SET deliveries = s.deliveries + 1, updated_at = now() FROM v"
     "  WHERE s.job_id = v.job_id AND NOT EXISTS (SELECT 1 FROM claim c WHERE c.job_id = v.job_id)"

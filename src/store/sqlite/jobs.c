@@ -47,6 +47,19 @@ static const char CLAIM_AGAIN[] =
     " AND attempt - attempt_base < ?9"
     " RETURNING attempt, tries, requeues, result_published, callback_state IS NOT NULL";
 
+/* A takeover's (claim_again of a RUNNING job) record of the try its holder never ended: it
+ * is cut short (no end, no verdict); it started about when the attempt's last failed try
+ * ended, else at the attempt's start. ?1 job, ?2 its try, ?3 attempt, ?4 holder, ?5 the
+ * attempt's start, ?6 the new attempt. */
+static const char CLAIM_CUT[] =
+    "INSERT INTO mqproc_job_tries (job_id, try, attempt, worker_id, started_at, error)"
+    " VALUES (?1, ?2, ?3, ?4, coalesce((SELECT max(ended_at) FROM mqproc_job_tries"
+    "   WHERE job_id = ?1 AND attempt = ?3), ?5, mq_now()),"
+    " 'cut short: taken over by attempt ' || ?6) ON CONFLICT (job_id, try) DO NOTHING";
+
+static const char CLAIM_OLD[] = "SELECT state = 'RUNNING', attempt, tries, coalesce(worker_id, ''),"
+                                " start_time FROM mqproc_jobs WHERE job_id = ?1";
+
 static const char CLAIM_SEEN[] = "UPDATE mqproc_jobs SET deliveries = deliveries + 1,"
                                  " updated_at = mq_now() WHERE job_id = ?1";
 
@@ -133,9 +146,49 @@ static int claim_seen(sqlite3 *db, sq_req_t *r, mqproc__claim_t *c) {
   return MQPROC_OK;
 }
 
+/* The row a claim_again may take over, as it was. */
+typedef struct holder {
+  int running, attempt, tries;
+  char worker_id[128];
+  int64_t start_time; /* -1: none */
+} holder_t;
+
+static int claim_holder(sqlite3 *db, sq_req_t *r, const char *job_id, holder_t *h) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, CLAIM_OLD, r->err);
+  int n;
+  memset(h, 0, sizeof(*h));
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, job_id);
+  if ((n = mqproc__sq_first(db, st, "claim", r->err)) <= 0)
+    return n;
+  h->running = sqlite3_column_int(st, 0);
+  h->attempt = sqlite3_column_int(st, 1);
+  h->tries = sqlite3_column_int(st, 2);
+  snprintf(h->worker_id, sizeof(h->worker_id), "%s", (const char *)sqlite3_column_text(st, 3));
+  h->start_time = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+  sqlite3_reset(st);
+  return MQPROC_OK;
+}
+
+static int claim_cut(sqlite3 *db, sq_req_t *r, const char *job_id, const holder_t *h, int attempt) {
+  sqlite3_stmt *st = mqproc__sq_stmt(db, CLAIM_CUT, r->err);
+  if (st == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, job_id);
+  mqproc__sq_bind_int(st, 2, h->tries);
+  mqproc__sq_bind_int(st, 3, h->attempt);
+  mqproc__sq_bind_text(st, 4, h->worker_id);
+  if (h->start_time >= 0)
+    sqlite3_bind_int64(st, 5, h->start_time);
+  mqproc__sq_bind_int(st, 6, attempt);
+  return mqproc__sq_exec(db, st, "claim", r->err);
+}
+
 static int run_claim(sqlite3 *db, sq_req_t *r) {
   mqproc__claim_t *c = &r->x.claim; /* the caller's gets the answer on the loop */
   sqlite3_stmt *st;
+  holder_t old;
   int n;
   if ((n = claim_new(db, r, c)) < 0)
     return n;
@@ -151,7 +204,7 @@ static int run_claim(sqlite3 *db, sq_req_t *r) {
     snprintf(c->state, sizeof(c->state), "RUNNING");
     return MQPROC_OK; /* (its try has no row unless it fails) */
   }
-  if ((n = claim_again(db, r, c, &st)) < 0)
+  if ((n = claim_holder(db, r, c->job_id, &old)) < 0 || (n = claim_again(db, r, c, &st)) < 0)
     return n;
   if (n == 0)
     return claim_seen(db, r, c);
@@ -163,6 +216,8 @@ static int run_claim(sqlite3 *db, sq_req_t *r) {
   c->callbacks_done = sqlite3_column_int(st, 4);
   snprintf(c->state, sizeof(c->state), "RUNNING");
   if ((n = mqproc__sq_exec(db, st, "claim", r->err)) < 0)
+    return n;
+  if (old.running && old.tries > 0 && (n = claim_cut(db, r, c->job_id, &old, c->attempt)) < 0)
     return n;
   return MQPROC_OK;
 }
