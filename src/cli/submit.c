@@ -1,6 +1,7 @@
 /* `mqproc submit`: publish processing messages (OCR-D's format, JSON or YAML) with
  * confirms and the mandatory flag, print their job ids, and with --wait wait for their
- * final states in the job table. */
+ * final states in the job table. With the database, each job's row is written first, in
+ * state QUEUED (ops/submit.h), so `jobs show`, `stats` and `jobs cancel` see it at once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "admin.h"
 #include "base/util.h"
 #include "codec/codec.h"
+#include "ops/submit.h"
 
 static const mqproc__opt_choice_t FORMATS[] = {
     {"json", MQPROC__FMT_JSON}, {"yaml", MQPROC__FMT_YAML}, {NULL, 0}};
@@ -20,7 +22,8 @@ static const mqproc__opt_t OPTS[] = {
      .help = "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},
     {.name = "database",
      .env = "MQPROC_DATABASE",
-     .help = "job store: postgresql://... or sqlite:///PATH (for --wait)"},
+     .help = "job store: postgresql://... or sqlite:///PATH: each job's row is written QUEUED "
+             "before its message is sent (and --wait reads it)"},
     MQPROC__OPTS_SHARED,
     {.name = "exchange",
      .env = "MQPROC_EXCHANGE",
@@ -161,15 +164,13 @@ static void report_failed(mqproc__odb_t *c, const char *ids) {
 
 /* Waits for the final state of every id: 0 all SUCCESS, 1 one FAILED or CANCELLED,
  * 2 timeout. */
-static int wait_all(const args_t *a, json_t *ids) {
+static int wait_all(const args_t *a, mqproc__odb_t *c, json_t *ids) {
   const char *t = mqproc__arg(a, "timeout");
   time_t deadline = time(NULL) + (t != NULL ? atol(t) : 3600);
   char *arr = json_dumps(ids, JSON_COMPACT);
-  mqproc__odb_t *c = mqproc__admin_db(a);
   int rc = 2;
   if (c == NULL || arr == NULL) {
     free(arr);
-    mqproc__odb_close(c);
     return 2;
   }
   for (;;) {
@@ -204,8 +205,44 @@ static int wait_all(const args_t *a, json_t *ids) {
     nanosleep(&(struct timespec){0, 200 * 1000000}, NULL);
   }
   free(arr);
-  mqproc__odb_close(c);
   return rc;
+}
+
+/* The job store for the jobs' rows, when there is one: a database that cannot be reached
+ * is said, and the jobs go out as before (their rows appear when a server claims them);
+ * --wait needs it. */
+static mqproc__odb_t *rows_db(const args_t *a) {
+  const char *url = mqproc__arg(a, "database");
+  char err[512], masked[512];
+  mqproc__odb_t *c;
+  if (url == NULL || url[0] == '\0')
+    return NULL;
+  if ((c = mqproc__odb_open(url, 30000, err)) == NULL) {
+    mqproc__mask_secret(url, masked, sizeof(masked));
+    fprintf(stderr,
+            "mqproc submit: warning: cannot write the jobs' rows (%s: %s); their rows appear "
+            "when a server claims them\n",
+            masked, err);
+  }
+  return c;
+}
+
+/* One job: its row (QUEUED) when there is a database, then its message. 0, or 1 after
+ * printing why not. */
+static int submit_one(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqproc__ops_job_t *j) {
+  char why[MQPROC_ERR_LEN];
+  int row = c != NULL ? mqproc__ops_job_row(c, j, "QUEUED", why) : 0;
+  if (row < 0) {
+    fprintf(stderr, "mqproc submit: job %s: its row: %s", j->job_id, why);
+    return 1;
+  }
+  if (mqproc__ops_job_publish(c, amqp, j, why) != 0) {
+    if (row == 1) /* refused, and said here: no job is left behind */
+      mqproc__ops_job_drop(c, j->job_id);
+    fprintf(stderr, "mqproc submit: %s\n", why);
+    return 1;
+  }
+  return 0;
 }
 
 int mqproc__cmd_submit(int argc, char **argv) {
@@ -215,6 +252,7 @@ int mqproc__cmd_submit(int argc, char **argv) {
   args_t a;
   json_t *msg, *ids;
   mqproc__qclient_t *amqp;
+  mqproc__odb_t *db = NULL;
   long count = 1;
   int rc, prio = -1;
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "submit")) != 0)
@@ -255,6 +293,7 @@ int mqproc__cmd_submit(int argc, char **argv) {
     json_decref(msg);
     return 1;
   }
+  db = rows_db(&a);
   exchange =
       mqproc__arg(&a, "exchange") != NULL ? mqproc__arg(&a, "exchange") : "ocrd-network-default";
   char why[MQPROC_ERR_LEN];
@@ -282,12 +321,18 @@ int mqproc__cmd_submit(int argc, char **argv) {
       rc = 2;
       break;
     }
-    if (mqproc__qclient_send(amqp, exchange, mqproc__arg(&a, "processor"), body, len,
-                             fmt == MQPROC__FMT_YAML ? "application/yaml" : "application/json", id,
-                             prio, headers, n_headers, why) != 0) {
-      fprintf(stderr, "mqproc submit: %s\n", why);
-      rc = 1;
-    } else {
+    mqproc__ops_job_t j = {.job_id = id,
+                           .processor = mqproc__arg(&a, "processor"),
+                           .body = body,
+                           .len = len,
+                           .format = fmt == MQPROC__FMT_YAML ? "yaml" : "json",
+                           .exchange = exchange,
+                           .priority = prio,
+                           .headers = headers,
+                           .n_headers = n_headers,
+                           .created_time =
+                               json_integer_value(json_object_get(msg, "created_time"))};
+    if ((rc = submit_one(db, amqp, &j)) == 0) {
       printf("%s\n", id);
       json_array_append_new(ids, json_string(id));
     }
@@ -296,8 +341,12 @@ int mqproc__cmd_submit(int argc, char **argv) {
   fflush(stdout);
   mqproc__qclient_close(amqp);
   json_decref(msg);
-  if (rc == 0 && mqproc__has(&a, "wait"))
-    rc = wait_all(&a, ids);
+  if (rc == 0 && mqproc__has(&a, "wait")) {
+    if (db == NULL)
+      db = mqproc__admin_db(&a);
+    rc = wait_all(&a, db, ids);
+  }
+  mqproc__odb_close(db);
   json_decref(ids);
   return rc;
 }
