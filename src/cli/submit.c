@@ -11,6 +11,7 @@
 #include "admin.h"
 #include "base/util.h"
 #include "codec/codec.h"
+#include "ops/ocrd.h"
 #include "ops/submit.h"
 
 static const mqproc__opt_choice_t FORMATS[] = {
@@ -50,6 +51,13 @@ static const mqproc__opt_t OPTS[] = {
      .choices = FORMATS,
      .help = "the jobs' encoding (yaml: as OCR-D's Python side sends)"},
     {.name = "count", .help = "publish this many jobs (for load)"},
+    {.name = "workflow",
+     .help = "FILE: a workflow of task lines (NAME -I A -O B [-p JSON] [-P K V], OCR-D's "
+             "format; NAME runs on processor ocrd-NAME, else NAME) run on --mets: each step "
+             "waits (CACHED) for those whose output groups it reads"},
+    {.name = "page-wise",
+     .type = MQPROC__OPT_BOOL,
+     .help = "with --workflow: the chain once per page (of --page-id, else of the METS)"},
     {.name = "wait",
      .type = MQPROC__OPT_BOOL,
      .help = "wait for the final states: exit 0 all SUCCESS, 1 any FAILED/CANCELLED"},
@@ -245,6 +253,91 @@ static int submit_one(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqproc__o
   return 0;
 }
 
+/* Waits for the workflow run's end, releasing its steps as they become free (the release
+ * pass a processing API's sweep makes): 0 SUCCESS, 1 FAILED, 2 timeout. */
+static int wait_run(const args_t *a, const mqproc__ocrd_env_t *e, const char *wf) {
+  const char *t = mqproc__arg(a, "timeout"), *vals[1] = {wf};
+  time_t deadline = time(NULL) + (t != NULL ? atol(t) : 3600);
+  char err[512];
+  for (;;) {
+    mqproc__ores_t *r;
+    int rc = -1;
+    if (mqproc__ocrd_settle(e, NULL, err) < 0)
+      fprintf(stderr, "mqproc submit: release pass: %s\n", err);
+    r = mqproc__admin_q(e->db, "SELECT state FROM mqproc_workflow_jobs WHERE job_id = $1",
+                        "SELECT state FROM mqproc_workflow_jobs WHERE job_id = ?1", 1, vals);
+    if (r != NULL && mqproc__ores_rows(r) == 1 && !mqproc__ores_null(r, 0, 0))
+      rc = strcmp(mqproc__ores_get(r, 0, 0), "SUCCESS") == 0 ? 0 : 1;
+    mqproc__ores_free(r);
+    if (rc >= 0) {
+      fprintf(stderr, "mqproc submit: workflow job %s %s\n", wf, rc == 0 ? "SUCCESS" : "FAILED");
+      return rc;
+    }
+    if (time(NULL) >= deadline) {
+      fprintf(stderr, "mqproc submit: timed out: workflow job %s has not ended\n", wf);
+      return 2;
+    }
+    nanosleep(&(struct timespec){0, 200 * 1000000}, NULL);
+  }
+}
+
+/* --workflow FILE: the run's jobs (ops/ocrd.h, as POST /workflow/run makes them), their
+ * ids printed (one per line, in task order), then with --wait its end. */
+static int submit_workflow(const args_t *a) {
+  const char *file = mqproc__arg(a, "workflow"), *mets = mqproc__arg(a, "mets");
+  mqproc__ocrd_answer_t ans = {0};
+  mqproc__ocrd_env_t e = {.exchange = mqproc__arg(a, "exchange")};
+  mqproc__ocrd_wf_run_t r = {
+      .mets = mets, .page_id = mqproc__arg(a, "page-id"), .page_wise = mqproc__has(a, "page-wise")};
+  json_t *ids, *list, *v;
+  char *script = NULL, *abs = NULL;
+  const char *k, *wf;
+  size_t i;
+  int rc = 1;
+  FILE *f;
+  if (mets == NULL || (abs = realpath(mets, NULL)) == NULL) {
+    fprintf(stderr, "mqproc submit: --workflow needs --mets PATH of an existing METS\n");
+    return 2;
+  }
+  r.mets = abs;
+  if ((f = fopen(file, "r")) == NULL || (script = calloc(1, 1 << 20)) == NULL ||
+      (r.len = fread(script, 1, (1 << 20) - 1, f)) == 0) {
+    fprintf(stderr, "mqproc submit: --workflow %s: cannot be read (or empty)\n", file);
+    if (f != NULL)
+      fclose(f);
+    free(script);
+    free(abs);
+    return 2;
+  }
+  fclose(f);
+  r.content = script;
+  if ((e.db = mqproc__admin_db(a)) == NULL || (e.q = mqproc__admin_amqp(a)) == NULL)
+    goto out;
+  mqproc__ocrd_wf_run(&e, &r, &ans);
+  if (ans.status != 200) {
+    fprintf(stderr, "mqproc submit: the workflow is refused (%d): %s\n", ans.status, ans.detail);
+    rc = ans.status == 500 || ans.status == 503 ? 1 : 2;
+    goto out;
+  }
+  wf = json_string_value(json_object_get(ans.body, "job_id"));
+  ids = json_object_get(ans.body, "processing_job_ids");
+  json_object_foreach(ids, k, list) json_array_foreach(list, i, v)
+      printf("%s\n", json_string_value(v));
+  fflush(stdout);
+  fprintf(stderr, "mqproc submit: workflow job %s%s\n", wf,
+          mqproc__has(a, "wait") ? ""
+                                 : " (its later steps are released by a running `mqproc "
+                                   "processing-api`, or by `submit --wait`)");
+  rc = mqproc__has(a, "wait") ? wait_run(a, &e, wf) : 0;
+out:
+  mqproc__ocrd_answer_free(&ans);
+  mqproc__qclient_close(e.q);
+  mqproc__odb_close(e.db);
+  free(script);
+  free(abs);
+  return rc;
+}
+
 int mqproc__cmd_submit(int argc, char **argv) {
   const char *prio_s, *count_s, *exchange, *headers[32], *v;
   size_t n_headers = 0;
@@ -259,10 +352,14 @@ int mqproc__cmd_submit(int argc, char **argv) {
     return rc;
   if (mqproc__has(&a, "help")) {
     mqproc__args_usage("Usage: mqproc submit --processor P (--mets PATH | --workspace-id W) -I GRP "
-                       "[-O GRP] [OPTIONS]\nPublishes jobs and prints their ids.\n",
+                       "[-O GRP] [OPTIONS]\n"
+                       "       mqproc submit --workflow FILE --mets PATH [--page-wise] [--wait]\n"
+                       "Publishes jobs and prints their ids.\n",
                        OPTS);
     return 0;
   }
+  if (mqproc__arg(&a, "workflow") != NULL)
+    return submit_workflow(&a);
   if ((rc = mqproc__arg_enum(&a, "format")) < 0)
     return 2;
   fmt = (mqproc__format_t)rc;
