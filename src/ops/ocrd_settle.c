@@ -24,8 +24,6 @@ typedef struct wjob {
   char *id, *processor;
   char state[16];
   json_t *outputs, *pages, *deps; /* owned; pages NULL: every page */
-  unsigned char *body;            /* its message (released ones are published) */
-  size_t len;
   int released;
 } wjob_t;
 
@@ -42,7 +40,6 @@ static void pass_free(pass_t *p) {
     json_decref(p->jobs[i].outputs);
     json_decref(p->jobs[i].pages);
     json_decref(p->jobs[i].deps);
-    free(p->jobs[i].body);
   }
   free(p->jobs);
   json_decref(p->states);
@@ -63,11 +60,11 @@ static int load(const mqproc__ocrd_env_t *e, const char *ws, pass_t *p, char *er
   mqproc__ores_t *r = mqproc__odb_q(
       e->db,
       "SELECT o.job_id, j.state, o.output_file_grps::text, o.pages::text, o.depends_on::text,"
-      " j.processor_name, CASE WHEN j.state = 'CACHED' THEN j.request_body END"
+      " j.processor_name"
       " FROM mqproc_ocrd_jobs o JOIN mqproc_jobs j ON j.job_id = o.job_id"
       " WHERE o.workspace = $1 AND j.state IN ('QUEUED', 'RUNNING', 'CACHED') ORDER BY o.seq",
       "SELECT o.job_id, j.state, o.output_file_grps, o.pages, o.depends_on,"
-      " j.processor_name, CASE WHEN j.state = 'CACHED' THEN j.request_body END"
+      " j.processor_name"
       " FROM mqproc_ocrd_jobs o JOIN mqproc_jobs j ON j.job_id = o.job_id"
       " WHERE o.workspace = ?1 AND j.state IN ('QUEUED', 'RUNNING', 'CACHED') ORDER BY o.seq",
       1, vals, err);
@@ -89,7 +86,6 @@ static int load(const mqproc__ocrd_env_t *e, const char *ws, pass_t *p, char *er
     j->pages = mqproc__ores_null(r, row, 3) ? NULL : loads_or_null(mqproc__ores_get(r, row, 3));
     j->deps = json_loads(mqproc__ores_get(r, row, 4), 0, NULL);
     j->processor = strdup(mqproc__ores_get(r, row, 5));
-    j->body = mqproc__ores_bytes(r, row, 6, &j->len);
   }
   mqproc__ores_free(r);
   return 0;
@@ -217,6 +213,23 @@ static int decide(const mqproc__ocrd_env_t *e, pass_t *p, char *err) {
   return changed;
 }
 
+/* A released job's message, its request as stored (read only now: a workspace may hold
+ * many waiting jobs and few are released at a time). */
+static void publish_released(const mqproc__ocrd_env_t *e, const wjob_t *j) {
+  const char *vals[1] = {j->id};
+  char err[512];
+  size_t len;
+  unsigned char *body;
+  mqproc__ores_t *r =
+      mqproc__odb_q(e->db, "SELECT request_body FROM mqproc_jobs WHERE job_id = $1",
+                    "SELECT request_body FROM mqproc_jobs WHERE job_id = ?1", 1, vals, err);
+  body = r != NULL && mqproc__ores_rows(r) == 1 ? mqproc__ores_bytes(r, 0, 0, &len) : NULL;
+  mqproc__ores_free(r);
+  if (body != NULL) /* (else a server's sweep sends it: its republish mark is set) */
+    mqproc__ocrd_publish(e, j->id, j->processor, body, len);
+  free(body);
+}
+
 static int settle_workspace(const mqproc__ocrd_env_t *e, const char *ws, char *err) {
   pass_t p = {0};
   int changed = -1;
@@ -229,8 +242,8 @@ static int settle_workspace(const mqproc__ocrd_env_t *e, const char *ws, char *e
   if (changed <= 0) /* nothing to keep, or it failed */
     mqproc__odb_rollback(e->db);
   for (size_t i = 0; changed > 0 && i < p.n; i++)
-    if (p.jobs[i].released && p.jobs[i].body != NULL)
-      mqproc__ocrd_publish(e, p.jobs[i].id, p.jobs[i].processor, p.jobs[i].body, p.jobs[i].len);
+    if (p.jobs[i].released)
+      publish_released(e, &p.jobs[i]);
   pass_free(&p);
   return changed;
 }

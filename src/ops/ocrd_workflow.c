@@ -347,6 +347,7 @@ static mqproc__ocrd_new_t *make_jobs(const mqproc__ocrd_env_t *e, const mqproc__
     const char *page = pages != NULL ? json_string_value(json_array_get(pages, c)) : r->page_id;
     for (size_t k = 0; k < nt; k++) {
       mqproc__ocrd_new_t *j = &jobs[c * nt + k];
+      char why[256];
       json_t *in = json_pack("{s:s, s:O, s:O, s:O}", "path_to_mets", r->mets, "input_file_grps",
                              t[k].inputs, "output_file_grps", t[k].outputs, "parameters",
                              t[k].params),
@@ -357,7 +358,10 @@ static mqproc__ocrd_new_t *make_jobs(const mqproc__ocrd_env_t *e, const mqproc__
       j->processor = t[k].processor;
       j->msg = mqproc__ocrd_message(e, t[k].processor, in);
       j->workspace = r->mets;
-      j->pages = pages != NULL ? json_pack("[s]", page) : NULL;
+      if (pages != NULL)
+        j->pages = json_pack("[s]", page);
+      else if (page != NULL && page[0] != '\0') /* NULL for a //regex: every page */
+        j->pages = mqproc__page_ids(page, why, sizeof(why));
       j->depends_on = json_array();
       j->workflow_job = job_id;
       json_array_foreach(t[k].inputs, i, g) add_producer(&jobs[c * nt], t, k, g, j->depends_on);
@@ -454,6 +458,16 @@ void mqproc__ocrd_wf_run(const mqproc__ocrd_env_t *e, const mqproc__ocrd_wf_run_
   if ((t = run_tasks(e, r, &nt, a)) == NULL || first_inputs_ok(t, &m, r, a) != 0 ||
       resolve_tasks(e, t, nt, a) != 0)
     goto out;
+  if (r->page_id != NULL && r->page_id[0] != '\0') { /* a malformed range is refused */
+    char why[256];
+    json_t *ids = mqproc__page_ids(r->page_id, why, sizeof(why));
+    json_decref(ids);
+    if (ids == NULL && why[0] != '\0') {
+      mqproc__ocrd_fail(a, 422, "Failed to determine page range for mets path: %s %s", r->mets,
+                        why);
+      goto out;
+    }
+  }
   if (r->page_wise && (pages = run_pages(r, &m, a)) == NULL)
     goto out;
   if (pages != NULL && json_array_size(pages) == 0) {
