@@ -179,6 +179,7 @@ static void run_task(void *ud) {
   task_t *t = ud;
   mqproc__api_t *api = t->api;
   char err[1024];
+  int publish_failed = 0;
   mqproc__ocrd_env_t e;
   if (connect_db(api, err) != 0) {
     mqproc__ocrd_fail(&t->ans, 503, "%s", err);
@@ -190,7 +191,8 @@ static void run_task(void *ud) {
                            .tools = api->tools,
                            .ws_root = api->ws_root,
                            .result_url = api->result_url,
-                           .cb = &api->cb};
+                           .cb = &api->cb,
+                           .publish_failed = &publish_failed};
   if (t->route == R_SWEEP) {
     if (mqproc__ocrd_settle(&e, NULL, err) < 0)
       MQPROC__WARN("processing API: sweep: %s", err);
@@ -207,7 +209,7 @@ static void run_task(void *ud) {
     mqproc__odb_close(api->db);
     api->db = NULL;
   }
-  if (api->q != NULL && t->ans.status >= 500) { /* a queue gone bad is made again too */
+  if (api->q != NULL && (t->ans.status >= 500 || publish_failed)) { /* made again too */
     mqproc__qclient_close(api->q);
     api->q = NULL;
   }

@@ -36,6 +36,8 @@ typedef struct mqproc__ocrd_env {
   const char *result_url;            /* the internal callback URL put in every job (NULL: none) */
   const char *actor;                 /* who submits, for the audit (user@host, api:ADDR) */
   const mqproc__callback_opts_t *cb; /* the workflow callbacks' timeout and policy */
+  int *publish_failed; /* NULL, or set to 1 when a publish failed (the caller may make its
+                          queue client again: the connection may be gone) */
 } mqproc__ocrd_env_t;
 
 /* An answer: status, and a JSON body (taken by the caller) or a text body (malloc()ed) or

@@ -684,9 +684,12 @@ void mqproc__ocrd_publish(const mqproc__ocrd_env_t *e, const char *job_id, const
                            .priority = -1,
                            .created_time = -1};
   /* unpublished, its row keeps republish set: a server's sweep sends it after the grace */
-  if (e->q == NULL || mqproc__ops_job_publish(e->db, e->q, &row, err) != 0)
+  if (e->q == NULL || mqproc__ops_job_publish(e->db, e->q, &row, err) != 0) {
     MQPROC__WARN("job %s: not published now (%s); a server of %s sends it within a minute", job_id,
                  e->q == NULL ? "no queue" : err, processor);
+    if (e->publish_failed != NULL && e->q != NULL)
+      *e->publish_failed = 1;
+  }
 }
 
 int mqproc__ocrd_submit(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, size_t n,

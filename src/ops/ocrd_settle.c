@@ -327,13 +327,21 @@ static char *flat_ids(const char *by_page) {
   return text;
 }
 
+/* The open runs none of whose jobs waits or runs any more (by the workflow index of
+ * mqproc_ocrd_jobs: the runs still going cost nothing), each ended. */
 static int end_runs(const mqproc__ocrd_env_t *e, char *err) {
   mqproc__ores_t *r = mqproc__odb_q(
       e->db,
-      "SELECT job_id, processing_job_ids::text FROM mqproc_workflow_jobs WHERE ended_at IS NULL"
-      " ORDER BY created_at LIMIT 1000",
-      "SELECT job_id, processing_job_ids FROM mqproc_workflow_jobs WHERE ended_at IS NULL"
-      " ORDER BY created_at LIMIT 1000",
+      "SELECT w.job_id, w.processing_job_ids::text FROM mqproc_workflow_jobs w"
+      " WHERE w.ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM mqproc_ocrd_jobs o"
+      "   JOIN mqproc_jobs j ON j.job_id = o.job_id WHERE o.workflow_job_id = w.job_id"
+      "   AND j.state IN ('QUEUED', 'RUNNING', 'CACHED'))"
+      " ORDER BY w.created_at LIMIT 1000",
+      "SELECT w.job_id, w.processing_job_ids FROM mqproc_workflow_jobs w"
+      " WHERE w.ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM mqproc_ocrd_jobs o"
+      "   JOIN mqproc_jobs j ON j.job_id = o.job_id WHERE o.workflow_job_id = w.job_id"
+      "   AND j.state IN ('QUEUED', 'RUNNING', 'CACHED'))"
+      " ORDER BY w.created_at LIMIT 1000",
       0, NULL, err);
   int n = 0;
   if (r == NULL)
