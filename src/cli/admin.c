@@ -346,6 +346,8 @@ int mqproc__admin_main(int argc, char **argv) {
     return mqproc__cmd_stats(argc - 2, argv + 2);
   if (!strcmp(cmd, "dashboard"))
     return mqproc__cmd_dashboard(argc - 2, argv + 2);
+  if (!strcmp(cmd, "processing-api"))
+    return mqproc__cmd_processing_api(argc - 2, argv + 2);
   if (!strcmp(cmd, "pause") || !strcmp(cmd, "resume") || !strcmp(cmd, "drain"))
     return mqproc__cmd_control(cmd, argc - 2, argv + 2);
   return -1;

@@ -1,6 +1,7 @@
 /* `mqproc submit`: publish processing messages (OCR-D's format, JSON or YAML) with
  * confirms and the mandatory flag, print their job ids, and with --wait wait for their
- * final states in the job table. */
+ * final states in the job table. With the database, each job's row is written first, in
+ * state QUEUED (ops/submit.h), so `jobs show`, `stats` and `jobs cancel` see it at once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include "admin.h"
 #include "base/util.h"
 #include "codec/codec.h"
+#include "ops/ocrd.h"
+#include "ops/submit.h"
 
 static const mqproc__opt_choice_t FORMATS[] = {
     {"json", MQPROC__FMT_JSON}, {"yaml", MQPROC__FMT_YAML}, {NULL, 0}};
@@ -20,7 +23,8 @@ static const mqproc__opt_t OPTS[] = {
      .help = "AMQP URL of the broker, or dir:///SPOOL (a directory queue)"},
     {.name = "database",
      .env = "MQPROC_DATABASE",
-     .help = "job store: postgresql://... or sqlite:///PATH (for --wait)"},
+     .help = "job store: postgresql://... or sqlite:///PATH: each job's row is written QUEUED "
+             "before its message is sent (and --wait reads it)"},
     MQPROC__OPTS_SHARED,
     {.name = "exchange",
      .env = "MQPROC_EXCHANGE",
@@ -47,6 +51,13 @@ static const mqproc__opt_t OPTS[] = {
      .choices = FORMATS,
      .help = "the jobs' encoding (yaml: as OCR-D's Python side sends)"},
     {.name = "count", .help = "publish this many jobs (for load)"},
+    {.name = "workflow",
+     .help = "FILE: a workflow of task lines (NAME -I A -O B [-p JSON] [-P K V], OCR-D's "
+             "format; NAME runs on processor ocrd-NAME, else NAME) run on --mets: each step "
+             "waits (CACHED) for those whose output groups it reads"},
+    {.name = "page-wise",
+     .type = MQPROC__OPT_BOOL,
+     .help = "with --workflow: the chain once per page (of --page-id, else of the METS)"},
     {.name = "wait",
      .type = MQPROC__OPT_BOOL,
      .help = "wait for the final states: exit 0 all SUCCESS, 1 any FAILED/CANCELLED"},
@@ -161,15 +172,13 @@ static void report_failed(mqproc__odb_t *c, const char *ids) {
 
 /* Waits for the final state of every id: 0 all SUCCESS, 1 one FAILED or CANCELLED,
  * 2 timeout. */
-static int wait_all(const args_t *a, json_t *ids) {
+static int wait_all(const args_t *a, mqproc__odb_t *c, json_t *ids) {
   const char *t = mqproc__arg(a, "timeout");
   time_t deadline = time(NULL) + (t != NULL ? atol(t) : 3600);
   char *arr = json_dumps(ids, JSON_COMPACT);
-  mqproc__odb_t *c = mqproc__admin_db(a);
   int rc = 2;
   if (c == NULL || arr == NULL) {
     free(arr);
-    mqproc__odb_close(c);
     return 2;
   }
   for (;;) {
@@ -204,7 +213,128 @@ static int wait_all(const args_t *a, json_t *ids) {
     nanosleep(&(struct timespec){0, 200 * 1000000}, NULL);
   }
   free(arr);
-  mqproc__odb_close(c);
+  return rc;
+}
+
+/* The job store for the jobs' rows, when there is one: a database that cannot be reached
+ * is said, and the jobs go out as before (their rows appear when a server claims them);
+ * --wait needs it. */
+static mqproc__odb_t *rows_db(const args_t *a) {
+  const char *url = mqproc__arg(a, "database");
+  char err[512], masked[512];
+  mqproc__odb_t *c;
+  if (url == NULL || url[0] == '\0')
+    return NULL;
+  if ((c = mqproc__odb_open(url, 30000, err)) == NULL) {
+    mqproc__mask_secret(url, masked, sizeof(masked));
+    fprintf(stderr,
+            "mqproc submit: warning: cannot write the jobs' rows (%s: %s); their rows appear "
+            "when a server claims them\n",
+            masked, err);
+  }
+  return c;
+}
+
+/* One job: its row (QUEUED) when there is a database, then its message. 0, or 1 after
+ * printing why not. */
+static int submit_one(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqproc__ops_job_t *j) {
+  char why[MQPROC_ERR_LEN];
+  int row = c != NULL ? mqproc__ops_job_row(c, j, "QUEUED", why) : 0;
+  if (row < 0) {
+    fprintf(stderr, "mqproc submit: job %s: its row: %s", j->job_id, why);
+    return 1;
+  }
+  if (mqproc__ops_job_publish(c, amqp, j, why) != 0) {
+    if (row == 1) /* refused, and said here: no job is left behind */
+      mqproc__ops_job_drop(c, j->job_id);
+    fprintf(stderr, "mqproc submit: %s\n", why);
+    return 1;
+  }
+  return 0;
+}
+
+/* Waits for the workflow run's end, releasing its steps as they become free (the release
+ * pass a processing API's sweep makes): 0 SUCCESS, 1 FAILED, 2 timeout. */
+static int wait_run(const args_t *a, const mqproc__ocrd_env_t *e, const char *wf) {
+  const char *t = mqproc__arg(a, "timeout"), *vals[1] = {wf};
+  time_t deadline = time(NULL) + (t != NULL ? atol(t) : 3600);
+  char err[512];
+  for (;;) {
+    mqproc__ores_t *r;
+    int rc = -1;
+    if (mqproc__ocrd_settle(e, NULL, err) < 0)
+      fprintf(stderr, "mqproc submit: release pass: %s\n", err);
+    r = mqproc__admin_q(e->db, "SELECT state FROM mqproc_workflow_jobs WHERE job_id = $1",
+                        "SELECT state FROM mqproc_workflow_jobs WHERE job_id = ?1", 1, vals);
+    if (r != NULL && mqproc__ores_rows(r) == 1 && !mqproc__ores_null(r, 0, 0))
+      rc = strcmp(mqproc__ores_get(r, 0, 0), "SUCCESS") == 0 ? 0 : 1;
+    mqproc__ores_free(r);
+    if (rc >= 0) {
+      fprintf(stderr, "mqproc submit: workflow job %s %s\n", wf, rc == 0 ? "SUCCESS" : "FAILED");
+      return rc;
+    }
+    if (time(NULL) >= deadline) {
+      fprintf(stderr, "mqproc submit: timed out: workflow job %s has not ended\n", wf);
+      return 2;
+    }
+    nanosleep(&(struct timespec){0, 200 * 1000000}, NULL);
+  }
+}
+
+/* --workflow FILE: the run's jobs (ops/ocrd.h, as POST /workflow/run makes them), their
+ * ids printed (one per line, in task order), then with --wait its end. */
+static int submit_workflow(const args_t *a) {
+  const char *file = mqproc__arg(a, "workflow"), *mets = mqproc__arg(a, "mets");
+  mqproc__ocrd_answer_t ans = {0};
+  mqproc__ocrd_env_t e = {.exchange = mqproc__arg(a, "exchange")};
+  mqproc__ocrd_wf_run_t r = {
+      .mets = mets, .page_id = mqproc__arg(a, "page-id"), .page_wise = mqproc__has(a, "page-wise")};
+  json_t *ids, *list, *v;
+  char *script = NULL, *abs = NULL;
+  const char *k, *wf;
+  size_t i;
+  int rc = 1;
+  FILE *f;
+  if (mets == NULL || (abs = realpath(mets, NULL)) == NULL) {
+    fprintf(stderr, "mqproc submit: --workflow needs --mets PATH of an existing METS\n");
+    return 2;
+  }
+  r.mets = abs;
+  if ((f = fopen(file, "r")) == NULL || (script = calloc(1, 1 << 20)) == NULL ||
+      (r.len = fread(script, 1, (1 << 20) - 1, f)) == 0) {
+    fprintf(stderr, "mqproc submit: --workflow %s: cannot be read (or empty)\n", file);
+    if (f != NULL)
+      fclose(f);
+    free(script);
+    free(abs);
+    return 2;
+  }
+  fclose(f);
+  r.content = script;
+  if ((e.db = mqproc__admin_db(a)) == NULL || (e.q = mqproc__admin_amqp(a)) == NULL)
+    goto out;
+  mqproc__ocrd_wf_run(&e, &r, &ans);
+  if (ans.status != 200) {
+    fprintf(stderr, "mqproc submit: the workflow is refused (%d): %s\n", ans.status, ans.detail);
+    rc = ans.status == 500 || ans.status == 503 ? 1 : 2;
+    goto out;
+  }
+  wf = json_string_value(json_object_get(ans.body, "job_id"));
+  ids = json_object_get(ans.body, "processing_job_ids");
+  json_object_foreach(ids, k, list) json_array_foreach(list, i, v)
+      printf("%s\n", json_string_value(v));
+  fflush(stdout);
+  fprintf(stderr, "mqproc submit: workflow job %s%s\n", wf,
+          mqproc__has(a, "wait") ? ""
+                                 : " (its later steps are released by a running `mqproc "
+                                   "processing-api`, or by `submit --wait`)");
+  rc = mqproc__has(a, "wait") ? wait_run(a, &e, wf) : 0;
+out:
+  mqproc__ocrd_answer_free(&ans);
+  mqproc__qclient_close(e.q);
+  mqproc__odb_close(e.db);
+  free(script);
+  free(abs);
   return rc;
 }
 
@@ -215,16 +345,21 @@ int mqproc__cmd_submit(int argc, char **argv) {
   args_t a;
   json_t *msg, *ids;
   mqproc__qclient_t *amqp;
+  mqproc__odb_t *db = NULL;
   long count = 1;
   int rc, prio = -1;
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "submit")) != 0)
     return rc;
   if (mqproc__has(&a, "help")) {
     mqproc__args_usage("Usage: mqproc submit --processor P (--mets PATH | --workspace-id W) -I GRP "
-                       "[-O GRP] [OPTIONS]\nPublishes jobs and prints their ids.\n",
+                       "[-O GRP] [OPTIONS]\n"
+                       "       mqproc submit --workflow FILE --mets PATH [--page-wise] [--wait]\n"
+                       "Publishes jobs and prints their ids.\n",
                        OPTS);
     return 0;
   }
+  if (mqproc__arg(&a, "workflow") != NULL)
+    return submit_workflow(&a);
   if ((rc = mqproc__arg_enum(&a, "format")) < 0)
     return 2;
   fmt = (mqproc__format_t)rc;
@@ -255,6 +390,7 @@ int mqproc__cmd_submit(int argc, char **argv) {
     json_decref(msg);
     return 1;
   }
+  db = rows_db(&a);
   exchange =
       mqproc__arg(&a, "exchange") != NULL ? mqproc__arg(&a, "exchange") : "ocrd-network-default";
   char why[MQPROC_ERR_LEN];
@@ -282,12 +418,18 @@ int mqproc__cmd_submit(int argc, char **argv) {
       rc = 2;
       break;
     }
-    if (mqproc__qclient_send(amqp, exchange, mqproc__arg(&a, "processor"), body, len,
-                             fmt == MQPROC__FMT_YAML ? "application/yaml" : "application/json", id,
-                             prio, headers, n_headers, why) != 0) {
-      fprintf(stderr, "mqproc submit: %s\n", why);
-      rc = 1;
-    } else {
+    mqproc__ops_job_t j = {.job_id = id,
+                           .processor = mqproc__arg(&a, "processor"),
+                           .body = body,
+                           .len = len,
+                           .format = fmt == MQPROC__FMT_YAML ? "yaml" : "json",
+                           .exchange = exchange,
+                           .priority = prio,
+                           .headers = headers,
+                           .n_headers = n_headers,
+                           .created_time =
+                               json_integer_value(json_object_get(msg, "created_time"))};
+    if ((rc = submit_one(db, amqp, &j)) == 0) {
       printf("%s\n", id);
       json_array_append_new(ids, json_string(id));
     }
@@ -296,8 +438,12 @@ int mqproc__cmd_submit(int argc, char **argv) {
   fflush(stdout);
   mqproc__qclient_close(amqp);
   json_decref(msg);
-  if (rc == 0 && mqproc__has(&a, "wait"))
-    rc = wait_all(&a, ids);
+  if (rc == 0 && mqproc__has(&a, "wait")) {
+    if (db == NULL)
+      db = mqproc__admin_db(&a);
+    rc = wait_all(&a, db, ids);
+  }
+  mqproc__odb_close(db);
   json_decref(ids);
   return rc;
 }

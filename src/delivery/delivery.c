@@ -106,6 +106,16 @@ static int shown_request(mqproc__delivery_t *d) {
   return d->request_shown != NULL ? MQPROC_OK : MQPROC_ENOMEM;
 }
 
+/* Whether the message's sender runs no METS server although it names a callback of its
+ * own (MQPROC__HEADER_METS_SERVER: none). */
+static int no_mets_server(const char *headers_json) {
+  json_t *h = headers_json != NULL ? json_loads(headers_json, 0, NULL) : NULL;
+  const char *v = json_string_value(json_object_get(h, MQPROC__HEADER_METS_SERVER));
+  int none = v != NULL && strcmp(v, "none") == 0;
+  json_decref(h);
+  return none;
+}
+
 static int step_decode(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   json_t *doc;
@@ -166,9 +176,12 @@ static int step_decode(mqproc__delivery_t *d) {
         d->msg->workspace_id);
     return 1;
   }
-  /* a job of OCR-D's Processing Server goes through the METS server it started for it */
-  rc = mqproc__ocrd_mets_server_url(d->msg, d->mets_path, cfg(d)->ocrd_mets_server,
-                                    cfg(d)->ocrd_sockets_dir, &d->mets_server_url, err);
+  /* a job of OCR-D's Processing Server goes through the METS server it started for it (not
+   * one of mqproc processing-api's, which runs none) */
+  rc = no_mets_server(d->headers_json)
+           ? MQPROC_OK
+           : mqproc__ocrd_mets_server_url(d->msg, d->mets_path, cfg(d)->ocrd_mets_server,
+                                          cfg(d)->ocrd_sockets_dir, &d->mets_server_url, err);
   if (rc == MQPROC_EINVAL) {
     mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;

@@ -52,6 +52,7 @@ struct mqproc__http {
   char **hosts;                /* names a Host may give besides IPs and localhost */
   conn_t *conns, *conns_tail;  /* every open connection */
   int head_timeout_ms;
+  size_t body_max; /* a body other than a small form, kept up to this (0: refused) */
 };
 
 #define FORM_FIELDS 8
@@ -69,6 +70,8 @@ struct mqproc__http_req {
   char *names[FORM_FIELDS], *values[FORM_FIELDS];
   int nfields;
   int dispatched, suspended;
+  char *body; /* the body when the server keeps bodies (mqproc__http_set_body_max) */
+  size_t body_len;
   struct MHD_Response *response; /* ready to queue */
   int status;
   mqproc__http_req_t *next_waiting;
@@ -285,9 +288,23 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     r->h = h;
     r->conn = conn;
     snprintf(r->method, sizeof(r->method), "%s", method);
-    if (is_form(conn, method))
+    if (is_form(conn, method) && h->body_max == 0) /* (a server keeping bodies keeps them whole) */
       r->form = MHD_create_post_processor(conn, 1024, on_field, r);
     *con_cls = r;
+    return MHD_YES;
+  }
+  if (*upload_size > 0 && r->form == NULL && h->body_max > 0) { /* a body kept whole */
+    char *more;
+    if (r->has_body || r->body_len + *upload_size > h->body_max ||
+        (more = realloc(r->body, r->body_len + *upload_size + 1)) == NULL) {
+      r->has_body = 1; /* too large: answered 413, the rest read and dropped */
+    } else {
+      memcpy(more + r->body_len, upload_data, *upload_size);
+      r->body = more;
+      r->body_len += *upload_size;
+      r->body[r->body_len] = '\0';
+    }
+    *upload_size = 0;
     return MHD_YES;
   }
   if (*upload_size > 0) { /* a piece of a body: a small form, or dropped */
@@ -309,7 +326,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         r->has_body = 1;
       r->form = NULL;
     }
-    if (r->has_body) {
+    if (r->has_body && h->body_max > 0) {
+      char text[200];
+      snprintf(text, sizeof(text), "{\"detail\":\"the request body is larger than %zu bytes\"}\n",
+               h->body_max);
+      mqproc__http_reply_text(r, 413, "application/json", text);
+    } else if (r->has_body) {
       mqproc__http_reply_text(r, 413, "text/plain; charset=utf-8",
                               "no request body here but a small form\n");
     } else if (!host_ok(h, host)) {
@@ -356,6 +378,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     MHD_destroy_response(r->response);
   if (r->form != NULL)
     MHD_destroy_post_processor(r->form);
+  free(r->body);
   for (int i = 0; i < r->nfields; i++) {
     free(r->names[i]);
     free(r->values[i]);
@@ -455,6 +478,15 @@ const char *mqproc__http_form(const mqproc__http_req_t *r, const char *name) {
       return r->values[i] != NULL ? r->values[i] : "";
   return NULL;
 }
+const char *mqproc__http_body(const mqproc__http_req_t *r, size_t *len) {
+  *len = r->body_len;
+  return r->body;
+}
+
+void mqproc__http_set_body_max(mqproc__http_t *h, size_t max) {
+  h->body_max = max;
+}
+
 void mqproc__http_peer(const mqproc__http_req_t *r, char *out, size_t n) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);

@@ -61,6 +61,12 @@ const char *mqproc__http_cookie(const mqproc__http_req_t *req, const char *name)
 /* A field of a POST's form (application/x-www-form-urlencoded, at most 4 KiB, 8 fields);
  * NULL when absent. Any other body is refused (413). */
 const char *mqproc__http_form(const mqproc__http_req_t *req, const char *name);
+/* The request's body as sent (NUL-terminated; NULL when it had none), for a server that
+ * keeps bodies (mqproc__http_set_body_max): a form is still parsed into fields. */
+const char *mqproc__http_body(const mqproc__http_req_t *req, size_t *len);
+/* Keeps request bodies of up to max bytes (a larger one is answered 413 before the
+ * handler sees it); 0, the default: only a small form. */
+void mqproc__http_set_body_max(mqproc__http_t *h, size_t max);
 /* The client's address, numeric. */
 void mqproc__http_peer(const mqproc__http_req_t *req, char *out, size_t n);
 

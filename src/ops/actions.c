@@ -203,20 +203,20 @@ json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, 
   mqproc__ores_free(r);
   r = mqproc__odb_q(c,
                     "UPDATE mqproc_jobs SET cancel_requested = (state = 'RUNNING'),"
-                    " state = CASE WHEN state = 'QUEUED' THEN 'CANCELLED' ELSE state END,"
-                    " end_time = CASE WHEN state = 'QUEUED' THEN now() ELSE end_time END,"
-                    " last_error = CASE WHEN state = 'QUEUED' THEN 'cancelled by an operator' "
+                    " state = CASE WHEN state <> 'RUNNING' THEN 'CANCELLED' ELSE state END,"
+                    " end_time = CASE WHEN state <> 'RUNNING' THEN now() ELSE end_time END,"
+                    " last_error = CASE WHEN state <> 'RUNNING' THEN 'cancelled by an operator' "
                     "ELSE last_error END,"
-                    " updated_at = now()"
-                    " WHERE job_id = ANY(" IDS ") AND state IN ('QUEUED', 'RUNNING')"
+                    " updated_at = now()" /* (CACHED: a processing API's job waiting) */
+                    " WHERE job_id = ANY(" IDS ") AND state IN ('QUEUED', 'RUNNING', 'CACHED')"
                     " RETURNING job_id, processor_name, cancel_requested",
                     "UPDATE mqproc_jobs SET cancel_requested = (state = 'RUNNING'),"
-                    " state = CASE WHEN state = 'QUEUED' THEN 'CANCELLED' ELSE state END,"
-                    " end_time = CASE WHEN state = 'QUEUED' THEN mq_now() ELSE end_time END,"
-                    " last_error = CASE WHEN state = 'QUEUED' THEN 'cancelled by an operator' "
+                    " state = CASE WHEN state <> 'RUNNING' THEN 'CANCELLED' ELSE state END,"
+                    " end_time = CASE WHEN state <> 'RUNNING' THEN mq_now() ELSE end_time END,"
+                    " last_error = CASE WHEN state <> 'RUNNING' THEN 'cancelled by an operator' "
                     "ELSE last_error END,"
                     " updated_at = mq_now()"
-                    " WHERE job_id IN " SQ_IDS " AND state IN ('QUEUED', 'RUNNING')"
+                    " WHERE job_id IN " SQ_IDS " AND state IN ('QUEUED', 'RUNNING', 'CACHED')"
                     " RETURNING job_id, processor_name, cancel_requested",
                     1, vals, err);
   if (r == NULL)

@@ -122,17 +122,21 @@ json_t *mqproc__ops_stats(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char 
   r = mqproc__odb_q(c,
                     "SELECT state, count(*) FROM mqproc_jobs WHERE processor_name = $1"
                     " AND state IN ('QUEUED', 'RUNNING') GROUP BY state"
+                    " UNION ALL SELECT state, count(*) FROM mqproc_jobs WHERE state = 'CACHED'"
+                    " AND processor_name = $1 GROUP BY state"
                     " UNION ALL SELECT state || '_24h', count(*) FROM mqproc_jobs"
                     " WHERE processor_name = $1 AND end_time > now() - interval '24 hours'"
                     " GROUP BY state",
                     "SELECT state, count(*) FROM mqproc_jobs WHERE processor_name = ?1"
                     " AND state IN ('QUEUED', 'RUNNING') GROUP BY state"
+                    " UNION ALL SELECT state, count(*) FROM mqproc_jobs WHERE state = 'CACHED'"
+                    " AND processor_name = ?1 GROUP BY state"
                     " UNION ALL SELECT state || '_24h', count(*) FROM mqproc_jobs"
                     " WHERE processor_name = ?1 AND end_time > mq_now() - 86400000"
                     " GROUP BY state",
                     1, vals, err);
-  for (const char *s = "QUEUED\0RUNNING\0SUCCESS_24h\0FAILED_24h\0CANCELLED_24h\0"; *s != '\0';
-       s += strlen(s) + 1)
+  for (const char *s = "QUEUED\0RUNNING\0CACHED\0SUCCESS_24h\0FAILED_24h\0CANCELLED_24h\0";
+       *s != '\0'; s += strlen(s) + 1)
     json_object_set_new(states, s, json_integer(0));
   for (int i = 0; r != NULL && i < mqproc__ores_rows(r); i++)
     json_object_set_new(states, mqproc__ores_get(r, i, 0),

@@ -32,6 +32,11 @@ int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *m
  *   /tcp_mets (MQPROC_EINVAL when it does not end so: then the endpoint is unknown);
  * OFF none. A message without internal_callback_url, or without a METS, gets none.
  * *out malloc()ed. */
+/* The AMQP header of a message whose sender runs no METS server for its workspace although it
+ * sets internal_callback_url (value "none"): mqproc processing-api's jobs, which its own
+ * servers report back to it; such a job changes mets.xml itself. */
+#define MQPROC__HEADER_METS_SERVER "x-mqproc-mets-server"
+
 int mqproc__ocrd_mets_server_url(const mqproc__msg_t *msg, const char *mets,
                                  mqproc__ocrd_mets_server_t mode, const char *sockets_dir,
                                  char **out, char *err);

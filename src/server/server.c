@@ -29,6 +29,7 @@
 #include "server/notify.h"
 #include "server/supervisor.h"
 #include "server/sweeper.h"
+#include "server/tool.h"
 #include "server/routes.h"
 #include "base/util.h"
 
@@ -642,6 +643,7 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
     teardown(&srv);
     return 1;
   }
+  mqproc__server_tool_start(&srv, proc); /* for the processing API (server/tool.h) */
   mqproc__sd_start(&srv);
   srv.tick_every_ms = TICK_MS;
   srv.tick_timer = mqproc__loop_timer(srv.loop, TICK_MS, on_tick, &srv);

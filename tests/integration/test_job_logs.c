@@ -426,16 +426,24 @@ Test(job_logs, an_sqlite_database_at_version_5_is_migrated_to_the_current_versio
                         "--database",    url,    NULL};
   sqlite3 *db;
   sqlite3_stmt *st;
+  int current;
   cr_assert_eq(it_run(migrate, NULL, NULL, &out), 0, "%s", out);
   cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL),
+      SQLITE_OK);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  current = sqlite3_column_int(st, 0); /* what this build makes */
+  sqlite3_finalize(st);
   cr_assert_eq(sqlite3_exec(db,
                             "ALTER TABLE mqproc_jobs DROP COLUMN log_text;"
                             "DROP VIEW mqproc_all_tries; DROP TABLE mqproc_outbox;"
-                            "DELETE FROM mqproc_schema_migrations WHERE version IN (6, 7);",
+                            "DELETE FROM mqproc_schema_migrations WHERE version > 5;",
                             NULL, NULL, NULL),
                SQLITE_OK, "%s", sqlite3_errmsg(db));
   cr_expect_neq(it_run(list, NULL, NULL, &out), 0);
-  cr_expect_not_null(strstr(out, "schema version 5, this build needs 7"), "%s", out);
+  cr_expect_not_null(strstr(out, it_fmt("schema version 5, this build needs %d", current)), "%s",
+                     out);
   for (int i = 0; i < 2; i++)
     cr_assert_eq(it_run(migrate, NULL, NULL, &out), 0, "run %d: %s", i + 1, out);
   cr_expect_eq(sqlite3_prepare_v2(db, "SELECT log_text FROM mqproc_jobs", -1, &st, NULL), SQLITE_OK,
@@ -449,7 +457,7 @@ Test(job_logs, an_sqlite_database_at_version_5_is_migrated_to_the_current_versio
       sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL),
       SQLITE_OK);
   cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-  cr_expect_eq(sqlite3_column_int(st, 0), 7);
+  cr_expect_eq(sqlite3_column_int(st, 0), current);
   sqlite3_finalize(st);
   sqlite3_close(db);
   cr_expect_eq(it_run(list, NULL, NULL, &out), 0, "%s", out);

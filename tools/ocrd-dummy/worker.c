@@ -11,6 +11,15 @@ const mqproc_processor_t dummy_processor = {
     .description = "Bare-bones processor creates PAGE-XML and optionally copies file from input "
                    "group to output group (OCR-D/core's ocrd-dummy)",
     .process = dummy_worker_process,
+    /* the description --dump-json prints (params.c), stored for the processing API */
+    .ocrd_tool_json =
+        "{\"executable\": \"ocrd-dummy\", \"description\": \"Bare-bones processor creates "
+        "PAGE-XML and optionally copies file from input group to output group\", \"steps\": "
+        "[\"preprocessing/optimization\"], \"categories\": [\"Image preprocessing\"], "
+        "\"input_file_grp_cardinality\": 1, \"output_file_grp_cardinality\": 1, "
+        "\"parameters\": {\"copy_files\": {\"type\": \"boolean\", \"default\": false, "
+        "\"description\": \"Whether to actually copy files (true) or just create PAGE-XML as a "
+        "side effect (false)\"}}}",
 };
 
 static void job_log(void *ud, dummy_log_level_t level, const char *msg) {

@@ -12,7 +12,7 @@
 #include "store/sqlite/int.h"
 #include "base/util.h"
 
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 9
 /* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
  * not delivered yet): mq_now() exists only on the servers' connections */
 #define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
@@ -105,7 +105,78 @@ static const char SCHEMA[] =
 /* Version 6 on a database made at 5 (SCHEMA makes a new one at 7): a first try's output
  * kept in the row (sql/006_job_log_text.sql says why). */
 static const char TO_6[] = "ALTER TABLE mqproc_jobs ADD COLUMN log_text text;";
+/* Version 9 (sql/009_ocrd_api.sql): OCR-D's Processing Server API over the job table.
+ * (mqproc_jobs' state CHECK gains CACHED in widen_states() below.) */
+static const char SCHEMA_9[] =
+    "CREATE INDEX IF NOT EXISTS mqproc_jobs_cached_idx ON mqproc_jobs (job_id)"
+    "  WHERE state = 'CACHED';"
+    "CREATE TABLE IF NOT EXISTS mqproc_ocrd_tools ("
+    "  processor_name text PRIMARY KEY, tool text NOT NULL, worker_id text,"
+    "  updated_at integer NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS mqproc_ocrd_jobs ("
+    "  job_id text PRIMARY KEY REFERENCES mqproc_jobs (job_id) ON DELETE CASCADE,"
+    "  seq integer NOT NULL, workspace text NOT NULL, output_file_grps text NOT NULL,"
+    "  pages text, depends_on text NOT NULL DEFAULT '[]', workflow_job_id text,"
+    "  created_at integer NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS mqproc_ocrd_jobs_ws_idx ON mqproc_ocrd_jobs (workspace, seq);"
+    "CREATE INDEX IF NOT EXISTS mqproc_ocrd_jobs_wf_idx ON mqproc_ocrd_jobs (workflow_job_id)"
+    "  WHERE workflow_job_id IS NOT NULL;"
+    "CREATE TABLE IF NOT EXISTS mqproc_workflows ("
+    "  workflow_id text PRIMARY KEY, content text NOT NULL, content_hash text NOT NULL,"
+    "  created_at integer NOT NULL, updated_at integer NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS mqproc_workflows_hash_idx ON mqproc_workflows (content_hash);"
+    "CREATE TABLE IF NOT EXISTS mqproc_workflow_jobs ("
+    "  job_id text PRIMARY KEY, workflow_id text, path_to_mets text NOT NULL,"
+    "  page_id text NOT NULL DEFAULT '', page_wise integer NOT NULL DEFAULT 0,"
+    "  processing_job_ids text NOT NULL, callback_url text, state text, ended_at integer,"
+    "  callback_state text CHECK (callback_state IN ('OK', 'FAILED')), callback_error text,"
+    "  created_at integer NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS mqproc_workflow_jobs_open_idx ON mqproc_workflow_jobs"
+    "  (created_at) WHERE ended_at IS NULL;"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (9, 'ocrd api', mq_now());";
 /* clang-format on */
+
+/* mqproc_jobs' state CHECK gains CACHED (version 9). SQLite cannot alter a CHECK; a
+ * constraint that only allows more values changes nothing stored, so the table's text in
+ * the schema is edited in place (SQLite's documented way for such changes, "Making Other
+ * Kinds Of Table Schema Changes"), with schema_version raised so that every connection
+ * reads the schema again. In migrate's transaction; nothing to do when it is done. */
+static int widen_states(sqlite3 *db, char *err) {
+  static const char OLD[] = "'CANCELLED'))", NEW[] = "'CANCELLED', 'CACHED'))";
+  sqlite3_stmt *st = NULL;
+  char *sql = NULL, *msg = NULL;
+  int version = 0, rc = SQLITE_OK, done;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT instr(sql, 'CACHED') > 0, (SELECT schema_version FROM"
+                         " pragma_schema_version) FROM sqlite_master WHERE type = 'table'"
+                         " AND name = 'mqproc_jobs'",
+                         -1, &st, NULL) != SQLITE_OK ||
+      sqlite3_step(st) != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate: read mqproc_jobs' schema: %s",
+                       sqlite3_errmsg(db));
+  }
+  done = sqlite3_column_int(st, 0);
+  version = sqlite3_column_int(st, 1);
+  sqlite3_finalize(st);
+  if (done)
+    return MQPROC_OK;
+  sql = sqlite3_mprintf("PRAGMA writable_schema = ON;"
+                        "UPDATE sqlite_master SET sql = replace(sql, %Q, %Q)"
+                        " WHERE type = 'table' AND name = 'mqproc_jobs';"
+                        "PRAGMA schema_version = %d; PRAGMA writable_schema = OFF;",
+                        OLD, NEW, version + 1);
+  if (sql == NULL || (rc = sqlite3_exec(db, sql, NULL, NULL, &msg)) != SQLITE_OK) {
+    mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate: allow state CACHED in mqproc_jobs: %s",
+                msg != NULL ? msg : "out of memory");
+    sqlite3_free(msg);
+    sqlite3_free(sql);
+    return MQPROC_ESTORE_QUERY;
+  }
+  sqlite3_free(sql);
+  return MQPROC_OK;
+}
 
 /* A database on a network filesystem is refused: WAL needs shared memory on one host,
  * and SQLite's locks over NFS and SMB are known to fail. */
@@ -267,8 +338,11 @@ int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
   if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
       (schema_version(db) == 5 && sqlite3_exec(db, TO_6, NULL, NULL, &msg) != SQLITE_OK) ||
       sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
+      (rc = widen_states(db, err)) != MQPROC_OK ||
+      sqlite3_exec(db, SCHEMA_9, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
-    mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
+    if (rc == MQPROC_OK)
+      mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
     sqlite3_free(msg);
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(db);
