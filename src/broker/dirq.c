@@ -422,3 +422,25 @@ long mqproc__dirq_count(const mqproc__dirq_q_t *q) {
   closedir(d);
   return n;
 }
+
+void mqproc__dirq_mark_served(const mqproc__dirq_q_t *q) {
+  int fd;
+  if (faccessat(q->fd, MQPROC__DIRQ_SERVED, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+    return;
+  if ((fd = mqproc__openat_new(q->fd, MQPROC__DIRQ_SERVED, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    MQPROC__DEBUG("dir queue %s: cannot leave its %s mark: %s", q->path, MQPROC__DIRQ_SERVED,
+                  strerror(errno));
+  else
+    close(fd);
+}
+
+int mqproc__dirq_served(const char *spool, const char *queue) {
+  char path[MQPROC__DIRQ_QDIR_MAX + 16];
+  struct stat st;
+  if (queue[0] == '\0' || queue[0] == '.' || strchr(queue, '/') != NULL)
+    return -1;
+  snprintf(path, sizeof(path), "%s/%s/%s", spool, queue, MQPROC__DIRQ_SERVED);
+  if (lstat(path, &st) == 0)
+    return 1;
+  return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+}

@@ -12,7 +12,7 @@
 #include "store/sqlite/int.h"
 #include "base/util.h"
 
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 7 /* what a server and the operators' reads need (migrate makes 8) */
 /* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
  * not delivered yet): mq_now() exists only on the servers' connections */
 #define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
@@ -56,7 +56,7 @@ static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS mqproc_dead_letters ("
     "  id integer PRIMARY KEY AUTOINCREMENT, processor_name text NOT NULL, job_id text,"
     "  reason text NOT NULL, body blob NOT NULL, worker_id text, received_at integer NOT NULL,"
-    "  body_len integer, body_sha256 blob);"
+    "  body_len integer, body_sha256 blob, requeued_at integer, requeued_by text);"
     "CREATE TABLE IF NOT EXISTS mqproc_workers ("
     "  worker_id text PRIMARY KEY, processor_name text NOT NULL, host text NOT NULL,"
     "  pid integer NOT NULL, version text NOT NULL, started_at integer NOT NULL,"
@@ -101,8 +101,35 @@ static const char SCHEMA[] =
     "  WHERE j.state = 'SUCCESS' AND j.tries > 0 AND NOT EXISTS (SELECT 1 FROM mqproc_job_tries t"
     "    WHERE t.job_id = j.job_id AND t.try = j.tries);"
     "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
-    "  VALUES (7, 'lean writes', mq_now());";
+    "  VALUES (7, 'lean writes', mq_now());"
+    /* version 8 (sql/008_dead_letter_ops.sql): dead letters for operators; the columns
+     * are in the table above, or added by UPGRADE_8 to an older database */
+    "CREATE INDEX IF NOT EXISTS mqproc_dead_letters_processor_idx"
+    "  ON mqproc_dead_letters (processor_name, id);"
+    "CREATE INDEX IF NOT EXISTS mqproc_dead_letters_received_idx"
+    "  ON mqproc_dead_letters (received_at);"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (8, 'dead letter ops', mq_now());";
+/* A database made before version 8: its dead letters' new columns (SQLite has no ADD
+ * COLUMN IF NOT EXISTS, so this runs only on a database older than 8). */
+static const char UPGRADE_8[] =
+    "ALTER TABLE mqproc_dead_letters ADD COLUMN requeued_at integer;"
+    "ALTER TABLE mqproc_dead_letters ADD COLUMN requeued_by text;";
 /* clang-format on */
+
+/* The schema's version and steps recorded in db (0 and 0 without the table). */
+static void read_schema(sqlite3 *db, int *version, int *steps) {
+  sqlite3_stmt *st;
+  *version = *steps = 0;
+  if (sqlite3_prepare_v2(db, "SELECT max(version), count(*) FROM mqproc_schema_migrations", -1, &st,
+                         NULL) != SQLITE_OK)
+    return;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    *version = sqlite3_column_int(st, 0);
+    *steps = sqlite3_column_int(st, 1);
+  }
+  sqlite3_finalize(st);
+}
 
 /* A database on a network filesystem is refused: WAL needs shared memory on one host,
  * and SQLite's locks over NFS and SMB are known to fail. */
@@ -194,8 +221,16 @@ int mqproc__sq_open(mqproc__store_t *base, char *err) {
   sqlite3 *db;
   sqlite3_stmt *st;
   int rc, version = 0;
-  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
-      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK)
+    return rc;
+  /* no file: opening would leave an empty one behind (a typo's, or a server's without
+   * --migrate) */
+  if (access(s->path, F_OK) != 0 && errno == ENOENT)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY,
+                       "no database at %s: start the server with --migrate, or run `mqproc "
+                       "migrate --database sqlite://%s`",
+                       s->path, s->path);
+  if ((rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
     return rc;
   if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) ==
       SQLITE_OK) {
@@ -240,15 +275,32 @@ int mqproc__store_sqlite_connect(const char *url, sqlite3 **db, char *err) {
   return rc;
 }
 
+int mqproc__sq_schema(mqproc__store_t *base, int *version, int *steps, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  int rc;
+  *version = *steps = 0;
+  if (access(s->path, F_OK) != 0) /* none yet: asking must not make one */
+    return MQPROC_OK;
+  if ((rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  read_schema(db, version, steps);
+  sqlite3_close(db);
+  return MQPROC_OK;
+}
+
 int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
   sq_store_t *s = (sq_store_t *)base;
   sqlite3 *db;
   char *msg = NULL;
-  int rc;
+  int rc, version = 0, steps = 0;
   if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
       (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
     return rc;
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) == SQLITE_OK)
+    read_schema(db, &version, &steps); /* under the write lock: no other migrate between */
+  if (msg != NULL ||
+      (version > 0 && version < 8 && sqlite3_exec(db, UPGRADE_8, NULL, NULL, &msg) != SQLITE_OK) ||
       sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
     mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
