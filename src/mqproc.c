@@ -21,56 +21,105 @@
 
 #define MQPROC_API __attribute__((visibility("default")))
 
+/* The options a first start needs, in the order one gives them (the rest:
+ * `processing-server --help`). */
+static const char *const FIRST_OPTS[] = {"processor", "exec",        "queue", "database",
+                                         "migrate",   "concurrency", "http",  NULL};
+/* migrate's own options. */
+static const char *const MIGRATE_OPTS[] = {
+    "database", "database-file", "database-pooler", "group-access", "log-level", "log-format",
+    NULL};
+
+/* `mqproc --help`: the zero-server start (a directory queue and an SQLite file) first,
+ * then the commands and the options a first start needs. */
+static void usage_generic(FILE *out) {
+  fprintf(
+      out,
+      "Usage: mqproc COMMAND [OPTIONS]      (every command has --help)\n\n"
+      "Start here: no broker or database server to run, a directory queue and an SQLite "
+      "file:\n"
+      "  export MQPROC_QUEUE=dir://$PWD/spool MQPROC_DATABASE=sqlite://$PWD/jobs.db\n"
+      "  mqproc processing-server --processor hello --exec cat --migrate &\n"
+      "  mqproc submit --processor hello --param name=world --wait    # cat's output: jobs log ID\n"
+      "  mqproc jobs list\n"
+      "On RabbitMQ and PostgreSQL: --queue amqp://USER:PASS@HOST/VHOST --database "
+      "postgresql://USER@HOST/DB.\n\n"
+      "Commands:\n"
+      "  processing-server  consume the jobs of the queue named after --processor, run "
+      "them\n"
+      "                     with --exec, record every state in the job store, publish "
+      "results\n"
+      "  migrate            create or upgrade the job tables\n"
+      "  submit             publish jobs (--wait for their outcome)\n"
+      "  jobs               list, show, log, retry, cancel, purge jobs\n"
+      "  dead-letters       list, show, requeue, purge messages the servers gave up on\n"
+      "  workers            the processing servers, live or dead\n"
+      "  stats              per processor: queue depth, jobs by state, rates, times\n"
+      "  pause|resume|drain PROCESSOR: stop taking jobs, take them again, finish and exit\n"
+      "  dashboard          the status page of the whole fleet, taking no jobs\n"
+      "  processing-api     OCR-D's Processing Server API over the job table\n\n"
+      "The options of a first start (all of them: mqproc processing-server --help):\n");
+  mqproc__config_help_rows(out, MQPROC__CLI_GENERIC, FIRST_OPTS);
+}
+
 static void usage(FILE *out, const char *prog, mqproc__cli_kind_t kind,
                   const mqproc_processor_t *proc) {
   if (kind == MQPROC__CLI_C && proc->description != NULL)
     fprintf(out, "%s: %s\n\n", proc->name, proc->description);
   fprintf(out,
-          "Usage: %s processing-server%s --queue=AMQP_URL --database=PG_URL [OPTIONS]\n"
-          "       %s migrate --database=PG_URL\n"
+          "Usage: %s processing-server%s --queue=URL --database=URL [OPTIONS]\n"
+          "       %s migrate --database=URL\n"
           "       %s --help | --version\n\n"
           "processing-server  consume jobs from the queue named after the processor, run them,\n"
-          "                   record every state change in PostgreSQL and publish the results\n"
+          "                   record every state change in the job store and publish the "
+          "results\n"
           "migrate            create or upgrade the job tables (mqproc_jobs, ...)\n\n"
+          "--queue: dir:///SPOOL (a directory queue, no server to run) or amqp://...;\n"
+          "--database: sqlite:///PATH (a file, no server to run) or postgresql://...\n\n"
           "Options (each also read from its environment variable; the command line wins):\n",
           prog, kind == MQPROC__CLI_GENERIC ? " --processor=NAME --exec='CMD ARGS...'" : "", prog,
           prog);
-  if (kind == MQPROC__CLI_GENERIC)
-    fprintf(out,
-            "Operator commands (each has --help):\n"
-            "  submit             publish jobs (--wait for their outcome)\n"
-            "  jobs               list, show, log, retry, cancel, purge jobs\n"
-            "  workers            the processing servers, live or dead\n"
-            "  stats              per processor: queue depth, jobs by state, rates, times\n"
-            "  pause|resume|drain PROCESSOR: stop taking jobs, take them again, finish and exit\n"
-            "  dashboard          the status page of the whole fleet, taking no jobs\n"
-            "  processing-api     OCR-D's Processing Server API over the job table\n\n"
-            "processing-server options:\n");
   mqproc__config_help(out, kind);
   fprintf(out, "\nSignals: SIGTERM/SIGINT stop consuming and let running jobs finish; a second "
                "one stops them now\n(their jobs are released to the queue).\n");
 }
 
+static void usage_migrate(FILE *out, const char *prog, mqproc__cli_kind_t kind) {
+  fprintf(out,
+          "Usage: %s migrate --database=URL\n"
+          "Creates the job tables, or upgrades them to this build's version; says how many\n"
+          "steps it applied. Safe to run again, and while servers run.\n\nOptions:\n",
+          prog);
+  mqproc__config_help_rows(out, kind, MIGRATE_OPTS);
+}
+
 static int cmd_migrate(mqproc__config_t *cfg) {
   char err[MQPROC_ERR_LEN];
   mqproc__store_t *store = NULL;
-  int rc;
+  int rc, before = 0, after = 0, steps_before = 0, steps_after = 0;
   if (cfg->database == NULL) {
     fprintf(stderr, "migrate: --database (or MQPROC_DATABASE) is required\n");
     return 2;
   }
   rc = mqproc__store_new(&store, cfg->database, NULL, cfg->database_pooler, err);
   if (rc == MQPROC_OK)
+    rc = mqproc__store_schema(store, &before, &steps_before, err);
+  if (rc == MQPROC_OK)
     rc = mqproc__store_migrate(store, err);
   if (rc == MQPROC_OK)
     rc = mqproc__store_open(store, err);
+  if (rc == MQPROC_OK)
+    rc = mqproc__store_schema(store, &after, &steps_after, err);
   mqproc__store_destroy(store);
   if (rc != MQPROC_OK) {
     fprintf(stderr, "migrate: %s\n", err);
     return 1;
   }
-  printf("mqproc schema is up to date (%zu migration%s)\n", mqproc__n_migrations,
-         mqproc__n_migrations == 1 ? "" : "s");
+  if (steps_after == steps_before)
+    printf("mqproc schema is up to date: already at version %d, nothing applied\n", after);
+  else
+    printf("mqproc schema is up to date: applied %d migration%s (version %d to %d)\n",
+           steps_after - steps_before, steps_after - steps_before == 1 ? "" : "s", before, after);
   return 0;
 }
 
@@ -84,7 +133,7 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     if (kind == MQPROC__CLI_C)
       mqproc__ocrd_run_usage(stderr, proc);
     else
-      usage(stderr, prog, kind, proc);
+      usage_generic(stderr);
     return 2;
   }
   /* a C processor is an OCR-D processor program too: its options, its --help, --version */
@@ -95,7 +144,10 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     return 0;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-    usage(stdout, prog, kind, proc);
+    if (kind == MQPROC__CLI_GENERIC)
+      usage_generic(stdout);
+    else
+      usage(stdout, prog, kind, proc);
     return 0;
   }
   if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
@@ -110,7 +162,10 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
   }
   rc = mqproc__config_load(&cfg, kind, argc - 2, argv + 2, err);
   if (cfg.help) { /* `processing-server --help`, whatever else the line says */
-    usage(stdout, prog, kind, proc);
+    if (!strcmp(argv[1], "migrate"))
+      usage_migrate(stdout, prog, kind);
+    else
+      usage(stdout, prog, kind, proc);
     mqproc__config_free(&cfg);
     return 0;
   }

@@ -161,7 +161,8 @@ static const mqproc__opt_t OPTS[] = {
     {ROW_STR("exchange", "MQPROC_EXCHANGE", exchange, "ocrd-network-default"),
      .help = "direct exchange the job and result queues are bound to"},
     {ROW_STR("dead-letter-queue", "MQPROC_DEAD_LETTER_QUEUE", dead_letter_queue, NULL),
-     .help = "queue for messages given up on (default: <processor>.dead)"},
+     .help = "queue for messages given up on (default: <processor>.dead; on dir:// they go into "
+             "the job queue's failed/ directory)"},
     {ROW_LIST("queue-arg", "MQPROC_QUEUE_ARGS", queue_args),
      .help = "extra queue argument key=value, repeatable (env: comma-separated); used only when "
              "the queue does not exist yet"},
@@ -599,20 +600,31 @@ void mqproc__config_free(mqproc__config_t *cfg) {
 }
 
 void mqproc__config_help(FILE *out, mqproc__cli_kind_t kind) {
-  for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++) {
-    const mqproc__opt_t *o = &OPTS[i];
-    char meta[256] = "=TEXT";
-    if (!applies(o, kind))
-      continue;
-    if (o->type == MQPROC__OPT_BOOL)
-      snprintf(meta, sizeof(meta), "[=BOOL]");
-    else if (o->type == MQPROC__OPT_INT || o->type == MQPROC__OPT_LONG)
-      snprintf(meta, sizeof(meta), "=N");
-    else if (o->type == MQPROC__OPT_ENUM)
-      mqproc__opt_choices(o, "|", meta + 1, sizeof(meta) - 1); /* --isolation=thread|process */
-    fprintf(out, "  --%s%s\n      %s\n      env %s", o->name, meta, o->help, o->env);
-    if (o->def != NULL)
-      fprintf(out, "; default %s", o->def);
-    fputc('\n', out);
-  }
+  mqproc__config_help_rows(out, kind, NULL);
+}
+
+static void help_row(FILE *out, const mqproc__opt_t *o);
+
+void mqproc__config_help_rows(FILE *out, mqproc__cli_kind_t kind, const char *const *names) {
+  for (size_t i = 0; names == NULL && i < MQPROC__ARRAY_LEN(OPTS); i++)
+    if (applies(&OPTS[i], kind))
+      help_row(out, &OPTS[i]);
+  for (; names != NULL && *names != NULL; names++) /* in the order asked */
+    for (size_t i = 0; i < MQPROC__ARRAY_LEN(OPTS); i++)
+      if (applies(&OPTS[i], kind) && !strcmp(OPTS[i].name, *names))
+        help_row(out, &OPTS[i]);
+}
+
+static void help_row(FILE *out, const mqproc__opt_t *o) {
+  char meta[256] = "=TEXT";
+  if (o->type == MQPROC__OPT_BOOL)
+    snprintf(meta, sizeof(meta), "[=BOOL]");
+  else if (o->type == MQPROC__OPT_INT || o->type == MQPROC__OPT_LONG)
+    snprintf(meta, sizeof(meta), "=N");
+  else if (o->type == MQPROC__OPT_ENUM)
+    mqproc__opt_choices(o, "|", meta + 1, sizeof(meta) - 1); /* --isolation=thread|process */
+  fprintf(out, "  --%s%s\n      %s\n      env %s", o->name, meta, o->help, o->env);
+  if (o->def != NULL)
+    fprintf(out, "; default %s", o->def);
+  fputc('\n', out);
 }

@@ -149,6 +149,8 @@ int mqproc__config_check_server(const mqproc__config_t *cfg, mqproc__cli_kind_t 
 void mqproc__config_free(mqproc__config_t *cfg);
 /* Prints the option list (flag, env, default, help). */
 void mqproc__config_help(FILE *out, mqproc__cli_kind_t kind);
+/* The same for the rows named in names (NULL-terminated; NULL: every row). */
+void mqproc__config_help_rows(FILE *out, mqproc__cli_kind_t kind, const char *const *names);
 
 /* Ranges always refused to callbacks unless --callback-allow names them: IPv4 link-local
  * (with the 169.254.169.254 metadata service of most clouds), IPv6 link-local, AWS IMDS

@@ -566,6 +566,7 @@ static const struct mqproc__broker_class amqp_class = {
     .name = "amqp",
     .claim_ahead = 0,           /* the broker spreads the queue over the servers */
     .declare_needs_pattern = 0, /* a declared queue is the broker's to keep */
+    .dead_in_failed = 0,        /* dead letters go to the dead-letter queue */
     .connect = amqp_connect_,
     .fd = amqp_fd_,
     .pending = amqp_pending_,

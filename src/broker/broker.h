@@ -128,6 +128,12 @@ struct mqproc__broker_class {
      window can grow and shrink in place is whether resize is set. */
   int claim_ahead;
   int declare_needs_pattern;
+  /* dead_in_failed: a dead letter goes into the job queue's failed/ directory, not to the
+     dead-letter queue (dir://): the logs name that place. */
+  int dead_in_failed;
+  /* empty_hint: said with a dead letter's "empty message", how a producer avoids one (NULL:
+     nothing to say; dir://: a file created in new/ is seen before it is written). */
+  const char *empty_hint;
   /* connect: open the connection and declare the topology (consume() starts consuming). */
   int (*connect)(mqproc__broker_t *b, char *err);
   /* fd: the socket to watch, -1 when not connected. */

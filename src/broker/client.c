@@ -274,6 +274,10 @@ int mqproc__qclient_depth(mqproc__qclient_t *a, const char *queue, long *message
   return 0;
 }
 
+int mqproc__qclient_served(mqproc__qclient_t *a, const char *queue) {
+  return a->conn == NULL ? mqproc__dirq_served(a->spool, queue) : -1;
+}
+
 int mqproc__qclient_make_queue(mqproc__qclient_t *a, const char *queue, char *err) {
   char qdir[MQPROC__DIRQ_QDIR_MAX];
   if (a->conn != NULL) /* the servers declare result queues on AMQP */

@@ -28,6 +28,10 @@ int mqproc__qclient_depth(mqproc__qclient_t *a, const char *queue, long *message
  * where --result-queue-pattern allows); AMQP: nothing (servers declare result queues).
  * 0, or -1 with err. */
 int mqproc__qclient_make_queue(mqproc__qclient_t *a, const char *queue, char *err);
+/* dir://: whether a server ever served queue (broker/dirq.h's mark): 1 or 0; -1 when it
+ * cannot be told, and on AMQP, where a publish for a queue nobody declared is returned
+ * (unroutable) instead. */
+int mqproc__qclient_served(mqproc__qclient_t *a, const char *queue);
 void mqproc__qclient_close(mqproc__qclient_t *a);
 
 #endif

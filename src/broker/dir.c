@@ -370,6 +370,7 @@ static int d_connect(mqproc__broker_t *base, char *err) {
   if ((rc = mqproc__dirq_open(b->spool, b->topo->queue, 1, &b->q, err)) != MQPROC_OK)
     return rc == MQPROC_EINVAL ? MQPROC_ECONFIG : rc;
   b->qdir = b->q.path;
+  mqproc__dirq_mark_served(&b->q); /* submit's check that the queue has a server */
   if ((b->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
     rc = errno;
     mqproc__dirq_close(&b->q);
@@ -526,6 +527,9 @@ static const struct mqproc__broker_class DIR_CLASS = {
     .name = "dir",
     .claim_ahead = 1,
     .declare_needs_pattern = 1,
+    .dead_in_failed = 1,
+    .empty_hint = "a job file is written in the queue's tmp/ and then renamed into new/, so "
+                  "that no server sees it before it is whole (docs/dir-queue.md)",
     .connect = d_connect,
     .fd = d_fd,
     .pending = d_pending,

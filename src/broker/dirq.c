@@ -358,30 +358,38 @@ void mqproc__dirq_write_reason(const mqproc__dirq_q_t *q, const char *name, cons
   }
 }
 
+/* Removes failed/NAME.reason (a reason written for a message that did not come). */
+static void drop_reason(const mqproc__dirq_q_t *q, const char *name) {
+  char rname[NAME_MAX + 8];
+  snprintf(rname, sizeof(rname), "%.*s.reason", NAME_MAX - 7, name);
+  unlinkat(q->sub[MQPROC__DIRQ_FAILED], rname, 0);
+}
+
+/* The reason goes first, so whoever sees the message in failed/ finds why beside it. */
 int mqproc__dirq_to_failed(const mqproc__dirq_q_t *q, int from, const char *name, const char *why) {
   char fresh[MQPROC__DIRQ_NAME_MAX];
   const char *to = name;
-  if (renameat2(q->sub[from], name, q->sub[MQPROC__DIRQ_FAILED], name, RENAME_NOREPLACE) != 0) {
-    if (errno == ENOENT)
+  int e;
+  for (int round = 0;; round++) {
+    if (round > 0 || faccessat(q->sub[MQPROC__DIRQ_FAILED], name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+      /* a name there already (the same job failed before): a fresh one, never over it */
+      mqproc__dirq_name(mqproc__dirq_name_priority(name), 0, fresh, sizeof(fresh));
+      to = fresh;
+    }
+    mqproc__dirq_write_reason(q, to, why);
+    if (renameat2(q->sub[from], name, q->sub[MQPROC__DIRQ_FAILED], to, RENAME_NOREPLACE) == 0)
+      return 1;
+    e = errno;
+    drop_reason(q, to);
+    errno = e;
+    if (errno == ENOENT) /* gone meanwhile (another server took it) */
       return 0;
-    if (errno != EEXIST) {
+    if (errno != EEXIST || round > 0) {
       MQPROC__WARN("dir queue: cannot move %s/%s/%s to failed/: %s", q->path, SUB_NAMES[from], name,
                    strerror(errno));
       return -1;
     }
-    /* a name there already (the same job failed before): a fresh one, never over it */
-    mqproc__dirq_name(mqproc__dirq_name_priority(name), 0, fresh, sizeof(fresh));
-    if (renameat(q->sub[from], name, q->sub[MQPROC__DIRQ_FAILED], fresh) != 0) {
-      if (errno == ENOENT)
-        return 0;
-      MQPROC__WARN("dir queue: cannot move %s/%s/%s to failed/: %s", q->path, SUB_NAMES[from], name,
-                   strerror(errno));
-      return -1;
-    }
-    to = fresh;
   }
-  mqproc__dirq_write_reason(q, to, why);
-  return 1;
 }
 
 int mqproc__dirq_parse(const char *data, size_t len, mqproc__dirq_msg_t *m, json_t **meta) {
@@ -421,4 +429,26 @@ long mqproc__dirq_count(const mqproc__dirq_q_t *q) {
     n += e->d_name[0] != '.';
   closedir(d);
   return n;
+}
+
+void mqproc__dirq_mark_served(const mqproc__dirq_q_t *q) {
+  int fd;
+  if (faccessat(q->fd, MQPROC__DIRQ_SERVED, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+    return;
+  if ((fd = mqproc__openat_new(q->fd, MQPROC__DIRQ_SERVED, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    MQPROC__DEBUG("dir queue %s: cannot leave its %s mark: %s", q->path, MQPROC__DIRQ_SERVED,
+                  strerror(errno));
+  else
+    close(fd);
+}
+
+int mqproc__dirq_served(const char *spool, const char *queue) {
+  char path[MQPROC__DIRQ_QDIR_MAX + 16];
+  struct stat st;
+  if (queue[0] == '\0' || queue[0] == '.' || strchr(queue, '/') != NULL)
+    return -1;
+  snprintf(path, sizeof(path), "%s/%s/%s", spool, queue, MQPROC__DIRQ_SERVED);
+  if (lstat(path, &st) == 0)
+    return 1;
+  return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
 }

@@ -126,4 +126,14 @@ int mqproc__dirq_parse(const char *data, size_t len, mqproc__dirq_msg_t *m, json
 /* Jobs ready in q's new/ (a directory read); -1 when it cannot be read. */
 long mqproc__dirq_count(const mqproc__dirq_q_t *q);
 
+/* The mark a server leaves in its job queue's directory, SPOOL/QUEUE/.served (a dot file:
+ * no job): the queue has been served. `mqproc submit` warns of a queue without it, as
+ * RabbitMQ returns a job for a queue no server declared: a typo's jobs would wait forever. */
+#define MQPROC__DIRQ_SERVED ".served"
+/* Leaves q's mark when it is missing (a hint: a failure is only logged). */
+void mqproc__dirq_mark_served(const mqproc__dirq_q_t *q);
+/* Whether SPOOL/QUEUE has a server's mark: 1, 0 (no mark, or no such queue), -1 when it
+ * cannot be told. */
+int mqproc__dirq_served(const char *spool, const char *queue);
+
 #endif

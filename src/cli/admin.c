@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -120,6 +121,40 @@ int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **ar
   return url_from_file(a, "queue", 1, cmd);
 }
 
+int mqproc__args_parse_pick(args_t *a, const mqproc__opt_t *catalog, const char *const *names,
+                            int argc, char **argv, const char *cmd) {
+  mqproc__opt_t picked[ARGS_OPTS_MAX + 1];
+  int n = 0, rc;
+  for (const mqproc__opt_t *o = catalog; o->name != NULL; o++)
+    for (const char *const *k = names; *k != NULL && n < ARGS_OPTS_MAX; k++)
+      if (!strcmp(*k, o->name))
+        picked[n++] = *o;
+  memset(&picked[n], 0, sizeof(picked[n]));
+  rc = mqproc__args_parse(a, picked, argc, argv, cmd); /* (clears a) */
+  memcpy(a->picked, picked, sizeof(picked));
+  a->opts = a->picked;
+  return rc;
+}
+
+const char *mqproc__args_first_word(const mqproc__opt_t *catalog, int argc, char **argv) {
+  for (int i = 0; i < argc; i++) {
+    const char *s = argv[i];
+    const mqproc__opt_t *o = NULL;
+    if (strncmp(s, "--", 2) == 0 && s[2] != '\0') {
+      if (strchr(s, '=') != NULL)
+        continue;
+      o = find(catalog, s + 2, strlen(s + 2), 0);
+    } else if (s[0] == '-' && s[1] != '\0' && s[2] == '\0') {
+      o = find(catalog, NULL, 0, s[1]);
+    } else {
+      return s;
+    }
+    if (o != NULL && o->type != MQPROC__OPT_BOOL)
+      i++; /* its value */
+  }
+  return NULL;
+}
+
 const char *mqproc__arg(const args_t *a, const char *name) {
   for (int i = a->n - 1; i >= 0; i--)
     if (!strcmp(a->names[i], name))
@@ -144,6 +179,23 @@ int mqproc__arg_enum(const args_t *a, const char *name) {
   if ((value = mqproc__opt_enum_parse(o, v != NULL ? v : o->def, src, err)) < 0)
     fprintf(stderr, "mqproc %s: %s\n", a->cmd, err);
   return value;
+}
+
+/* CACHED: a job of mqproc processing-api waiting for a page lock or a dependency */
+const mqproc__opt_choice_t mqproc__job_states[] = {{"QUEUED", 0}, {"RUNNING", 1},   {"SUCCESS", 2},
+                                                   {"FAILED", 3}, {"CANCELLED", 4}, {"CACHED", 5},
+                                                   {NULL, 0}};
+
+const char *mqproc__arg_state(const args_t *a, int *bad) {
+  int v;
+  *bad = 0;
+  if (!mqproc__has(a, "state"))
+    return NULL;
+  if ((v = mqproc__arg_enum(a, "state")) < 0) {
+    *bad = 1;
+    return NULL;
+  }
+  return mqproc__job_states[v].name;
 }
 
 int mqproc__has(const args_t *a, const char *name) {
@@ -331,6 +383,130 @@ void mqproc__print_rows(json_t *rows, const char *const *cols, int width) {
   }
 }
 
+int mqproc__term_width(void) {
+  const char *env = getenv("COLUMNS");
+  struct winsize ws;
+  if (env != NULL && atoi(env) > 0)
+    return atoi(env);
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    return ws.ws_col;
+  return 0;
+}
+
+/* Characters (UTF-8 sequences) in s; and the bytes of its first n characters. */
+static int chars(const char *s) {
+  int n = 0;
+  for (; *s != '\0'; s++)
+    n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
+}
+
+static size_t bytes_of(const char *s, int n) {
+  size_t i = 0;
+  for (int k = 0; s[i] != '\0'; i++) {
+    if (((unsigned char)s[i] & 0xc0) != 0x80 && k++ == n)
+      break;
+  }
+  return i;
+}
+
+/* A cell as shown: "-" for null, a time without its milliseconds, control characters
+ * escaped on a terminal (error texts may carry escape sequences); malloc()ed. */
+static char *shown(json_t *v, const mqproc__col_t *c) {
+  char *s = cell(v), *e;
+  if (s != NULL && c->time && strlen(s) >= 19 && s[10] == 'T') {
+    s[10] = ' ';
+    s[19] = '\0';
+  }
+  for (char *p = s; p != NULL && *p != '\0'; p++) /* one line per row */
+    if (*p == '\n' || *p == '\r' || *p == '\t')
+      *p = ' ';
+  if (s != NULL && isatty(STDOUT_FILENO) && (e = mqproc__term_escape(s, strlen(s))) != NULL) {
+    free(s);
+    s = e;
+  }
+  return s;
+}
+
+/* Each column's width (0: left out) so that the table fits width (0: any). */
+static void fit(const mqproc__col_t *cols, int nc, int *w, int width) {
+  int total = 0, shown_n = 0;
+  for (int k = 0; k < nc; k++)
+    if (w[k] > 0) {
+      total += w[k];
+      shown_n++;
+    }
+  total += 2 * (shown_n - 1);
+  while (width > 0 && total > width) { /* leave out the first to go */
+    int best = -1;
+    for (int k = 0; k < nc; k++)
+      if (w[k] > 0 && cols[k].drop > 0 && (best < 0 || cols[k].drop > cols[best].drop))
+        best = k;
+    if (best < 0)
+      break;
+    total -= w[best] + 2;
+    w[best] = 0;
+  }
+  for (int k = 0; width > 0 && total > width && k < nc; k++) { /* then cut */
+    int cut;
+    if (w[k] == 0 || cols[k].min <= 0 || w[k] <= cols[k].min)
+      continue;
+    cut = total - width < w[k] - cols[k].min ? total - width : w[k] - cols[k].min;
+    w[k] -= cut;
+    total -= cut;
+  }
+}
+
+static void put_cell(const char *s, int w, int last) {
+  int n = chars(s);
+  if (n > w) { /* cut, and say so */
+    fwrite(s, 1, bytes_of(s, w - 1), stdout);
+    putchar('~');
+    n = w;
+  } else {
+    fputs(s, stdout);
+  }
+  if (!last)
+    printf("%*s", w - n + 2, "");
+  else
+    putchar('\n');
+}
+
+void mqproc__print_table(json_t *rows, const mqproc__col_t *cols) {
+  int nc = 0, w[64], last = -1;
+  size_t i;
+  json_t *row;
+  while (cols[nc].key != NULL && nc < 64)
+    nc++;
+  for (int k = 0; k < nc; k++) {
+    w[k] = chars(cols[k].title != NULL ? cols[k].title : cols[k].key);
+    json_array_foreach(rows, i, row) {
+      char *s = shown(json_object_get(row, cols[k].key), &cols[k]);
+      int l = s != NULL ? chars(s) : 0;
+      w[k] = l > w[k] ? l : w[k];
+      free(s);
+    }
+    if (cols[k].max > 0 && w[k] > cols[k].max)
+      w[k] = cols[k].max;
+  }
+  fit(cols, nc, w, mqproc__term_width());
+  for (int k = 0; k < nc; k++)
+    last = w[k] > 0 ? k : last;
+  for (int k = 0; k < nc; k++)
+    if (w[k] > 0)
+      put_cell(cols[k].title != NULL ? cols[k].title : cols[k].key, w[k], k == last);
+  json_array_foreach(rows, i, row) {
+    for (int k = 0; k < nc; k++) {
+      char *s;
+      if (w[k] == 0)
+        continue;
+      s = shown(json_object_get(row, cols[k].key), &cols[k]);
+      put_cell(s != NULL ? s : "", w[k], k == last);
+      free(s);
+    }
+  }
+}
+
 /* ---- dispatch ----------------------------------------------------------------------- */
 
 int mqproc__admin_main(int argc, char **argv) {
@@ -340,6 +516,8 @@ int mqproc__admin_main(int argc, char **argv) {
     return mqproc__cmd_submit(argc - 2, argv + 2);
   if (!strcmp(cmd, "jobs"))
     return mqproc__cmd_jobs(argc - 2, argv + 2);
+  if (!strcmp(cmd, "dead-letters"))
+    return mqproc__cmd_dead_letters(argc - 2, argv + 2);
   if (!strcmp(cmd, "workers"))
     return mqproc__cmd_workers(argc - 2, argv + 2);
   if (!strcmp(cmd, "stats"))

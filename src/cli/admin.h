@@ -1,7 +1,7 @@
-/* The mqproc program's operator commands (submit, jobs, workers, stats, pause, resume,
- * drain): short-lived clients of the job table and the broker, in the mqproc program only
- * (not in libmqproc). Shared here: argument parsing, the database connection, the audit
- * trail, output helpers and a publisher with confirms. */
+/* The mqproc program's operator commands (submit, jobs, dead-letters, workers, stats,
+ * pause, resume, drain): short-lived clients of the job table and the broker, in the mqproc program
+ * only (not in libmqproc). Shared here: argument parsing, the database connection, the audit trail,
+ * output helpers and a publisher with confirms. */
 #ifndef MQPROC_CLI_ADMIN_H
 #define MQPROC_CLI_ADMIN_H
 
@@ -22,12 +22,14 @@
  * applies --group-access. */
 
 #define ARGS_MAX 256
+#define ARGS_OPTS_MAX 48 /* rows a (sub)command takes */
 
 typedef struct args {
   const mqproc__opt_t *opts;
-  const char *cmd;             /* the command, for messages */
-  const char *names[ARGS_MAX]; /* option given (its row's name) */
-  const char *vals[ARGS_MAX];  /* its value ("" for flags) */
+  mqproc__opt_t picked[ARGS_OPTS_MAX + 1]; /* the rows mqproc__args_parse_pick took */
+  const char *cmd;                         /* the command, for messages */
+  const char *names[ARGS_MAX];             /* option given (its row's name) */
+  const char *vals[ARGS_MAX];              /* its value ("" for flags) */
   int n;
   const char *pos[ARGS_MAX]; /* positional arguments */
   int npos;
@@ -38,12 +40,26 @@ typedef struct args {
  * command (has(a, "help")). */
 int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **argv,
                        const char *cmd);
+/* mqproc__args_parse with the rows of catalog named in names (NULL-terminated): a
+ * (sub)command takes, and its --help lists, only its own options. */
+int mqproc__args_parse_pick(args_t *a, const mqproc__opt_t *catalog, const char *const *names,
+                            int argc, char **argv, const char *cmd);
+/* The first word of argv that is neither an option of catalog nor an option's value (a
+ * command's subcommand, wherever it stands); NULL when there is none. */
+const char *mqproc__args_first_word(const mqproc__opt_t *catalog, int argc, char **argv);
 /* The last value of an option, else its environment variable, else NULL. */
 const char *mqproc__arg(const args_t *a, const char *name);
 int mqproc__has(const args_t *a, const char *name);
 /* The value of enum option name (its row's choice; its default when not given); -1 after
  * printing why the text given is none of the choices. */
 int mqproc__arg_enum(const args_t *a, const char *name);
+/* A job state given to --state (any case): its name as the job table writes it, NULL when
+ * --state was not given; *bad set after printing why the text is no state. */
+const char *mqproc__arg_state(const args_t *a, int *bad);
+/* --state's row (a job state, any case; the table's names are listed in --help). */
+extern const mqproc__opt_choice_t mqproc__job_states[];
+#define MQPROC__OPT_STATE(h)                                                                       \
+  { .name = "state", .type = MQPROC__OPT_ENUM, .choices = mqproc__job_states, .help = h }
 /* The i-th value of a repeatable option (NULL past the end). */
 const char *mqproc__arg_nth(const args_t *a, const char *name, int i);
 /* Prints usage and the option list. */
@@ -84,10 +100,27 @@ void mqproc__print_json(json_t *v);
  * table (at most width characters per cell; null as "-"). */
 void mqproc__print_rows(json_t *rows, const char *const *cols, int width);
 
+/* A column of mqproc__print_table. */
+typedef struct mqproc__col {
+  const char *key;   /* the row's field */
+  const char *title; /* the header (NULL: key) */
+  int max;           /* the widest it is shown (0: as wide as its cells) */
+  int min;           /* > 0: cut down to this on a narrow terminal, after the drops */
+  int drop;          /* > 0: left out on a narrow terminal, the highest first */
+  int time;          /* an ISO time: shown as YYYY-MM-DD HH:MM:SS (UTC) */
+} mqproc__col_t;
+/* The columns (ended by a zero row) of rows as an aligned table that fits the terminal:
+ * its width is $COLUMNS, else the terminal's (stdout), else unbounded; columns are left
+ * out (by drop) and cut (to min) until it fits; a cut cell ends with "~". */
+void mqproc__print_table(json_t *rows, const mqproc__col_t *cols);
+/* The width the tables fit: $COLUMNS, else stdout's terminal, else 0 (unbounded). */
+int mqproc__term_width(void);
+
 /* ---- commands ----------------------------------------------------------------------- */
 
 int mqproc__cmd_submit(int argc, char **argv);
 int mqproc__cmd_jobs(int argc, char **argv);
+int mqproc__cmd_dead_letters(int argc, char **argv);
 int mqproc__cmd_workers(int argc, char **argv);
 int mqproc__cmd_stats(int argc, char **argv);
 int mqproc__cmd_dashboard(int argc, char **argv);

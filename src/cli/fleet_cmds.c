@@ -10,23 +10,30 @@
 #include "admin.h"
 #include "base/util.h"
 
+/* Every option of these commands; each takes the rows it names. */
 static const mqproc__opt_t OPTS[] = {
     {.name = "database",
      .env = "MQPROC_DATABASE",
      .help = "job store: postgresql://... or sqlite:///PATH"},
     {.name = "queue",
      .env = "MQPROC_QUEUE",
-     .help = "AMQP URL or dir:///SPOOL (stats: queue depth and consumers)"},
+     .help = "AMQP URL or dir:///SPOOL: queue depths (and consumers on AMQP)"},
     MQPROC__OPTS_SHARED,
     {.name = "processor", .help = "only this processor"},
-    {.name = "worker", .help = "pause/resume/drain: only this server (its worker id)"},
-    {.name = "timeout",
-     .help = "pause/resume/drain: seconds to wait for confirmations (default 5)"},
+    {.name = "worker", .help = "only this server (its worker id)"},
+    {.name = "timeout", .help = "seconds to wait for the servers' confirmations (default 5)"},
     {.name = "all",
      .type = MQPROC__OPT_BOOL,
-     .help = "workers: also servers stopped or dead for more than an hour"},
+     .help = "also servers stopped or dead for more than an hour"},
     {.name = "json", .type = MQPROC__OPT_BOOL, .help = "machine-readable output"},
     {0}};
+
+#define DB_OPTS "database", "database-file", "group-access"
+static const char *const WORKERS_OPTS[] = {DB_OPTS, "processor", "all", "json", NULL};
+static const char *const STATS_OPTS[] = {DB_OPTS,    "queue",   "queue-file", "tls-ca",
+                                         "tls-cert", "tls-key", "tls-verify", "processor",
+                                         "json",     NULL};
+static const char *const CONTROL_OPTS[] = {DB_OPTS, "worker", "timeout", NULL};
 
 static const char *const WORKER_COLS[] = {"worker_id",   "processor_name", "state",     "host",
                                           "pid",         "concurrency",    "in_flight", "jobs_done",
@@ -39,13 +46,13 @@ int mqproc__cmd_workers(int argc, char **argv) {
   json_t *rows;
   char err[512];
   int rc;
-  if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "workers")) != 0)
+  if ((rc = mqproc__args_parse_pick(&a, OPTS, WORKERS_OPTS, argc, argv, "workers")) != 0)
     return rc;
   if (mqproc__has(&a, "help")) {
     mqproc__args_usage("Usage: mqproc workers [--processor P] [--all] [--json]\n"
                        "The processing servers and their state (running, paused, draining, "
                        "stopped, dead).\n",
-                       OPTS);
+                       a.opts);
     return 0;
   }
   if ((c = mqproc__admin_db(&a)) == NULL)
@@ -98,6 +105,12 @@ static void print_stats(json_t *o) {
            (long long)json_integer_value(json_object_get(e, "max")));
   printf("  failure rate   %.1f %% (60 m)\n",
          100 * json_real_value(json_object_get(o, "failure_rate_60m")));
+  if (json_integer_value(json_object_get(o, "dead_letters")) > 0)
+    printf("  dead letters   %lld not requeued (mqproc dead-letters list --processor %s)\n",
+           (long long)json_integer_value(json_object_get(o, "dead_letters")),
+           json_string_value(json_object_get(o, "processor")));
+  else if (json_is_integer(json_object_get(o, "dead_letters")))
+    printf("  dead letters   0\n");
   printf("  live workers   %lld\n",
          (long long)json_integer_value(json_object_get(o, "live_workers")));
 }
@@ -111,7 +124,7 @@ int mqproc__cmd_stats(int argc, char **argv) {
   size_t i;
   json_t *v;
   int rc;
-  if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "stats")) != 0) {
+  if ((rc = mqproc__args_parse_pick(&a, OPTS, STATS_OPTS, argc, argv, "stats")) != 0) {
     json_decref(all);
     return rc;
   }
@@ -119,9 +132,9 @@ int mqproc__cmd_stats(int argc, char **argv) {
     json_decref(all);
     mqproc__args_usage("Usage: mqproc stats [--processor P] [--queue URL] [--json]\n"
                        "Per processor: queue depth and consumers (a passive declare), jobs by "
-                       "state, jobs finished per minute,\nexecution time, failure rate, live "
-                       "workers.\n",
-                       OPTS);
+                       "state, jobs finished per minute,\nexecution time, failure rate, dead "
+                       "letters not requeued, live workers.\n",
+                       a.opts);
     return 0;
   }
   if ((c = mqproc__admin_db(&a)) == NULL) {
@@ -165,16 +178,24 @@ int mqproc__cmd_control(const char *cmd, int argc, char **argv) {
   const char *vals[2];
   long long deadline;
   int rc, pending = 0;
-  if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, cmd)) != 0)
+  if ((rc = mqproc__args_parse_pick(&a, OPTS, CONTROL_OPTS, argc, argv, cmd)) != 0)
     return rc;
   if (mqproc__has(&a, "help") || a.npos != 1) {
-    printf("Usage: mqproc %s PROCESSOR [--worker ID] [--timeout S]\n", cmd);
-    mqproc__args_usage(!strcmp(cmd, "pause")    ? "Stop taking jobs; running ones finish; the "
-                                                  "connection stays. Stored: servers started "
-                                                  "later start paused.\n"
-                       : !strcmp(cmd, "resume") ? "Take jobs again.\n"
-                                                : "Finish the running jobs, then exit 0.\n",
-                       OPTS);
+    char usage[1024];
+    snprintf(usage, sizeof(usage), "Usage: mqproc %s PROCESSOR [--worker ID] [--timeout S]\n%s",
+             cmd,
+             !strcmp(cmd, "pause")
+                 ? "Stop taking jobs; running ones finish; the connection stays. The pause is\n"
+                   "stored and stands until `mqproc resume PROCESSOR`: servers started later\n"
+                   "start paused.\n"
+             : !strcmp(cmd, "resume")
+                 ? "Take jobs again: ends a pause (and a drain still waiting) of the processor's\n"
+                   "servers, or of one with --worker.\n"
+                 : "The servers running now finish their running jobs, take no new ones, and\n"
+                   "exit 0. Servers started later are not drained: they take jobs.\n");
+    mqproc__args_usage(usage, a.opts);
+    if (!mqproc__has(&a, "help"))
+      fprintf(stderr, "mqproc %s: give one processor\n", cmd);
     return mqproc__has(&a, "help") ? 0 : 2;
   }
   if ((c = mqproc__admin_db(&a)) == NULL)

@@ -14,49 +14,104 @@
 
 #define BATCH 1000
 
+/* Every option of the jobs commands; each subcommand takes the rows it names below. */
 static const mqproc__opt_t OPTS[] = {
     {.name = "database",
      .env = "MQPROC_DATABASE",
      .help = "job store: postgresql://... or sqlite:///PATH"},
     {.name = "queue",
      .env = "MQPROC_QUEUE",
-     .help = "AMQP URL or dir:///SPOOL (retry publishes the stored request)"},
+     .help = "AMQP URL or dir:///SPOOL: where the stored requests are published"},
     MQPROC__OPTS_SHARED,
     {.name = "exchange",
      .env = "MQPROC_EXCHANGE",
      .help = "exchange jobs are published to (default ocrd-network-default)"},
-    {.name = "state", .help = "only jobs in this state (QUEUED RUNNING SUCCESS FAILED CANCELLED)"},
+    MQPROC__OPT_STATE("only jobs in this state (any case)"),
     {.name = "processor", .help = "only jobs of this processor"},
-    {.name = "since", .help = "list: only jobs queued within this duration (30s, 15m, 2h, 7d)"},
-    {.name = "limit", .help = "list: at most this many rows (default 50)"},
-    {.name = "after", .help = "list: the page after this cursor (printed with the previous page)"},
-    {.name = "older-than", .help = "purge: finished longer ago than this duration (required)"},
-    {.name = "force", .type = MQPROC__OPT_BOOL, .help = "purge: allow --older-than under an hour"},
-    {.name = "yes",
-     .shrt = 'y',
-     .type = MQPROC__OPT_BOOL,
-     .help = "bulk forms: act (without it they only count)"},
+    {.name = "since", .help = "only jobs queued within this duration (30s, 15m, 2h, 7d)"},
+    {.name = "limit", .help = "at most this many rows (default 50)"},
+    {.name = "after", .help = "the page after this cursor (printed below the previous page)"},
+    {.name = "older-than", .help = "finished longer ago than this duration (required)"},
+    {.name = "force", .type = MQPROC__OPT_BOOL, .help = "allow --older-than under an hour"},
+    {.name = "yes", .shrt = 'y', .type = MQPROC__OPT_BOOL, .help = "act (without it: only count)"},
     {.name = "json", .type = MQPROC__OPT_BOOL, .help = "machine-readable output"},
     {0}};
 
+/* The rows every subcommand that opens the store takes. */
+#define DB_OPTS "database", "database-file", "group-access"
+#define QUEUE_OPTS "queue", "queue-file", "tls-ca", "tls-cert", "tls-key", "tls-verify", "exchange"
+
+/* A subcommand: its name, its usage and its options. */
+typedef struct sub {
+  const char *name;
+  const char *usage;
+  const char *const opts[24];
+} sub_t;
+
+static const sub_t SUBS[] = {
+    {"list",
+     "Usage: mqproc jobs list [--state S] [--processor P] [--since D] [--limit N] [--after C] "
+     "[--json]\n"
+     "Jobs, newest first, as wide as the terminal; a full page ends with the --after to the "
+     "next.\n",
+     {DB_OPTS, "state", "processor", "since", "limit", "after", "json", NULL}},
+    {"show",
+     "Usage: mqproc jobs show ID [--json]\n"
+     "Every column of a job, its request and every try.\n",
+     {DB_OPTS, "json", NULL}},
+    {"log",
+     "Usage: mqproc jobs log ID\nThe job's log file (on the host that ran it).\n",
+     {DB_OPTS, NULL}},
+    {"retry",
+     "Usage: mqproc jobs retry ID...\n"
+     "       mqproc jobs retry --state FAILED [--processor P] [--yes]\n"
+     "Finished jobs back to QUEUED, their stored requests published again (the bulk form "
+     "only\ncounts without --yes). Exit 1 when an id was not retried (unknown, QUEUED or "
+     "RUNNING).\n",
+     {DB_OPTS, QUEUE_OPTS, "state", "processor", "yes", NULL}},
+    {"cancel",
+     "Usage: mqproc jobs cancel ID... [--processor P]\n"
+     "QUEUED jobs become CANCELLED, RUNNING ones are stopped; with --processor, ids not\n"
+     "delivered yet are cancelled before they arrive.\n",
+     {DB_OPTS, "processor", NULL}},
+    {"purge",
+     "Usage: mqproc jobs purge --older-than 30d [--state S] [--processor P] [--yes]\n"
+     "Deletes finished jobs (and their tries); without --yes it only counts. Never a job\n"
+     "whose result or dead letter is still to be sent, or that is to be republished; under\n"
+     "an hour only with --force.\n",
+     {DB_OPTS, "older-than", "state", "processor", "force", "yes", NULL}},
+};
+
 static const char USAGE[] =
-    "Usage: mqproc jobs list [--state S] [--processor P] [--since D] [--limit N] [--after C]\n"
-    "       mqproc jobs show ID      every column and every try\n"
-    "       mqproc jobs log ID       the job's log file\n"
-    "       mqproc jobs retry ID... | retry --state FAILED [--processor P] [--yes]\n"
-    "       mqproc jobs cancel ID... [--processor P]   (P: cancel jobs not delivered yet)\n"
-    "       mqproc jobs purge --older-than 30d [--state S] [--processor P] [--yes]\n"
-    "         (never a job whose result or dead letter is still to be sent, or that is to be\n"
-    "          republished; under an hour only with --force)\n";
+    "Usage: mqproc jobs list|show|log|retry|cancel|purge [OPTIONS]\n"
+    "  list     jobs, newest first (--state, --processor, --since, --limit, --after)\n"
+    "  show ID  every column of a job, its request and every try\n"
+    "  log ID   the job's log file\n"
+    "  retry    finished jobs back to QUEUED, their requests published again\n"
+    "  cancel   stop running jobs, cancel queued ones\n"
+    "  purge    delete finished jobs older than a duration\n"
+    "Each has --help: mqproc jobs list --help.\n";
 
-static const char *const LIST_COLS[] = {
-    "job_id",       "processor_name", "state",     "attempt",    "tries",
-    "worker_id",    "created_time",   "queued_at", "start_time", "end_time",
-    "exec_time_ms", "last_error",     "cursor",    NULL};
+/* The columns of `jobs list`, the first to go on a narrow terminal with the highest drop
+ * (the whole row is in --json, and `jobs show`). */
+static const mqproc__col_t LIST_COLS[] = {
+    {.key = "job_id", .max = 40, .min = 12},
+    {.key = "processor_name", .title = "processor", .max = 24, .min = 10},
+    {.key = "state"},
+    {.key = "attempt", .drop = 4},
+    {.key = "tries"},
+    {.key = "worker_id", .title = "worker", .max = 24, .drop = 3},
+    {.key = "created_time", .title = "created (UTC)", .time = 1, .drop = 6},
+    {.key = "queued_at", .title = "queued (UTC)", .time = 1, .drop = 1},
+    {.key = "start_time", .title = "started (UTC)", .time = 1, .drop = 5},
+    {.key = "end_time", .title = "ended (UTC)", .time = 1, .drop = 2},
+    {.key = "exec_time_ms", .title = "exec ms", .drop = 3},
+    {.key = "last_error", .title = "last error", .max = 60, .min = 10},
+    {0}};
 
-static int list(mqproc__odb_t *c, const args_t *a) {
+static int list(mqproc__odb_t *c, const args_t *a, const char *state) {
   const char *limit = mqproc__arg(a, "limit");
-  mqproc__jobs_filter_t f = {.state = mqproc__arg(a, "state"),
+  mqproc__jobs_filter_t f = {.state = state,
                              .processor = mqproc__arg(a, "processor"),
                              .after = mqproc__arg(a, "after"),
                              .since_s = -1,
@@ -72,16 +127,17 @@ static int list(mqproc__odb_t *c, const args_t *a) {
     fprintf(stderr, "mqproc jobs list: %s", err);
     return 1;
   }
-  if ((int)json_array_size(rows) == f.limit)
+  if (mqproc__has(a, "json")) { /* each row has its cursor */
+    mqproc__print_json(rows);
+    return 0;
+  }
+  mqproc__print_table(rows, LIST_COLS);
+  fflush(stdout);
+  if ((int)json_array_size(rows) == f.limit) /* once, below the page it continues */
     fprintf(stderr, "more: --after '%s'\n",
             json_string_value(
                 json_object_get(json_array_get(rows, json_array_size(rows) - 1), "cursor")));
-  if (mqproc__has(a, "json")) {
-    mqproc__print_json(rows);
-  } else {
-    mqproc__print_rows(rows, LIST_COLS, 40);
-    json_decref(rows);
-  }
+  json_decref(rows);
   return 0;
 }
 
@@ -207,8 +263,8 @@ static long long count(mqproc__odb_t *c, const char *where, const char *sq_where
   return k;
 }
 
-static int retry(mqproc__odb_t *c, const args_t *a) {
-  mqproc__ops_retry_t w = {.state = mqproc__arg(a, "state"),
+static int retry(mqproc__odb_t *c, const args_t *a, const char *state) {
+  mqproc__ops_retry_t w = {.state = state,
                            .processor = mqproc__arg(a, "processor"),
                            .exchange = mqproc__arg(a, "exchange"),
                            .actor = mqproc__admin_actor()};
@@ -217,6 +273,7 @@ static int retry(mqproc__odb_t *c, const args_t *a) {
   json_t *out, *v;
   long long total;
   size_t i;
+  int failed;
   if (a->npos > 1 && ids == NULL)
     return 2;
   if (ids == NULL && w.state == NULL) {
@@ -259,8 +316,11 @@ static int retry(mqproc__odb_t *c, const args_t *a) {
                   ? json_string_value(json_object_get(v, "error"))
                   : "no reason given");
   }
-  mqproc__print_audit(out);
   total = json_integer_value(json_object_get(out, "retried"));
+  if (total > 0) /* nothing retried: nothing recorded */
+    mqproc__print_audit(out);
+  else if (ids == NULL)
+    printf("retried 0 jobs\n");
   if (ids != NULL && total < a->npos - 1)
     fprintf(stderr,
             "mqproc jobs retry: %lld of %d job(s) retried (the others are unknown, "
@@ -269,9 +329,9 @@ static int retry(mqproc__odb_t *c, const args_t *a) {
   if (json_object_get(out, "error") != NULL)
     fprintf(stderr, "mqproc jobs retry: %s", json_string_value(json_object_get(out, "error")));
   free(ids);
-  total = json_object_get(out, "error") != NULL;
+  failed = json_object_get(out, "error") != NULL || (ids != NULL && total < a->npos - 1);
   json_decref(out);
-  return total ? 1 : 0;
+  return failed ? 1 : 0;
 }
 
 static int cancel(mqproc__odb_t *c, const args_t *a) {
@@ -308,9 +368,9 @@ static int cancel(mqproc__odb_t *c, const args_t *a) {
 
 #define PURGE_FLOOR_S 3600 /* a job's row outlives its redeliveries by this at least */
 
-static int purge(mqproc__odb_t *c, const args_t *a) {
+static int purge(mqproc__odb_t *c, const args_t *a, const char *state) {
   long long secs = mqproc__parse_duration(mqproc__arg(a, "older-than")), n, total = 0;
-  const char *state = mqproc__arg(a, "state"), *proc = mqproc__arg(a, "processor");
+  const char *proc = mqproc__arg(a, "processor");
   char s[32];
   const char *vals[3] = {s, state, proc};
   static const char WHERE[] =
@@ -371,40 +431,49 @@ static int purge(mqproc__odb_t *c, const args_t *a) {
 }
 
 int mqproc__cmd_jobs(int argc, char **argv) {
+  const char *word = mqproc__args_first_word(OPTS, argc, argv), *state;
+  const sub_t *sub = NULL;
   args_t a;
   mqproc__odb_t *c;
-  const char *sub;
-  int rc;
-  if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "jobs")) != 0)
+  int rc, bad;
+  for (size_t i = 0; word != NULL && i < sizeof(SUBS) / sizeof(SUBS[0]); i++)
+    if (!strcmp(word, SUBS[i].name))
+      sub = &SUBS[i];
+  if (sub == NULL) { /* `jobs --help`, `jobs`, `jobs frobnicate` */
+    int help = argc > 0 && (!strcmp(argv[argc - 1], "--help") || !strcmp(argv[argc - 1], "-h"));
+    if (word != NULL)
+      fprintf(stderr, "mqproc jobs: unknown command '%s' (see --help)\n", word);
+    else
+      fputs(USAGE, help ? stdout : stderr);
+    return word == NULL && help ? 0 : 2;
+  }
+  if ((rc = mqproc__args_parse_pick(&a, OPTS, sub->opts, argc, argv, "jobs")) != 0)
     return rc;
-  if (mqproc__has(&a, "help") || a.npos == 0) {
-    mqproc__args_usage(USAGE, OPTS);
-    return a.npos == 0 && !mqproc__has(&a, "help") ? 2 : 0;
+  if (mqproc__has(&a, "help")) {
+    mqproc__args_usage(sub->usage, a.opts);
+    return 0;
   }
-  sub = a.pos[0];
-  if (strcmp(sub, "list") && strcmp(sub, "show") && strcmp(sub, "log") && strcmp(sub, "retry") &&
-      strcmp(sub, "cancel") && strcmp(sub, "purge")) {
-    fprintf(stderr, "mqproc jobs: unknown command '%s' (see --help)\n", sub);
+  state = mqproc__arg_state(&a, &bad);
+  if (bad)
     return 2;
-  }
-  if ((!strcmp(sub, "show") || !strcmp(sub, "log")) && a.npos != 2) {
-    fprintf(stderr, "mqproc jobs %s: give one job id\n", sub);
+  if ((!strcmp(sub->name, "show") || !strcmp(sub->name, "log")) && a.npos != 2) {
+    fprintf(stderr, "mqproc jobs %s: give one job id\n", sub->name);
     return 2;
   }
   if ((c = mqproc__admin_db(&a)) == NULL)
     return 1;
-  if (!strcmp(sub, "list"))
-    rc = list(c, &a);
-  else if (!strcmp(sub, "show"))
+  if (!strcmp(sub->name, "list"))
+    rc = list(c, &a, state);
+  else if (!strcmp(sub->name, "show"))
     rc = show(c, &a, a.pos[1]);
-  else if (!strcmp(sub, "log"))
+  else if (!strcmp(sub->name, "log"))
     rc = show_log(c, a.pos[1]);
-  else if (!strcmp(sub, "retry"))
-    rc = retry(c, &a);
-  else if (!strcmp(sub, "cancel"))
+  else if (!strcmp(sub->name, "retry"))
+    rc = retry(c, &a, state);
+  else if (!strcmp(sub->name, "cancel"))
     rc = cancel(c, &a);
   else
-    rc = purge(c, &a);
+    rc = purge(c, &a, state);
   mqproc__odb_close(c);
   return rc;
 }

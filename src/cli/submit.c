@@ -89,11 +89,17 @@ static json_t *grps(const args_t *a, const char *name) {
 static json_t *message(const args_t *a) {
   const char *p = mqproc__arg(a, "parameters"), *v;
   json_t *m, *params;
+  int ocrd;
   if (mqproc__arg(a, "processor") == NULL) {
     fprintf(stderr, "mqproc submit: --processor is required\n");
     return NULL;
   }
-  if ((mqproc__arg(a, "mets") == NULL) == (mqproc__arg(a, "workspace-id") == NULL)) {
+  /* an OCR-D job names its workspace and file groups; a job of a processor of one's own
+   * has only its parameters (docs/protocol.md) */
+  ocrd = mqproc__arg(a, "mets") != NULL || mqproc__arg(a, "workspace-id") != NULL ||
+         mqproc__arg(a, "input-file-grp") != NULL || mqproc__arg(a, "output-file-grp") != NULL ||
+         mqproc__arg(a, "page-id") != NULL;
+  if (ocrd && (mqproc__arg(a, "mets") == NULL) == (mqproc__arg(a, "workspace-id") == NULL)) {
     fprintf(stderr, "mqproc submit: give one of --mets and --workspace-id\n");
     return NULL;
   }
@@ -116,9 +122,10 @@ static json_t *message(const args_t *a) {
     x = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
     json_object_set_new(params, key, x != NULL ? x : json_string(eq + 1));
   }
-  m = json_pack("{s:s, s:I, s:o, s:o}", "processor_name", mqproc__arg(a, "processor"),
-                "created_time", (json_int_t)time(NULL), "input_file_grps",
-                grps(a, "input-file-grp"), "parameters", params);
+  m = json_pack("{s:s, s:I, s:o}", "processor_name", mqproc__arg(a, "processor"), "created_time",
+                (json_int_t)time(NULL), "parameters", params);
+  if (ocrd)
+    json_object_set_new(m, "input_file_grps", grps(a, "input-file-grp"));
   if (mqproc__arg(a, "output-file-grp") != NULL) /* optional: some processors write none */
     json_object_set_new(m, "output_file_grps", grps(a, "output-file-grp"));
   if ((v = mqproc__arg(a, "mets")) != NULL)
@@ -351,10 +358,13 @@ int mqproc__cmd_submit(int argc, char **argv) {
   if ((rc = mqproc__args_parse(&a, OPTS, argc, argv, "submit")) != 0)
     return rc;
   if (mqproc__has(&a, "help")) {
-    mqproc__args_usage("Usage: mqproc submit --processor P (--mets PATH | --workspace-id W) -I GRP "
+    mqproc__args_usage("Usage: mqproc submit --processor P [--param K=V]... [OPTIONS]\n"
+                       "       mqproc submit --processor P (--mets PATH | --workspace-id W) -I GRP "
                        "[-O GRP] [OPTIONS]\n"
                        "       mqproc submit --workflow FILE --mets PATH [--page-wise] [--wait]\n"
-                       "Publishes jobs and prints their ids.\n",
+                       "Publishes jobs and prints their ids: a job of a processor of one's own "
+                       "(its parameters), an\nOCR-D job (a workspace and file groups), or a "
+                       "workflow's jobs.\n",
                        OPTS);
     return 0;
   }
@@ -394,6 +404,7 @@ int mqproc__cmd_submit(int argc, char **argv) {
   exchange =
       mqproc__arg(&a, "exchange") != NULL ? mqproc__arg(&a, "exchange") : "ocrd-network-default";
   char why[MQPROC_ERR_LEN];
+  int served = mqproc__qclient_served(amqp, mqproc__arg(&a, "processor"));
   ids = json_array();
   rc = 0;
   /* dir://: the result queue is made here (servers make one only where the operator's
@@ -436,6 +447,11 @@ int mqproc__cmd_submit(int argc, char **argv) {
     free(body);
   }
   fflush(stdout);
+  if (served == 0 && rc == 0) /* dir://: RabbitMQ would return it as unroutable */
+    fprintf(stderr,
+            "mqproc submit: warning: no server has served '%s' in %s yet: the job waits "
+            "there for the first one (a typo in --processor?)\n",
+            mqproc__arg(&a, "processor"), mqproc__arg(&a, "queue"));
   mqproc__qclient_close(amqp);
   json_decref(msg);
   if (rc == 0 && mqproc__has(&a, "wait")) {

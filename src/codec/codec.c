@@ -10,6 +10,13 @@
  * hold NUL characters, and job_id, path_to_mets, workspace_id, result_queue_name and file
  * group names must be non-empty. An empty page_id is treated as absent (core omits it).
  *
+ * A message that names no workspace and no file groups (none of path_to_mets,
+ * workspace_id, input_file_grps, output_file_grps, page_id) is the job of a processor
+ * that is not an OCR-D processor: it needs only processor_name; job_id and created_time
+ * may be given (checked as above) or are made by the server (delivery.c). Whether the
+ * server's processor takes such jobs is the server's to say. Any OCR-D key makes the
+ * message an OCR-D job, validated as OCR-D's schema says.
+ *
  * To accept a new message key: add one line to key_rules[] (and a field to mqproc__msg_t
  * if the server needs it).
  */
@@ -203,12 +210,16 @@ typedef int (*check_fn)(const char *key, const json_t *v, char *err);
 /* Where a checked value goes in mqproc__msg_t. */
 enum slot { SLOT_NONE, SLOT_STR, SLOT_JSON, SLOT_INT };
 
+/* Whether a key must be there: in every message, or in an OCR-D job's only. */
+enum need { OPTIONAL = 0, NEEDED_BY_OCRD, NEEDED };
+
 struct key_rule {
   const char *name;
   check_fn check;
   enum slot slot;
   size_t offset; /* offsetof(mqproc__msg_t, field) unless SLOT_NONE */
-  int required;
+  enum need required;
+  int ocrd; /* the key makes a message an OCR-D job: it names a workspace or file groups */
 };
 
 /* "a string", "a sequence"...: the type of v for error messages (YAML words). */
@@ -357,21 +368,21 @@ static int check_http_url(const char *key, const json_t *v, char *err) {
 
 /* The processing-message schema, one key per line. */
 static const struct key_rule key_rules[] = {
-    {"job_id", check_job_id, SLOT_STR, FIELD(job_id), 1},
-    {"processor_name", check_processor_name, SLOT_STR, FIELD(processor_name), 1},
-    {"created_time", check_created_time, SLOT_INT, FIELD(created_time), 1},
-    {"input_file_grps", check_file_grps, SLOT_JSON, FIELD(input_file_grps), 1},
-    {"output_file_grps", check_file_grps, SLOT_JSON, FIELD(output_file_grps), 0},
-    {"path_to_mets", check_nonempty_string, SLOT_STR, FIELD(path_to_mets), 0},
-    {"workspace_id", check_nonempty_string, SLOT_STR, FIELD(workspace_id), 0},
-    {"page_id", check_string, SLOT_STR, FIELD(page_id), 0},
-    {"parameters", check_object, SLOT_JSON, FIELD(parameters), 0},
-    {"agent_type", check_agent_type, SLOT_NONE, 0, 0},
-    {"result_queue_name", check_queue_name, SLOT_STR, FIELD(result_queue_name), 0},
-    {"callback_url", check_http_url, SLOT_STR, FIELD(callback_url), 0},
-    {"internal_callback_url", check_http_url, SLOT_STR, FIELD(internal_callback_url), 0},
+    {"job_id", check_job_id, SLOT_STR, FIELD(job_id), NEEDED_BY_OCRD, 0},
+    {"processor_name", check_processor_name, SLOT_STR, FIELD(processor_name), NEEDED, 0},
+    {"created_time", check_created_time, SLOT_INT, FIELD(created_time), NEEDED_BY_OCRD, 0},
+    {"input_file_grps", check_file_grps, SLOT_JSON, FIELD(input_file_grps), NEEDED_BY_OCRD, 1},
+    {"output_file_grps", check_file_grps, SLOT_JSON, FIELD(output_file_grps), OPTIONAL, 1},
+    {"path_to_mets", check_nonempty_string, SLOT_STR, FIELD(path_to_mets), OPTIONAL, 1},
+    {"workspace_id", check_nonempty_string, SLOT_STR, FIELD(workspace_id), OPTIONAL, 1},
+    {"page_id", check_string, SLOT_STR, FIELD(page_id), OPTIONAL, 1},
+    {"parameters", check_object, SLOT_JSON, FIELD(parameters), OPTIONAL, 0},
+    {"agent_type", check_agent_type, SLOT_NONE, 0, OPTIONAL, 0},
+    {"result_queue_name", check_queue_name, SLOT_STR, FIELD(result_queue_name), OPTIONAL, 0},
+    {"callback_url", check_http_url, SLOT_STR, FIELD(callback_url), OPTIONAL, 0},
+    {"internal_callback_url", check_http_url, SLOT_STR, FIELD(internal_callback_url), OPTIONAL, 0},
     /* mqproc extension (OCR-D's server never sends it): per-message time limit */
-    {"time_limit", check_time_limit, SLOT_INT, FIELD(time_limit), 0},
+    {"time_limit", check_time_limit, SLOT_INT, FIELD(time_limit), OPTIONAL, 0},
 };
 
 static void store(mqproc__msg_t *m, const struct key_rule *r, json_t *v) {
@@ -406,14 +417,24 @@ static int check_unknown_keys(json_t *doc, char *err) {
   return 0;
 }
 
+/* An OCR-D job names a workspace or file groups; a message with none of those keys is a
+ * job of a processor of one's own, which needs only processor_name. */
+static int is_ocrd_job(const json_t *doc) {
+  for (size_t i = 0; i < MQPROC__ARRAY_LEN(key_rules); i++)
+    if (key_rules[i].ocrd && json_object_get(doc, key_rules[i].name) != NULL)
+      return 1;
+  return 0;
+}
+
 static int apply_rules(mqproc__msg_t *m, char *err) {
   size_t i;
+  m->ocrd = is_ocrd_job(m->doc);
   for (i = 0; i < MQPROC__ARRAY_LEN(key_rules); i++) {
     const struct key_rule *r = &key_rules[i];
     json_t *v = json_object_get(m->doc, r->name);
     int rc;
     if (v == NULL) {
-      if (r->required)
+      if (r->required == NEEDED || (r->required == NEEDED_BY_OCRD && m->ocrd))
         return mqproc__err(err, MQPROC_ECODEC_INVALID, "%s: required key missing", r->name);
       continue;
     }
@@ -454,12 +475,13 @@ static int check_no_nul(const json_t *v, const char *path, int depth, char *err)
   return 0;
 }
 
-/* The rules no single key can check: the path/workspace oneOf and our processor name. */
+/* The rules no single key can check: an OCR-D job's path/workspace oneOf, and our
+ * processor name. */
 static int check_message(mqproc__msg_t *m, const char *processor, char *err) {
   if (m->path_to_mets != NULL && m->workspace_id != NULL)
     return mqproc__err(err, MQPROC_ECODEC_INVALID,
                        "path_to_mets and workspace_id are mutually exclusive");
-  if (m->path_to_mets == NULL && m->workspace_id == NULL)
+  if (m->ocrd && m->path_to_mets == NULL && m->workspace_id == NULL)
     return mqproc__err(err, MQPROC_ECODEC_INVALID,
                        "one of path_to_mets or workspace_id is required");
   if (processor != NULL && strcmp(m->processor_name, processor) != 0)

@@ -34,12 +34,14 @@ typedef enum mqproc__format { MQPROC__FMT_JSON = 0, MQPROC__FMT_YAML = 1 } mqpro
 typedef struct mqproc__msg {
   json_t *doc;             /* owned: the decoded request (a JSON object) */
   mqproc__format_t format; /* how the request was encoded */
-  const char *job_id;
+  int ocrd;                /* an OCR-D job (a workspace, file groups); else a job of a
+                              processor of one's own: only processor_name is certain */
+  const char *job_id;      /* NULL only in a job that is not OCR-D's (the server makes one) */
   const char *processor_name;
   long long created_time;   /* -1 when absent */
-  json_t *input_file_grps;  /* array of strings, >= 1 item */
+  json_t *input_file_grps;  /* array of strings, >= 1 item (OCR-D jobs; else NULL) */
   json_t *output_file_grps; /* array of strings or NULL */
-  const char *path_to_mets; /* exactly one of path_to_mets / workspace_id is set */
+  const char *path_to_mets; /* OCR-D jobs: exactly one of path_to_mets / workspace_id */
   const char *workspace_id;
   const char *page_id;
   json_t *parameters; /* object; an empty object when absent */
@@ -70,7 +72,9 @@ json_t *mqproc__doc_masked(const json_t *doc);
 
 /* Validates doc against the processing-message schema (OCR-D's rules: required keys,
  * types, no unknown keys, exactly one of path_to_mets/workspace_id, processor_name ==
- * processor when processor is not NULL, http(s) callback URLs). Takes ownership of doc
+ * processor when processor is not NULL, http(s) callback URLs). A message with no OCR-D
+ * key (no workspace, no file groups) is a job that is not OCR-D's (msg->ocrd 0): it needs
+ * only processor_name, and job_id may be NULL. Takes ownership of doc
  * in every case. On success *out is a new message (mqproc__msg_free()). On failure
  * returns MQPROC_ECODEC_INVALID, *out is NULL and err names the field and the problem,
  * e.g. "input_file_grps: must be a non-empty array of strings". */

@@ -81,11 +81,13 @@ void mqproc__delivery_arm_ack_timer(mqproc__delivery_t *d) {
 mqproc__delivery_t *mqproc__delivery_new(mqproc__delivery_host_t *host,
                                          const mqproc__broker_msg_t *m) {
   mqproc__delivery_t *d = mqproc__calloc(1, sizeof(*d));
-  if (d == NULL || (d->body = mqproc__malloc(m->len)) == NULL) {
+  /* (an empty message has no bytes, and may have no pointer: a dead letter all the same) */
+  if (d == NULL || (d->body = mqproc__malloc(m->len + 1)) == NULL) {
     free(d);
     return NULL;
   }
-  memcpy(d->body, m->body, m->len);
+  if (m->len > 0)
+    memcpy(d->body, m->body, m->len);
   d->len = m->len;
   d->priority = m->priority;
   if (m->headers_json != NULL && (d->headers_json = mqproc__strdup(m->headers_json)) == NULL) {

@@ -116,6 +116,39 @@ static int no_mets_server(const char *headers_json) {
   return none;
 }
 
+/* A job that is not OCR-D's may come without job_id and created_time: they are made here.
+ * The id is the message's bytes': "job-" and the first 32 hex digits of their SHA-256, so
+ * a copy delivered again is the same job, known by its row (the same bytes sent again
+ * later are too: give a job_id or created_time to run them again). A made id goes into
+ * the body, encoded again, so a republish, the outbox and a retry send the same job. */
+static int plain_job_ids(mqproc__delivery_t *d) {
+  json_t *doc = d->msg->doc;
+  unsigned char sha[32];
+  char id[48], err[MQPROC_ERR_LEN], *body = NULL;
+  size_t len = 0;
+  if (d->msg->created_time < 0) {
+    if (json_object_set_new(doc, "created_time", json_integer((json_int_t)time(NULL))) != 0)
+      return MQPROC_ENOMEM;
+    d->msg->created_time = json_integer_value(json_object_get(doc, "created_time"));
+  }
+  if (d->msg->job_id != NULL)
+    return MQPROC_OK;
+  mqproc__sha256(d->body, d->len, sha);
+  memcpy(id, "job-", 4);
+  for (int i = 0; i < 16; i++)
+    snprintf(id + 4 + 2 * i, 3, "%02x", sha[i]);
+  free(d->job_id);
+  if ((d->job_id = mqproc__strdup(id)) == NULL ||
+      json_object_set_new(doc, "job_id", json_string(id)) != 0 ||
+      mqproc__doc_encode(doc, d->msg->format, &body, &len, err) != MQPROC_OK)
+    return MQPROC_ENOMEM;
+  d->msg->job_id = json_string_value(json_object_get(doc, "job_id"));
+  free(d->body);
+  d->body = body;
+  d->len = len;
+  return MQPROC_OK;
+}
+
 static int step_decode(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   json_t *doc;
@@ -128,7 +161,11 @@ static int step_decode(mqproc__delivery_t *d) {
     return 1;
   }
   if (mqproc__codec_parse(d->body, d->len, &doc, &fmt, err) != MQPROC_OK) {
-    mqproc__delivery_to_dead_letter(d, S_ACK, "undecodable message: %s", err);
+    const char *hint = strncmp(err, "empty message", 13) == 0 && d->host->broker != NULL
+                           ? d->host->broker->klass->empty_hint
+                           : NULL;
+    mqproc__delivery_to_dead_letter(d, S_ACK, "undecodable message: %s%s%s", err,
+                                    hint != NULL ? ": " : "", hint != NULL ? hint : "");
     return 1;
   }
   id = mqproc__doc_job_id(doc);
@@ -146,7 +183,17 @@ static int step_decode(mqproc__delivery_t *d) {
     mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;
   }
-  if ((d->msg->path_to_mets != NULL || cfg(d)->workspace_root != NULL) &&
+  if (!d->msg->ocrd && d->host->ocrd_processor) {
+    mqproc__delivery_to_dead_letter(
+        d, S_ACK,
+        "invalid message: '%.100s' is an OCR-D processor: its jobs name path_to_mets (or "
+        "workspace_id) and input_file_grps (and job_id, created_time)",
+        d->host->processor);
+    return 1;
+  }
+  if (!d->msg->ocrd && plain_job_ids(d) != MQPROC_OK)
+    return mqproc__delivery_wait_timer(d, S_DEFER, 1000); /* out of memory: give it back */
+  if (d->msg->ocrd && (d->msg->path_to_mets != NULL || cfg(d)->workspace_root != NULL) &&
       mqproc__ocrd_mets_path(d->msg, cfg(d)->workspace_root, &d->mets_path, err) != MQPROC_OK) {
     mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;

@@ -68,6 +68,8 @@ struct mqproc__delivery_host {
   const mqproc__config_t *cfg;
   const char *processor;  /* the job queue's name */
   const char *dead_queue; /* where given-up messages go */
+  const char *dead_where; /* how the logs name that place (NULL: dead_queue; dir://:
+                             the job queue's failed/ directory) */
   const char *worker_id;
   const char *hostname; /* gethostname() */
   mqproc__loop_t *loop;
@@ -78,6 +80,9 @@ struct mqproc__delivery_host {
   const mqproc__cidr_list_t *callback_allow; /* --callback-allow */
   const mqproc__cidr_list_t *callback_deny;  /* --callback-deny */
   int needs_mets;     /* the runner cannot run a job without a METS (OCR-D CLI) */
+  int ocrd_processor; /* an OCR-D processor (--exec with OCR-D's CLI, a C processor named
+                         ocrd-*): a job that names no workspace and no file groups is
+                         invalid for it */
   int broker_blocked; /* connection.blocked: publishing waits for connection.unblocked */
 };
 

@@ -18,6 +18,11 @@
 
 /* ---- dead letters ------------------------------------------------------------------- */
 
+/* Where the logs say dead letters go: the dead-letter queue, or dir://'s P/failed/. */
+static const char *dead_where(const mqproc__delivery_t *d) {
+  return d->host->dead_where != NULL ? d->host->dead_where : d->host->dead_queue;
+}
+
 static int publish_dead_letter(mqproc__delivery_t *d) {
   char err[MQPROC_ERR_LEN];
   mqproc__broker_header_t h[4] = {{"x-mqproc-reason", d->reason},
@@ -34,7 +39,7 @@ static int publish_dead_letter(mqproc__delivery_t *d) {
                          .n_headers = d->job_id != NULL ? 4 : 3,
                          .dead_letter = 1};
   int rc;
-  MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), d->host->dead_queue, d->reason);
+  MQPROC__WARN("job %s: dead-lettered to %s: %s", jid(d), dead_where(d), d->reason);
   rc = mqproc__host_publish(d->host, d, &p, err);
   if (rc == MQPROC_EBROKER_BLOCKED)
     return mqproc__delivery_broker_blocked(d);
@@ -293,11 +298,11 @@ void mqproc__delivery_confirmed(mqproc__delivery_t *d, int status) {
     } else if (d->acked) { /* no message to keep: the outcome still goes out */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); it stays in "
                     "mqproc_dead_letters only",
-                    jid(d), d->host->dead_queue, mqproc_strerror(status));
+                    jid(d), dead_where(d), mqproc_strerror(status));
       d->state = d->after_dead;
     } else { /* the dead-letter queue refused it: keep the message, try again later */
       MQPROC__ERROR("job %s: dead-letter queue %s refused the message (%s); requeueing later",
-                    jid(d), d->host->dead_queue, mqproc_strerror(status));
+                    jid(d), dead_where(d), mqproc_strerror(status));
       mqproc__delivery_wait_timer(d, S_DEFER, 5000);
       return;
     }

@@ -151,6 +151,10 @@ json_t *mqproc__ops_retry(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqpro
   out = json_pack("{s:o, s:I}", "jobs", jobs, "retried", (json_int_t)total);
   if (n < 0)
     json_object_set_new(out, "error", json_string(err));
+  if (total == 0) { /* nothing was done: nothing to record (an unknown id is no action) */
+    json_object_set_new(out, "audit", json_null());
+    return out;
+  }
   {
     char e2[ERRLEN],
         *line = mqproc__ops_audit(

@@ -50,6 +50,30 @@ json_t *mqproc__ops_job(mqproc__odb_t *c, const char *id, char *err);
 /* The last FAILED jobs, newest first. */
 json_t *mqproc__ops_failures(mqproc__odb_t *c, int limit, char *err);
 
+/* ---- dead letters (ops/dead.c; err: 512 bytes) ---------------------------------------
+ * mqproc_dead_letters: every message a server gave up on. What `mqproc dead-letters` and
+ * `mqproc stats` read, and the page may. */
+
+typedef struct mqproc__dead_filter {
+  const char *processor; /* NULL: every processor */
+  long long after_id;    /* > 0: the page after this id (older ones) */
+  long long since_s;     /* < 0: any age */
+  int waiting;           /* only those not requeued */
+  int limit;             /* <= 0: 50 */
+} mqproc__dead_filter_t;
+/* A page of dead letters, newest first: [{id, processor_name, job_id, reason, worker_id,
+ * received_at, body_len, requeued_at, requeued_by}]; the last id is the next page's
+ * after_id. NULL on failure. */
+json_t *mqproc__ops_dead_letters(mqproc__odb_t *c, const mqproc__dead_filter_t *f, char *err);
+/* One dead letter (id as text): the listed fields, body_stored (bytes kept), body_cut (the
+ * body was longer than --max-message-size), body_sha256 (of the whole body, hex), body
+ * (the text, at most 64 KiB, passwords masked; null when it is not UTF-8 text), message
+ * (decoded and masked; null, with decode_error, when it does not decode). NULL with err
+ * ("no dead letter ID") on failure. */
+json_t *mqproc__ops_dead_letter(mqproc__odb_t *c, const char *id, char *err);
+/* A processor's dead letters not requeued (by its index); -1 on failure. */
+long long mqproc__ops_dead_count(mqproc__odb_t *c, const char *proc, char *err);
+
 /* ---- actions (err: 512 bytes; NULL on failure) ---------------------------------------
  * What the CLI's commands and the page's buttons do, the same writes for both. actor:
  * who asks (user@host, web:ADDR); via: what relayed it (NULL: nothing). Each returns an
@@ -68,7 +92,8 @@ typedef struct mqproc__ops_retry {
 } mqproc__ops_retry_t;
 /* FAILED, CANCELLED or SUCCESS jobs back to QUEUED, their stored requests published again
  * (priority and headers kept), 1000 rows per transaction: {"jobs": [{job_id, published}],
- * "retried": N, "audit"}; an unpublished one is published by a server's sweep. */
+ * "retried": N, "audit"} ("audit" null when nothing was retried: no row is written); an
+ * unpublished one is published by a server's sweep. */
 json_t *mqproc__ops_retry(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqproc__ops_retry_t *w,
                           char *err);
 /* QUEUED jobs become CANCELLED, RUNNING ones are stopped by their holder (told at once on
@@ -77,6 +102,29 @@ json_t *mqproc__ops_retry(mqproc__odb_t *c, mqproc__qclient_t *amqp, const mqpro
  * transaction. */
 json_t *mqproc__ops_cancel(mqproc__odb_t *c, const char *ids, const char *proc, const char *actor,
                            const char *via, char *err);
+typedef struct mqproc__ops_dead_requeue {
+  const char *ids;       /* JSON array of dead-letter ids; NULL: by the filter */
+  const char *processor; /* the filter (required without ids): this processor's dead letters */
+  long long since_s;     /* and received within this many seconds (< 0: any age) */
+  const char *exchange;  /* NULL: ocrd-network-default */
+  const char *actor, *via;
+} mqproc__ops_dead_requeue_t;
+/* Publishes dead letters' stored bodies back to their job queues (routing key: their
+ * processor; on dir:// a file in its new/), marking each requeued (when, by whom) first and
+ * unmarking one whose publish failed. By ids: those given (requeued before or not); by the
+ * filter: those not requeued yet, 1000 per batch. A body cut short is never sent. {
+ * "dead_letters": [{id, processor_name, job_id, requeued, error}], "requeued": N, "audit"}
+ * ("audit" null when nothing went out: no row is written). */
+json_t *mqproc__ops_dead_requeue(mqproc__odb_t *c, mqproc__qclient_t *q,
+                                 const mqproc__ops_dead_requeue_t *w, char *err);
+/* How many the filter form would requeue (proc NULL: every processor); -1 on failure. */
+long long mqproc__ops_dead_requeue_count(mqproc__odb_t *c, const char *proc, long long since_s,
+                                         char *err);
+/* Deletes dead letters received more than older_s seconds ago (of proc; NULL: all), 1000
+ * per transaction: {"purged": N, "audit"}; dry_run: only {"would_purge": N}. */
+json_t *mqproc__ops_dead_purge(mqproc__odb_t *c, long long older_s, const char *proc, int dry_run,
+                               const char *actor, const char *via, char *err);
+
 /* cmd pause|resume|drain for a processor's servers (worker NULL: all): the stored wish,
  * a notification to the live ones (PostgreSQL; on SQLite they read the wish with their
  * next beat), one transaction: {"audit"}. */

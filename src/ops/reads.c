@@ -143,6 +143,10 @@ json_t *mqproc__ops_stats(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char 
                         json_integer(atoll(mqproc__ores_get(r, i, 1))));
   mqproc__ores_free(r);
   json_object_set_new(o, "jobs", states);
+  { /* not requeued (null on a schema before version 8, which cannot tell) */
+    long long dead = mqproc__ops_dead_count(c, proc, err);
+    json_object_set_new(o, "dead_letters", dead >= 0 ? json_integer(dead) : json_null());
+  }
   /* the last column: how many SUCCESS times SQLite's percentiles choose from */
   r = mqproc__odb_q(
       c,

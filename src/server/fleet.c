@@ -29,6 +29,9 @@ typedef struct mqproc__fleet {
   int again;             /* refresh once more when it ends */
   int finishing;         /* the server stops: the next beat is the last */
   int paused;            /* the operators' wish: pause */
+  int wish_seen;         /* a beat read the wishes: what the first read is stood before */
+  long long old_drain;   /* the time of a drain given before this server started (0: none):
+                            a drain is for the servers running when it is given */
   int store_seen;        /* a refresh went through */
   int sent_interval_ms;  /* the interval the row was last told */
   mqproc__beat_t beat;   /* the beat in flight (its out field is written at the end) */
@@ -54,20 +57,36 @@ static void on_cancel(void *ud, const char *job_id, int attempt) {
     mqproc__delivery_cancel(d);
 }
 
-/* Acts on the wish read by the last beat; returns whether the server's state changed. */
-static int apply_wish(fleet_t *f, const char *wish) {
+/* Acts on the wish read by the last beat; returns whether the server's state changed. A
+ * drain is for the servers running when it is given: one the first read finds was given
+ * before this server started, and this server takes jobs (a later drain, of another
+ * time, is for it). A pause stands: a server started later starts paused. */
+static int apply_wish(fleet_t *f, const mqproc__beat_t *b) {
   mqproc__server_t *srv = f->srv;
+  const char *wish = b->wish, *by = b->wish_by[0] != '\0' ? b->wish_by : "?";
+  int first = !f->wish_seen;
+  f->wish_seen = 1;
   if (!strcmp(wish, "drain")) {
-    if (srv->stopping)
+    if (first) {
+      f->old_drain = b->wish_at;
+      MQPROC__INFO("a drain of '%s' (by %s) was given before this server started: it is for "
+                   "the servers that ran then, this one takes jobs (`mqproc resume %s` clears it)",
+                   srv->processor, by, srv->processor);
       return 0;
-    MQPROC__INFO("drain requested by an operator: no new jobs; exiting once the running ones "
-                 "finished");
+    }
+    if (srv->stopping || b->wish_at == f->old_drain)
+      return 0;
+    MQPROC__INFO("drain requested by an operator (%s): no new jobs; exiting once the running "
+                 "ones finished",
+                 by);
     mqproc__server_drain(srv);
     return 1;
   }
   if (!strcmp(wish, "pause") && !f->paused) {
     f->paused = 1;
-    MQPROC__INFO("paused by an operator: not taking new jobs (running ones finish)");
+    MQPROC__INFO("paused by an operator (%s%s): not taking new jobs (running ones finish); the "
+                 "pause stands, for servers started later too, until `mqproc resume %s`",
+                 by, first ? ", before this server started" : "", srv->processor);
     mqproc__inflight_requeue_unclaimed(&srv->inflight); /* prefetched, not started */
     mqproc__server_update_consuming(srv, 0);
     return 1;
@@ -102,7 +121,7 @@ static void beat_done(void *ud, int rc, const char *err) {
   } else {
     f->store_seen = 1;
     mqproc__sd_update(f->srv); /* ready for systemd now, not at the next (idle) tick */
-    if (apply_wish(f, f->beat.wish))
+    if (apply_wish(f, &f->beat))
       f->again = 1; /* show the new state at once: the operator's command waits for it */
   }
   if (f->again) {

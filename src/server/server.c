@@ -236,7 +236,7 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
   MQPROC__INFO("connected to the broker (connection %d): queue '%s', exchange '%s', dead "
                "letters to '%s'",
-               srv->connections, srv->processor, srv->cfg->exchange, srv->dead_queue);
+               srv->connections, srv->processor, srv->cfg->exchange, srv->dead_where);
   mqproc__server_update_consuming(srv, 0);
   mqproc__broker_pump(srv->broker, NULL);
   wake_publishers(srv);
@@ -512,6 +512,7 @@ static void fill_host(mqproc__server_t *srv) {
   h->cfg = srv->cfg;
   h->processor = srv->processor;
   h->dead_queue = srv->dead_queue;
+  h->dead_where = srv->dead_where;
   h->worker_id = srv->worker_id;
   h->hostname = srv->hostname;
   h->loop = srv->loop;
@@ -522,6 +523,7 @@ static void fill_host(mqproc__server_t *srv) {
   h->callback_allow = &srv->callback_allow;
   h->callback_deny = &srv->callback_deny;
   h->needs_mets = srv->needs_mets;
+  h->ocrd_processor = srv->ocrd_processor;
 }
 
 /* ---- setup (the parts that open the store, make the runner and read the limits are in
@@ -579,6 +581,11 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                            .verify = cfg->tls_verify}};
   if ((rc = mqproc__broker_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err)) != MQPROC_OK)
     return rc;
+  srv->dead_where = srv->broker->klass->dead_in_failed
+                        ? mqproc__asprintf("%s/failed/", cfg->processor)
+                        : mqproc__strdup(srv->dead_queue);
+  if (srv->dead_where == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   mqproc__server_setup_window(srv);
   fill_host(srv);
   return MQPROC_OK;
@@ -604,6 +611,7 @@ static void teardown(mqproc__server_t *srv) {
   mqproc__serve_free(srv);
   clear_declared(srv);
   free(srv->dead_queue);
+  free(srv->dead_where);
   mqproc__cidr_list_free(&srv->callback_allow);
   mqproc__cidr_list_free(&srv->callback_deny);
   if (srv->has_result_queue_re)

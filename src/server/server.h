@@ -22,12 +22,14 @@ typedef struct mqproc__server {
   const mqproc__config_t *cfg;
   const char *processor; /* job queue name */
   char *dead_queue;
+  char *dead_where; /* how the logs name where dead letters go (dir://: P/failed/) */
   char worker_id[128];
   mqproc__loop_t *loop;
   mqproc__broker_t *broker;
   mqproc__store_t *store;
   mqproc__runner_t *runner;
   int needs_mets;                     /* the runner cannot run a job without a METS (OCR-D CLI) */
+  int ocrd_processor;                 /* OCR-D's jobs only (host.h) */
   mqproc__cidr_list_t callback_allow; /* --callback-allow */
   mqproc__cidr_list_t callback_deny;  /* --callback-deny */
   int stopping;                       /* a signal asked us to stop: finish, take nothing new */

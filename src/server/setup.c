@@ -65,6 +65,9 @@ int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *
   mqproc__proc_opts_t opts;
   char **argv;
   int argc, rc;
+  /* which jobs it takes: a C processor named ocrd-* is OCR-D's, as a command is that gets
+   * OCR-D's arguments (any other takes jobs that name no workspace: docs/protocol.md) */
+  srv->ocrd_processor = proc != NULL && mqproc__ocrd_is_processor(proc->name);
   if (proc != NULL && srv->cfg->isolation == MQPROC__ISOLATION_PROCESS)
     return mqproc__runner_worker_new(&srv->runner, srv->loop, proc, srv->cfg->concurrency,
                                      srv->cfg->pass_env, err);
@@ -82,6 +85,7 @@ int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *
   opts.ocrd_log_level = srv->cfg->ocrd_log_level;
   opts.pass_env = srv->cfg->pass_env;
   srv->needs_mets = opts.ocrd_cli;
+  srv->ocrd_processor = opts.ocrd_cli;
   if (opts.ocrd_cli)
     MQPROC__INFO("running %s with OCR-D's processor arguments", argv[0]);
   rc = mqproc__runner_proc_new(&srv->runner, argv, &opts, err);

@@ -323,8 +323,13 @@ typedef struct mqproc__beat {
   const char *note; /* e.g. the crash-loop delay before this start; NULL: none */
   void (*cancel)(void *ud, const char *job_id, int attempt); /* NULL: cancels ignored */
   /* out */
-  char wish[16]; /* the operator's wish for this server: "", "pause" or "drain" */
+  char wish[16];     /* the operator's wish for this server: "", "pause" or "drain" */
+  char wish_by[128]; /* who made it (user@host, web:ADDR); "" when none */
+  long long wish_at; /* when (the store's clock, unix ms): tells one drain from the next */
 } mqproc__beat_t;
+
+/* For the backends' beat: the wish row's text "WISH<TAB>SET_BY" and its time into b. */
+void mqproc__beat_wish(mqproc__beat_t *b, const char *text, long long at_ms);
 
 /* holder_gone: the server worker_id on host with pid is known dead (this server saw the
  * pid gone on its own host): its jobs may be taken over at once. by: who saw it. */
@@ -394,6 +399,10 @@ struct mqproc__store_class {
   void (*forget)(mqproc__store_t *s, void *ud);
   /* destroy: close and free (pending requests are dropped without a call back). */
   void (*destroy)(mqproc__store_t *s);
+  /* schema: synchronous, for `mqproc migrate`'s report: the schema's version and how many
+     steps mqproc_schema_migrations records (0 and 0 for a database without the schema,
+     never made by asking). NULL: not known. */
+  int (*schema)(mqproc__store_t *s, int *version, int *steps, char *err);
 };
 
 struct mqproc__store {
@@ -429,6 +438,9 @@ int mqproc__store_sqlite_connect(const char *url, struct sqlite3 **db, char *err
 
 #define mqproc__store_open(s, err) ((s)->klass->open((s), (err)))
 #define mqproc__store_migrate(s, err) ((s)->klass->migrate((s), (err)))
+static inline int mqproc__store_schema(mqproc__store_t *s, int *version, int *steps, char *err) {
+  return s->klass->schema != NULL ? s->klass->schema(s, version, steps, err) : MQPROC_EINVAL;
+}
 #define mqproc__store_listen(s, cb, ud) ((s)->klass->listen((s), (cb), (ud)))
 #define mqproc__store_forget(s, ud) ((s)->klass->forget((s), (ud)))
 static inline void mqproc__store_destroy(mqproc__store_t *s) {

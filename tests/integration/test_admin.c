@@ -285,7 +285,7 @@ Test(admin, commands_without_a_database_or_broker_fail_clearly) {
   const char *submit[] = {
       it_mqproc_bin(), "submit", "--processor", "p", "--mets", "/m", "-I", "IN", NULL};
   const char *bad[] = {it_mqproc_bin(), "jobs", "list", "--no-such-option", NULL};
-  const char *nojob[] = {it_mqproc_bin(), "submit", "--processor", "p", NULL};
+  const char *nojob[] = {it_mqproc_bin(), "submit", "--processor", "p", "-I", "IN", NULL};
   cr_expect_eq(it_run(list, env, NULL, NULL), 1);
   cr_expect_eq(it_run(submit, env, NULL, NULL), 1);
   cr_expect_eq(it_run(bad, env, NULL, NULL), 2);

@@ -252,7 +252,7 @@ Test(server, bad_messages_are_dead_lettered_with_a_reason_and_the_server_keeps_s
   srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   it_publish(proc, "job_id: [unclosed\n");
   expect_dead(dead, "undecodable message");
-  it_publish(proc, "{\"processor_name\": \"x\"}");
+  it_publish(proc, "{\"processor_name\": \"x\", \"input_file_grps\": [\"A\"]}");
   expect_dead(dead, "job_id");
   body = it_job_json("ocrd-someone-else", "misrouted-1", NULL);
   it_publish(proc, body);

@@ -1048,7 +1048,9 @@ static void sc_failed_dead_letter(void) {
 
 /* An invalid message is dead-lettered (table and queue) and acked; nothing is claimed. */
 static void sc_invalid(void) {
-  char *body = mqproc__asprintf("{\"job_id\":\"j-bad\",\"processor_name\":\"proc\"}");
+  /* an OCR-D job (it names a METS) without its file groups and created_time */
+  char *body = mqproc__asprintf(
+      "{\"job_id\":\"j-bad\",\"processor_name\":\"proc\",\"path_to_mets\":\"/m\"}");
   mqproc__delivery_t *d = delivery_of(body, 0);
   free(body);
   mqproc__delivery_start(d);

@@ -164,6 +164,26 @@ int mqproc__pg_migrate(mqproc__store_t *base, char *err) {
   return rc;
 }
 
+int mqproc__pg_schema(mqproc__store_t *base, int *version, int *steps, char *err) {
+  pg_store_t *s = (pg_store_t *)base;
+  PGresult *res = NULL;
+  int rc = ensure_conn(s, err);
+  *version = *steps = 0;
+  if (rc != MQPROC_OK)
+    return rc;
+  rc = mqproc__pg_run_text(
+      s, "SELECT coalesce(max(version), 0), count(*) FROM mqproc_schema_migrations", 0, NULL, &res,
+      err);
+  if (rc == MQPROC_ESTORE_QUERY) /* no table: no schema */
+    return MQPROC_OK;
+  if (rc != MQPROC_OK)
+    return rc;
+  *version = atoi(PQgetvalue(res, 0, 0));
+  *steps = atoi(PQgetvalue(res, 0, 1));
+  PQclear(res);
+  return MQPROC_OK;
+}
+
 int mqproc__pg_open(mqproc__store_t *base, char *err) {
   pg_store_t *s = (pg_store_t *)base;
   PGresult *res = NULL;

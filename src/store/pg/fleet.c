@@ -28,7 +28,8 @@ static const char BEAT_SQL[] =
     "   current_jobs = EXCLUDED.current_jobs, restarts = EXCLUDED.restarts,"
     "   note = EXCLUDED.note"
     " RETURNING 1)"
-    " (SELECT 'wish', c.wish, 0 FROM mqproc_control c"
+    " (SELECT 'wish', c.wish || chr(9) || c.set_by,"
+    "   (extract(epoch FROM c.set_at) * 1000)::bigint FROM mqproc_control c"
     "   WHERE c.processor_name = $2 AND c.worker_id IN ($1, '')"
     "   ORDER BY c.worker_id DESC LIMIT 1)"
     " UNION ALL"
@@ -39,11 +40,12 @@ static const char BEAT_SQL[] =
 static int parse_beat(pg_req_t *r, PGresult *res, const int *rows, int n) {
   mqproc__beat_t *b = r->out.beat.b;
   (void)rows;
-  b->wish[0] = '\0';
+  b->wish[0] = b->wish_by[0] = '\0';
+  b->wish_at = 0;
   for (int i = 0; i < n; i++) {
     const char *kind = PQgetvalue(res, i, 0), *v = PQgetvalue(res, i, 1);
     if (!strcmp(kind, "wish"))
-      snprintf(b->wish, sizeof(b->wish), "%s", v);
+      mqproc__beat_wish(b, v, atoll(PQgetvalue(res, i, 2)));
     else if (r->out.beat.cancel != NULL && r->done != NULL)
       r->out.beat.cancel(r->ud, v, atoi(PQgetvalue(res, i, 2)));
   }

@@ -184,6 +184,8 @@ int mqproc__pg_run_text(pg_store_t *s, const char *sql, int n, const char *const
                         PGresult **out, char *err);
 /* The store class's migrate and open methods. */
 int mqproc__pg_migrate(mqproc__store_t *base, char *err);
+/* The schema's version and its steps recorded (store.h's schema slot). */
+int mqproc__pg_schema(mqproc__store_t *base, int *version, int *steps, char *err);
 int mqproc__pg_open(mqproc__store_t *base, char *err);
 
 #endif

@@ -640,6 +640,7 @@ static const struct mqproc__store_class pg_class = {
     pg_listen,          /* listen */
     pg_forget,          /* forget */
     pg_destroy,         /* destroy */
+    mqproc__pg_schema,  /* schema */
 };
 
 void mqproc__store_pg_pooled(mqproc__store_t *base) {

@@ -56,7 +56,7 @@ static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS mqproc_dead_letters ("
     "  id integer PRIMARY KEY AUTOINCREMENT, processor_name text NOT NULL, job_id text,"
     "  reason text NOT NULL, body blob NOT NULL, worker_id text, received_at integer NOT NULL,"
-    "  body_len integer, body_sha256 blob);"
+    "  body_len integer, body_sha256 blob, requeued_at integer, requeued_by text);"
     "CREATE TABLE IF NOT EXISTS mqproc_workers ("
     "  worker_id text PRIMARY KEY, processor_name text NOT NULL, host text NOT NULL,"
     "  pid integer NOT NULL, version text NOT NULL, started_at integer NOT NULL,"
@@ -101,9 +101,22 @@ static const char SCHEMA[] =
     "  WHERE j.state = 'SUCCESS' AND j.tries > 0 AND NOT EXISTS (SELECT 1 FROM mqproc_job_tries t"
     "    WHERE t.job_id = j.job_id AND t.try = j.tries);"
     "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
-    "  VALUES (7, 'lean writes', mq_now());";
-/* Version 6 on a database made at 5 (SCHEMA makes a new one at 7): a first try's output
- * kept in the row (sql/006_job_log_text.sql says why). */
+    "  VALUES (7, 'lean writes', mq_now());"
+    /* version 8 (sql/008_dead_letter_ops.sql): dead letters for operators; the columns
+     * are in the table above, or added by UPGRADE_8 to an older database */
+    "CREATE INDEX IF NOT EXISTS mqproc_dead_letters_processor_idx"
+    "  ON mqproc_dead_letters (processor_name, id);"
+    "CREATE INDEX IF NOT EXISTS mqproc_dead_letters_received_idx"
+    "  ON mqproc_dead_letters (received_at);"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (8, 'dead letter ops', mq_now());";
+/* A database made before version 8: its dead letters' new columns (run when the table
+ * lacks them: has_column() below). */
+static const char UPGRADE_8[] =
+    "ALTER TABLE mqproc_dead_letters ADD COLUMN requeued_at integer;"
+    "ALTER TABLE mqproc_dead_letters ADD COLUMN requeued_by text;";
+/* Version 6 on a database made at 5 (run when mqproc_jobs lacks the column): a first try's
+ * output kept in the row (sql/006_job_log_text.sql says why). */
 static const char TO_6[] = "ALTER TABLE mqproc_jobs ADD COLUMN log_text text;";
 /* Version 9 (sql/009_ocrd_api.sql): OCR-D's Processing Server API over the job table.
  * (mqproc_jobs' state CHECK gains CACHED in widen_states() below.) */
@@ -176,6 +189,20 @@ static int widen_states(sqlite3 *db, char *err) {
   }
   sqlite3_free(sql);
   return MQPROC_OK;
+}
+
+/* The schema's version and steps recorded in db (0 and 0 without the table). */
+static void read_schema(sqlite3 *db, int *version, int *steps) {
+  sqlite3_stmt *st;
+  *version = *steps = 0;
+  if (sqlite3_prepare_v2(db, "SELECT max(version), count(*) FROM mqproc_schema_migrations", -1, &st,
+                         NULL) != SQLITE_OK)
+    return;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    *version = sqlite3_column_int(st, 0);
+    *steps = sqlite3_column_int(st, 1);
+  }
+  sqlite3_finalize(st);
 }
 
 /* A database on a network filesystem is refused: WAL needs shared memory on one host,
@@ -268,8 +295,16 @@ int mqproc__sq_open(mqproc__store_t *base, char *err) {
   sqlite3 *db;
   sqlite3_stmt *st;
   int rc, version = 0;
-  if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
-      (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+  if ((rc = network_fs(s->path, err)) != MQPROC_OK)
+    return rc;
+  /* no file: opening would leave an empty one behind (a typo's, or a server's without
+   * --migrate) */
+  if (access(s->path, F_OK) != 0 && errno == ENOENT)
+    return mqproc__err(err, MQPROC_ESTORE_QUERY,
+                       "no database at %s: start the server with --migrate, or run `mqproc "
+                       "migrate --database sqlite://%s`",
+                       s->path, s->path);
+  if ((rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
     return rc;
   if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) ==
       SQLITE_OK) {
@@ -314,29 +349,53 @@ int mqproc__store_sqlite_connect(const char *url, sqlite3 **db, char *err) {
   return rc;
 }
 
-/* The schema's version in db (0: none yet). */
-static int schema_version(sqlite3 *db) {
+int mqproc__sq_schema(mqproc__store_t *base, int *version, int *steps, char *err) {
+  sq_store_t *s = (sq_store_t *)base;
+  sqlite3 *db;
+  int rc;
+  *version = *steps = 0;
+  if (access(s->path, F_OK) != 0) /* none yet: asking must not make one */
+    return MQPROC_OK;
+  if ((rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
+    return rc;
+  read_schema(db, version, steps);
+  sqlite3_close(db);
+  return MQPROC_OK;
+}
+
+/* Whether table has the column: 1, 0 (a table made before it: ALTER TABLE adds it; SQLite
+ * has no ADD COLUMN IF NOT EXISTS), -1 without the table (SCHEMA makes it whole). */
+static int has_column(sqlite3 *db, const char *table, const char *column) {
   sqlite3_stmt *st;
-  int version = 0;
-  if (sqlite3_prepare_v2(db, "SELECT max(version) FROM mqproc_schema_migrations", -1, &st, NULL) !=
-      SQLITE_OK)
-    return 0;
-  if (sqlite3_step(st) == SQLITE_ROW)
-    version = sqlite3_column_int(st, 0);
+  int n = -1;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT count(*) FILTER (WHERE name = ?2), count(*)"
+                         " FROM pragma_table_info(?1)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 1) > 0)
+    n = sqlite3_column_int(st, 0) > 0;
   sqlite3_finalize(st);
-  return version;
+  return n;
 }
 
 int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
   sq_store_t *s = (sq_store_t *)base;
   sqlite3 *db;
   char *msg = NULL;
-  int rc;
+  int rc, version = 0, steps = 0;
   if ((rc = network_fs(s->path, err)) != MQPROC_OK ||
       (rc = mqproc__sq_open_db(s, &db, err)) != MQPROC_OK)
     return rc;
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
-      (schema_version(db) == 5 && sqlite3_exec(db, TO_6, NULL, NULL, &msg) != SQLITE_OK) ||
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) == SQLITE_OK)
+    read_schema(db, &version, &steps); /* under the write lock: no other migrate between */
+  if (msg != NULL ||
+      (has_column(db, "mqproc_jobs", "log_text") == 0 &&
+       sqlite3_exec(db, TO_6, NULL, NULL, &msg) != SQLITE_OK) ||
+      (has_column(db, "mqproc_dead_letters", "requeued_at") == 0 &&
+       sqlite3_exec(db, UPGRADE_8, NULL, NULL, &msg) != SQLITE_OK) ||
       sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
       (rc = widen_states(db, err)) != MQPROC_OK ||
       sqlite3_exec(db, SCHEMA_9, NULL, NULL, &msg) != SQLITE_OK ||

@@ -131,6 +131,8 @@ int mqproc__sq_fenced(sq_req_t *r, const char *job, int attempt);
 /* ---- the schema (store/sqlite/conn.c): the class's open and migrate ---- */
 int mqproc__sq_open(mqproc__store_t *base, char *err);
 int mqproc__sq_migrate(mqproc__store_t *base, char *err);
+/* The schema's version and its steps recorded (store.h's schema slot). */
+int mqproc__sq_schema(mqproc__store_t *base, int *version, int *steps, char *err);
 
 /* ---- the sweeps, marks and the fleet (store/sqlite/ops.c), in store/sqlite/jobs.c's
  * table of every operation ---- */

@@ -718,6 +718,7 @@ static const struct mqproc__store_class sq_class = {
     sq_listen,          /* listen */
     sq_forget,          /* forget */
     sq_destroy,         /* destroy */
+    mqproc__sq_schema,  /* schema */
 };
 
 int mqproc__store_is_sqlite(const char *url) {

@@ -292,8 +292,9 @@ static int run_beat(sqlite3 *db, sq_req_t *r) {
       " concurrency = excluded.concurrency, in_flight = excluded.in_flight,"
       " jobs_done = excluded.jobs_done, jobs_failed = excluded.jobs_failed,"
       " current_jobs = excluded.current_jobs, restarts = excluded.restarts, note = excluded.note";
-  static const char WISH[] = "SELECT 'wish', wish, 0 FROM mqproc_control WHERE processor_name = ?2"
-                             " AND worker_id IN (?1, '') ORDER BY worker_id DESC LIMIT 1";
+  static const char WISH[] = "SELECT 'wish', wish || char(9) || set_by, set_at FROM mqproc_control"
+                             " WHERE processor_name = ?2 AND worker_id IN (?1, '')"
+                             " ORDER BY worker_id DESC LIMIT 1";
   static const char CANCELS[] = "SELECT 'cancel', job_id, attempt FROM mqproc_jobs"
                                 " WHERE worker_id = ?1 AND state = 'RUNNING' AND cancel_requested";
   const char *reads[2] = {WISH, CANCELS};
@@ -337,12 +338,13 @@ static int run_beat(sqlite3 *db, sq_req_t *r) {
 static void beat_answer(sq_req_t *r) {
   mqproc__beat_t *b = r->q.u.beat;
   void (*cancel)(void *, const char *, int) = r->x.beat.b.cancel;
-  b->wish[0] = '\0';
+  b->wish[0] = b->wish_by[0] = '\0';
+  b->wish_at = 0;
   for (sq_row_t *w = r->rows; w != NULL; w = w->next) {
     if (w->col[0] == NULL || w->col[1] == NULL)
       continue;
     if (!strcmp(w->col[0], "wish"))
-      snprintf(b->wish, sizeof(b->wish), "%s", w->col[1]);
+      mqproc__beat_wish(b, w->col[1], w->col[2] != NULL ? atoll(w->col[2]) : 0);
     else if (cancel != NULL)
       cancel(r->q.ud, w->col[1], w->col[2] != NULL ? atoi(w->col[2]) : 0);
   }
