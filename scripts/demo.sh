@@ -158,6 +158,7 @@ tour() {
   show mqproc jobs list
   show mqproc jobs show demo-always-fails
   show mqproc jobs log demo-yaml-1
+  show mqproc dead-letters list
   show mqproc stats
   show mqproc workers
 }
