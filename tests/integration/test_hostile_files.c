@@ -240,6 +240,8 @@ Test(hostile_files, a_queue_directory_swapped_for_a_link_is_never_followed) {
   it_server_t *srv = start(proc, NULL, envp);
   put_job(q, proc, "fqsw-1", NULL);
   expect_state("fqsw-1", "SUCCESS");
+  /* the ack (the file leaves cur/) follows the success's commit */
+  cr_assert(it_files_become(it_fmt("%s/cur", q), 0), "the job's file stayed in cur/");
   cr_assert_eq(mkdir(victim, 0700), 0);
   cr_assert_eq(system(it_fmt("echo precious > '%s/data1.txt'", victim)), 0);
   cr_assert_eq(rmdir(it_fmt("%s/cur", q)), 0);
