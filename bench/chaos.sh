@@ -375,6 +375,18 @@ while :; do
 done
 say "job queue $PROC: ready/unacked = ${qc:-?}"
 
+# A final job whose early-acked holder was killed before it sent the result waits in the
+# outbox (mqproc_outbox) until its lease runs out and another server's outbox sweep sends
+# it: wait for that (two leases at most) before the results are counted.
+ob="?"
+deadline=$((SECONDS + 75))
+while :; do
+  ob=$(sql "SELECT count(*) FROM mqproc_outbox" || echo "?")
+  [ "$ob" = 0 ] || [ "$timed_out" = 1 ] || [ $SECONDS -ge $deadline ] && break
+  sleep 1
+done
+say "outbox: ${ob:-?} outcome(s) still to send"
+
 say "stopping the servers (SIGTERM)"
 for id in "${LIVE[@]}"; do kill -TERM "${SPID[$id]}" 2>/dev/null || true; done
 for id in "${LIVE[@]}"; do
