@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define DRAIN_READS 64 /* 1 MB in the helper's 16 KB reads: the most a pipe holds */
 #define LOG_FULL_NOTE "\nmqproc: the try wrote more than --max-log-size: processor killed\n"
 
 /* ---- the processor, between vfork and execve ---------------------------------------- */
@@ -230,9 +231,10 @@ int mqproc__child_read(mqproc__child_t *c, char *buf, size_t size) {
 void mqproc__child_reaped(mqproc__child_t *c, int wstatus, char *buf, size_t size) {
   c->reaped = 1;
   c->wstatus = wstatus;
-  /* what the processor wrote is all in the pipe by now; a child of its that escaped the
-   * group may hold the pipe open: what is there is read, nothing waited for */
-  while (mqproc__child_read(c, buf, size) > 0)
+  /* what the processor wrote is all in the pipe by now (at most the pipe's size); a child
+   * of its that escaped the group may hold the pipe open and write on: what is there is
+   * read, nothing waited for, and not more than DRAIN_READS reads */
+  for (int i = 0; i < DRAIN_READS && mqproc__child_read(c, buf, size) > 0; i++)
     ;
   if (c->out_fd >= 0) {
     close(c->out_fd);

@@ -52,11 +52,11 @@ typedef struct mqproc__child {
   mqproc__child_plan_t plan;
   int stopped; /* the server killed it: its end is no failure of its own, no tail */
   /* read-only */
-  pid_t pid;                  /* the processor and its group's id; 0 when it never ran */
-  int out_fd;                 /* the read end of its stdout+stderr (non-blocking); -1 once
-                                 closed */
-  int reaped, wstatus;        /* its wait status, as the server is to see it */
-  int step_failed;            /* a step failed: step says which (no execve, or no log file) */
+  pid_t pid;           /* the processor and its group's id; 0 when it never ran */
+  int out_fd;          /* the read end of its stdout+stderr (non-blocking); -1 once
+                          closed */
+  int reaped, wstatus; /* its wait status, as the server is to see it */
+  int step_failed;     /* a step failed: step says which (no execve, or no log file) */
   mqproc__child_report_t step;
   /* private */
   int log_fd;       /* the plan's, or the job's log file once the output spilled there */

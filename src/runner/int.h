@@ -47,9 +47,9 @@ int mqproc__runner_log_spill(const char *dir, const char *sub, const char *name,
 /* The log of a try that failed for it (its file could not be made: why), into res: a
  * failed try, saying so after what else went wrong. */
 void mqproc__runner_log_lost(mqproc__run_result_t *res, const char *why);
-/* A memfd (CLOEXEC, writable) holding head: where a worker process or an --exec try's
- * supervisor writes the try's output while it stays within --log-inline-max; -1 with
- * err. */
+/* A memfd (CLOEXEC, writable) holding head: where a worker process, or the spawn helper
+ * for an --exec try, writes the try's output while it stays within --log-inline-max; -1
+ * with err. */
 int mqproc__runner_log_memfd(const char *head, size_t len, char *err);
 /* The end of a try whose output went to memfd (closed here): what stayed within max
  * bytes, or nothing once its writer moved it into the job's log file. A success's clean
@@ -116,7 +116,7 @@ int mqproc__fd_slurp(int fd, char **out, size_t *len);
  * to: 0, or -1 with errno. */
 int mqproc__fd_copy(int from, int to);
 /* A job log's directory and file, opened as joblog.h says, with libc alone (joblog.c, and
- * an --exec try's supervisor, which makes its job's log when the output outgrows memory):
+ * the spawn helper, which makes an --exec try's log file when its output outgrows memory):
  * dir/sub (sub made 0750 when missing), entered following no link, must belong to uid;
  * sub's fd, or -1 with errno (ELOOP: a link or no directory; EPERM: another user's). */
 int mqproc__joblog_sub_open(const char *dir, const char *sub, uid_t uid);

@@ -31,9 +31,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
+#include <stdio.h> /* snprintf */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -68,25 +69,50 @@ static helper_t g_helper; /* one per process: 50 KB of buffers not on the stack 
 /* ---- the end ---------------------------------------------------------------------------- */
 
 /* Kills every process that is the helper's child: processors, and what they left behind
- * that was handed to the helper (the subreaper), whatever group it moved to. */
-static void kill_children(pid_t self) {
-  char path[64];
-  FILE *f;
-  int pid;
+ * that was handed to the helper (the subreaper), whatever group or session it moved to.
+ * Returns how many it found. */
+static int kill_children(pid_t self) {
+  char path[64], buf[4096];
+  int fd, n = 0;
+  long pid = 0;
+  ssize_t got;
   snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)self, (int)self);
-  if ((f = fopen(path, "r")) == NULL)
-    return; /* no CONFIG_PROC_CHILDREN: the groups were killed, the processors die with us */
-  while (fscanf(f, "%d", &pid) == 1)
-    kill(pid, SIGKILL);
-  fclose(f);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    return 0; /* no CONFIG_PROC_CHILDREN: the groups were killed, the processors die with us */
+  while ((got = read(fd, buf, sizeof(buf))) > 0) /* "pid pid ... " */
+    for (ssize_t i = 0; i < got; i++) {
+      if (buf[i] >= '0' && buf[i] <= '9') {
+        pid = pid * 10 + (buf[i] - '0');
+        continue;
+      }
+      if (pid > 0) {
+        kill((pid_t)pid, SIGKILL);
+        n++;
+      }
+      pid = 0;
+    }
+  if (pid > 0) {
+    kill((pid_t)pid, SIGKILL);
+    n++;
+  }
+  close(fd);
+  return n;
 }
 
 /* The server is gone (or closed its end): every try's group is killed, then whatever else
- * is left to the helper; the processors' own parent-death signal follows. */
+ * is left to the helper, round after round (a killed process hands its own children to
+ * the helper as it exits), for at most DIE_GRACE_MS; the processors' own parent-death
+ * signal follows when the helper exits. */
+#define DIE_GRACE_MS 2000
 __attribute__((noreturn)) static void die(helper_t *h, int code) {
+  const struct timespec pause = {0, 1000000L};
   for (mqproc__child_t *c = h->tries; c != NULL; c = c->next)
     mqproc__child_kill(c, SIGKILL);
-  kill_children(h->self);
+  for (int ms = 0; ms < DIE_GRACE_MS && kill_children(h->self) > 0; ms++) {
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+      ;
+    nanosleep(&pause, NULL);
+  }
   _exit(code);
 }
 
@@ -166,6 +192,10 @@ static void reap(helper_t *h) {
     unlink_try(h, c);
     report_ended(h, c);
     mqproc__child_free(c);
+    /* no try runs: every child the helper still has is what an ended try left behind
+     * outside its group (a daemon handed to the subreaper) */
+    if (h->tries == NULL)
+      kill_children(h->self);
   }
 }
 
@@ -329,8 +359,8 @@ static int set_signals(helper_t *h) {
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = SIG_IGN;
   for (int sig = 1; sig < NSIG; sig++)
-    if (sig != SIGCHLD && sig != PDEATH_SIG && sig != SIGSEGV && sig != SIGBUS &&
-        sig != SIGFPE && sig != SIGILL && sig != SIGABRT && sig != SIGTRAP && sig != SIGSYS)
+    if (sig != SIGCHLD && sig != PDEATH_SIG && sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE &&
+        sig != SIGILL && sig != SIGABRT && sig != SIGTRAP && sig != SIGSYS)
       sigaction(sig, &sa, NULL);
   sigemptyset(&mine);
   sigaddset(&mine, SIGCHLD);

@@ -25,10 +25,10 @@ enum { MQPROC__HELPER_STARTED = 1, MQPROC__HELPER_ENDED = 2 };
 
 typedef struct mqproc__helper_req {
   uint32_t kind;
-  int32_t sig;            /* KILL */
-  uint64_t id;            /* the try */
-  uint32_t argc, envc;    /* SPAWN: the payload holds path, argc args, envc entries */
-  uint32_t inline_len;    /* the payload's length when it follows; 0: it is in the memfd */
+  int32_t sig;         /* KILL */
+  uint64_t id;         /* the try */
+  uint32_t argc, envc; /* SPAWN: the payload holds path, argc args, envc entries */
+  uint32_t inline_len; /* the payload's length when it follows; 0: it is in the memfd */
   uint32_t pad;
   int64_t max_log_bytes;  /* the plan's */
   int64_t log_inline_max; /* the plan's; > 0: the payload ends with the log's three strings */

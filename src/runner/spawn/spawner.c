@@ -311,8 +311,8 @@ static void on_answer_timer(mqproc__loop_t *loop, void *ud) {
   if (now - oldest >= ANSWER_TIMEOUT_MS)
     helper_gone(s, "does not answer");
   else
-    s->answer_timer = mqproc__loop_timer(loop, ANSWER_TIMEOUT_MS - (now - oldest),
-                                         on_answer_timer, s);
+    s->answer_timer =
+        mqproc__loop_timer(loop, ANSWER_TIMEOUT_MS - (now - oldest), on_answer_timer, s);
 }
 
 /* ---- what the server says --------------------------------------------------------------- */
@@ -368,9 +368,8 @@ static int request(mqproc__spawner_t *s, char *msg, size_t len, const int *fds, 
     }
     q->nfds++;
   }
-  if (s->queue == NULL &&
-      (mqproc__loop_io(s->loop, s->req_fd, on_room, s) != MQPROC_OK ||
-       mqproc__loop_io_write(s->loop, s->req_fd, 1) != MQPROC_OK)) {
+  if (s->queue == NULL && (mqproc__loop_io(s->loop, s->req_fd, on_room, s) != MQPROC_OK ||
+                           mqproc__loop_io_write(s->loop, s->req_fd, 1) != MQPROC_OK)) {
     queued_free(q);
     errno = ENOMEM;
     return -1;
