@@ -50,15 +50,13 @@ __attribute__((noreturn)) static void fail(volatile mqproc__child_report_t *step
 __attribute__((noreturn)) static void processor_main(const mqproc__child_plan_t *p, int out_w,
                                                      pid_t helper,
                                                      volatile mqproc__child_report_t *step) {
-  struct sigaction dfl;
   sigset_t none;
   /* first: from here on a kill of the group reaches the processor */
   if (setpgid(0, 0) < 0)
     fail(step, MQPROC__STAGE_SETPGID);
-  memset(&dfl, 0, sizeof(dfl));
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; sig++)
-    sigaction(sig, &dfl, NULL); /* ignored ones would survive execve; SIGKILL refuses */
+  /* the helper leaves every disposition at its default and blocks the signals instead
+   * (spawn/helper.c), so one call gives the processor default signals; a new process has
+   * none pending */
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
@@ -68,8 +66,8 @@ __attribute__((noreturn)) static void processor_main(const mqproc__child_plan_t 
   setrlimit(RLIMIT_CORE, &p->core);
   if (dup2(p->in_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
     fail(step, MQPROC__STAGE_DUP2);
-  /* no fd of the helper's reaches the processor (its sockets to the server are not
-   * CLOEXEC when it was exec'd with them) */
+  /* no fd of the helper's reaches the processor: all are CLOEXEC already; this is the
+   * guarantee */
   close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   execve(p->path, p->argv, p->envp);
   fail(step, MQPROC__STAGE_EXEC);

@@ -41,6 +41,7 @@ TestSuite(exec_supervision, .fini = it_cleanup);
  *   fail-*    writes 100 lines "<job id> line <n>", then exits 3
  *   fds-*     prints where each of its fds leads
  *   core-*    prints its core file limit (bytes)
+ *   sig-*     prints its blocked and ignored signals
  * Pid files are written under a temporary name and renamed. */
 static const char SCRIPT[] =
     "#!/bin/sh\n"
@@ -56,6 +57,7 @@ static const char SCRIPT[] =
     "done; exit 3 ;;\n"
     "  fds-*) ls -l /proc/$$/fd ;;\n"
     "  core-*) grep 'core file' /proc/$$/limits ;;\n"
+    "  sig-*) grep -E '^Sig(Blk|Ign)' /proc/$$/status ;;\n"
     "esac\n"
     "exit 0\n";
 
@@ -321,6 +323,21 @@ Test(exec_supervision, no_fd_of_the_server_or_the_helper_reaches_the_processor) 
             log);
   cr_expect(strstr(log, "memfd:mqproc-log") == NULL, "its log's memfd reached it: %s", log);
   cr_expect_leq(fds, 4, "%s", log);
+  it_server_stop(srv);
+}
+
+/* The helper blocks every signal and the server ignores SIGPIPE: the processor starts with
+ * none blocked and none ignored. */
+Test(exec_supervision, the_processor_starts_with_default_signals) {
+  char *proc = it_name("sig"), *results = it_name("sig-result"), *log;
+  it_server_t *srv;
+  it_declare(results);
+  srv = it_server_start(proc, script(), NULL, NULL);
+  it_publish(proc, it_job_json(proc, "sig-1", result_extra(results)));
+  expect_result(results, "sig-1", "SUCCESS");
+  log = job_log("sig-1");
+  cr_expect(strstr(log, "SigBlk:\t0000000000000000\n") != NULL, "%s", log);
+  cr_expect(strstr(log, "SigIgn:\t0000000000000000\n") != NULL, "%s", log);
   it_server_stop(srv);
 }
 

@@ -16,8 +16,9 @@
  *     (their own PR_SET_PDEATHSIG), so a helper killed alone takes its processors along
  *     and the server kills the groups it was told of (STARTED's pids);
  *   - it is a child subreaper (PR_SET_CHILD_SUBREAPER): a process a processor started and
- *     left behind becomes its child when its parent exits, so it is reaped here and, when
- *     the helper ends, killed even if it left its try's group;
+ *     left behind becomes its child when its parent exits, whatever group or session it
+ *     moved to, so it is reaped here, and killed once no try runs (then every child that
+ *     is not a processor is such a leftover) and when the helper ends;
  *   - a try's group is killed when its processor has exited, before the processor is
  *     reaped (waitid WNOWAIT): the zombie keeps the group's id from being reused;
  *   - it writes no core file and cannot be traced by others of its user (it holds the
@@ -27,7 +28,6 @@
  */
 #include "runner/spawn/helper.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -351,21 +351,27 @@ static void on_signals(helper_t *h) {
   }
 }
 
-/* Everything but the signals of its own faults ignored (the server decides when it ends:
- * not a ^C); SIGCHLD and the parent-death signal come through a signalfd. */
+/* Every signal but those of its own faults blocked (the server decides when it ends: not a
+ * ^C) and left at its default disposition, so a processor needs one sigprocmask, not a
+ * sigaction per signal, to start with default signals (in a fork of the server the
+ * server's dispositions are reset here once); SIGCHLD and the parent-death signal are
+ * read from a signalfd, the others stay pending, never delivered. */
 static int set_signals(helper_t *h) {
-  struct sigaction sa;
-  sigset_t mine;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = SIG_IGN;
-  for (int sig = 1; sig < NSIG; sig++)
-    if (sig != SIGCHLD && sig != PDEATH_SIG && sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE &&
-        sig != SIGILL && sig != SIGABRT && sig != SIGTRAP && sig != SIGSYS)
-      sigaction(sig, &sa, NULL);
+  struct sigaction dfl;
+  sigset_t all, mine;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigfillset(&all);
+  for (int sig = 1; sig < NSIG; sig++) {
+    sigaction(sig, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own refuse: harmless */
+    if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT ||
+        sig == SIGTRAP || sig == SIGSYS)
+      sigdelset(&all, sig);
+  }
+  sigprocmask(SIG_SETMASK, &all, NULL);
   sigemptyset(&mine);
   sigaddset(&mine, SIGCHLD);
   sigaddset(&mine, PDEATH_SIG);
-  sigprocmask(SIG_SETMASK, &mine, NULL);
   h->sig_fd = signalfd(-1, &mine, SFD_CLOEXEC | SFD_NONBLOCK);
   return h->sig_fd;
 }
