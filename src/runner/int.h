@@ -47,9 +47,9 @@ int mqproc__runner_log_spill(const char *dir, const char *sub, const char *name,
 /* The log of a try that failed for it (its file could not be made: why), into res: a
  * failed try, saying so after what else went wrong. */
 void mqproc__runner_log_lost(mqproc__run_result_t *res, const char *why);
-/* A memfd (CLOEXEC, writable) holding head: where a worker process or an --exec try's
- * supervisor writes the try's output while it stays within --log-inline-max; -1 with
- * err. */
+/* A memfd (CLOEXEC, writable) holding head: where a worker process, or the spawn helper
+ * for an --exec try, writes the try's output while it stays within --log-inline-max; -1
+ * with err. */
 int mqproc__runner_log_memfd(const char *head, size_t len, char *err);
 /* The end of a try whose output went to memfd (closed here): what stayed within max
  * bytes, or nothing once its writer moved it into the job's log file. A success's clean
@@ -79,16 +79,14 @@ enum {
   MQPROC__STAGE_PIPE,
   MQPROC__STAGE_FORK,
   MQPROC__STAGE_SIGNALFD,
-  MQPROC__STAGE_JOBLOG /* an --exec try's supervisor could not make the job's log file */
+  MQPROC__STAGE_JOBLOG /* the spawn helper could not make an --exec try's job log file */
 };
 
-/* The end of a failed processor's output: the supervisor (runner_child.c) keeps the last
- * MQPROC__TAIL_BYTES bytes the processor wrote (stdout and stderr share the job log's
- * pipe) and, when the processor failed, writes them to the report pipe after a report
- * {MQPROC__REPORT_OUTPUT or _OUTPUT_CUT (more came before them), the byte count}: one
- * write below PIPE_BUF, so it is atomic and never blocks. */
+/* The end of a failed processor's output: the spawn helper (runner/child.c) keeps the last
+ * MQPROC__TAIL_BYTES bytes an --exec processor wrote (stdout and stderr share the job
+ * log's pipe) and, when the processor failed, sends them with the try's end
+ * (spawn/helper.h). */
 #define MQPROC__TAIL_BYTES 2048
-enum { MQPROC__REPORT_OUTPUT = 100, MQPROC__REPORT_OUTPUT_CUT = 101 };
 /* At most this many lines and bytes of it are shown in a try's error text. */
 #define MQPROC__TAIL_LINES 10
 #define MQPROC__TAIL_SHOWN 1024
@@ -118,7 +116,7 @@ int mqproc__fd_slurp(int fd, char **out, size_t *len);
  * to: 0, or -1 with errno. */
 int mqproc__fd_copy(int from, int to);
 /* A job log's directory and file, opened as joblog.h says, with libc alone (joblog.c, and
- * an --exec try's supervisor, which makes its job's log when the output outgrows memory):
+ * the spawn helper, which makes an --exec try's log file when its output outgrows memory):
  * dir/sub (sub made 0750 when missing), entered following no link, must belong to uid;
  * sub's fd, or -1 with errno (ELOOP: a link or no directory; EPERM: another user's). */
 int mqproc__joblog_sub_open(const char *dir, const char *sub, uid_t uid);
@@ -140,6 +138,11 @@ int mqproc__send_with_fds(int sock, const void *buf, size_t len, const int *fds,
  * are closed) into fds, their count into *nfds: 1, 0 at EOF, -1 with errno (EPROTO: not
  * such a message; its fds are closed). */
 int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds, int *nfds);
+/* The same for a message of at most size bytes, recvmsg's flags added: its length, 0 at
+ * EOF, -1 with errno (EPROTO: longer than size, or more control data; its fds are
+ * closed). */
+ssize_t mqproc__recv_fds(int sock, void *buf, size_t size, int *fds, int max_fds, int *nfds,
+                         int flags);
 /* The whole content of the file fd (a memfd handed over with a request), NUL-terminated
  * (*len without the NUL). */
 int mqproc__runner_read_fd(int fd, char **out, size_t *len, char *err);

@@ -1,30 +1,27 @@
-/* Runner for external commands: fork + execve (no shell) of an argv array per try.
+/* Runner for external commands: execve (no shell) of an argv array per try.
  *
- * Each try has the server's spawn helper (runner_spawner.c, forked once) fork a
- * supervisor (runner_child.c) that leads its own process group and runs the processor as
- * its only child. The processor gets: stdin = a memfd holding the job
- * as JSON (so a command that never reads it cannot block us), stdout+stderr copied by
- * the supervisor into the job's log file (at most --max-log-size bytes per try: a runaway
- * writer is killed; a job's first try copies into a memfd instead, which the server reads
- * when the try ended: a success within --log-inline-max keeps its text in the job's row
- * and makes no file, a failure's is moved into the file then, and output that outgrows
- * the memfd is moved there by the supervisor at once), default signal dispositions
- * and an empty signal mask, no fds but 0-2, and a clean environment: PATH, HOME, LANG,
- * LANGUAGE, LC_*, TZ, TMPDIR, what --pass-env names, and MQPROC_JOB_ID, MQPROC_ATTEMPT,
- * MQPROC_TRY, MQPROC_LOG_FILE; never the server's MQPROC_QUEUE, MQPROC_DATABASE,
- * PGPASSWORD or the like. A time limit kills the whole process group; when the main
- * process exits, leftovers of its group are killed too; when the server dies, the
- * supervisor kills the group.
+ * Each try is started by the server's spawn helper (spawn/spawner.c, one small process
+ * started at the first try), which runs the processor as its own child in a process group
+ * of its own and supervises it (runner/child.c, spawn/helper.c). The processor gets: stdin
+ * = a memfd holding the job as JSON (so a command that never reads it cannot block us),
+ * stdout+stderr copied by the helper into the job's log file (at most --max-log-size bytes
+ * per try: a runaway writer is killed; a job's first try copies into a memfd instead,
+ * which the server reads when the try ended: a success within --log-inline-max keeps its
+ * text in the job's row and makes no file, a failure's is moved into the file then, and
+ * output that outgrows the memfd is moved there by the helper at once), default signal
+ * dispositions and an empty signal mask, no fds but 0-2, and a clean environment: PATH,
+ * HOME, LANG, LANGUAGE, LC_*, TZ, TMPDIR, what --pass-env names, and MQPROC_JOB_ID,
+ * MQPROC_ATTEMPT, MQPROC_TRY, MQPROC_LOG_FILE; never the server's MQPROC_QUEUE,
+ * MQPROC_DATABASE, PGPASSWORD or the like. A time limit kills the whole process group;
+ * when the main process exits, leftovers of its group are killed too; when the server
+ * dies, the helper kills every group.
  *
- * Why fork rather than posix_spawn: posix_spawn cannot set a parent-death signal or
- * supervise. The server is multi-threaded (curl workers), so between fork and execve the
- * child makes only async-signal-safe calls: the program path, argv and envp are all
- * prepared before fork, and a failure is reported through a CLOEXEC pipe (the
- * pieces the runners share are in runner_common.c). The loop does not wait for that
- * report: the try counts as started at fork, and a report found in the pipe once the
- * supervisor has ended turns its end into "cannot start ..." (the helper is small and
- * single-threaded, and the supervisor starts the processor with vfork: a try copies no
- * page of the server's).
+ * Why not posix_spawn from the server: posix_spawn cannot set a parent-death signal or
+ * supervise, and the server is multi-threaded (curl workers) with two hundred mappings.
+ * Everything the helper needs (the program's path, argv, envp) is prepared here and sent
+ * with the request; the loop does not wait for the helper: the try counts as started when
+ * the request is made, and a step that failed before execve comes back as the try's end
+ * ("cannot start ...").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -82,8 +79,7 @@ static int stdin_memfd(const mqproc__run_spec_t *spec, char *err) {
 }
 
 struct mqproc__run {
-  pid_t pid;    /* also the process group id */
-  int report_r; /* the supervisor's report pipe: a step before execve failed */
+  uint64_t id;  /* the spawn helper's name for the try */
   int log_fd;   /* the job's log (the file, or the memfd while kept), for that text */
   int log_kept; /* log_fd is the memfd of the try's output (child.h) */
   long log_max; /* the output kept there stays within this (--log-inline-max) */
@@ -260,12 +256,11 @@ static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report
   return mqproc__err(err, MQPROC_ERUNNER_SPAWN, "%s", why);
 }
 
-static void on_exit_(void *ud, pid_t pid, int wstatus);
+static void on_end(void *ud, const mqproc__spawn_end_t *end);
 
-/* Has the spawn helper fork the supervisor and returns at once (the loop never waits for
- * an execve); whether a step before the processor's execve failed is read from
- * run->report_r when the supervisor has ended (on_exit_). Everything the child uses is
- * prepared here. */
+/* Has the spawn helper start the processor and returns at once (the loop never waits for
+ * an execve); a step before the processor's execve that failed comes back as the try's
+ * end (on_end). Everything the processor gets is prepared here. */
 static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t *spec,
                  char *const *argv, int in_fd, int log_fd, char *err) {
   mqproc__child_plan_t plan = {.argv = argv,
@@ -278,7 +273,7 @@ static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t 
                                .log_name = spec->log_name};
   mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
   char *path, **env;
-  int pfd[2] = {-1, -1}, failed = 1;
+  int failed;
   if (r->spawner == NULL && mqproc__spawner_new(&r->spawner, run->loop, err) != MQPROC_OK)
     return MQPROC_ERUNNER_SPAWN;
   if ((path = resolve_program(r->argv[0], &rep.err, NULL)) == NULL)
@@ -291,19 +286,7 @@ static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t 
   plan.envp = env;
   if (getrlimit(RLIMIT_CORE, &plan.core) < 0)
     plan.core = (struct rlimit){0, 0};
-  /* the report pipe: its write end (blocking: one small write) goes to the child */
-  if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(pfd[1], F_SETFL, 0) < 0)
-    rep = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
-  else {
-    plan.report_fd = pfd[1];
-    failed = mqproc__spawner_spawn(r->spawner, &plan, on_exit_, run, &run->pid, &rep) < 0;
-  }
-  if (pfd[1] >= 0)
-    close(pfd[1]);
-  if (failed && pfd[0] >= 0)
-    close(pfd[0]);
-  else
-    run->report_r = pfd[0];
+  failed = mqproc__spawner_spawn(r->spawner, &plan, on_end, run, &run->id, &rep) < 0;
   free(path);
   free_env(env);
   return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
@@ -312,57 +295,14 @@ static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t 
 /* ---- the try ------------------------------------------------------------------------ */
 
 static void run_free(mqproc__run_t *run) {
-  close(run->report_r);
   if (run->log_fd >= 0)
     close(run->log_fd);
   free(run);
 }
 
-/* What the supervisor left in the report pipe, read once it has ended (so no write end
- * is open and nothing can block): a step before execve that failed, and the end of a
- * failed processor's output (runner_int.h). */
-typedef struct reports {
-  int step_failed;
-  mqproc__child_report_t step;
-  size_t tail_len; /* 0: no output to show */
-  int tail_cut;    /* more output came before the tail */
-  char tail[MQPROC__TAIL_BYTES];
-} reports_t;
-
-static void read_reports(int fd, reports_t *r) {
-  char buf[2 * sizeof(mqproc__child_report_t) + MQPROC__TAIL_BYTES];
-  size_t n = 0, at = 0;
-  r->step_failed = 0;
-  r->tail_len = 0;
-  while (n < sizeof(buf)) {
-    ssize_t got = read(fd, buf + n, sizeof(buf) - n);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      break;
-    n += (size_t)got;
-  }
-  while (n - at >= sizeof(mqproc__child_report_t)) {
-    mqproc__child_report_t head;
-    memcpy(&head, buf + at, sizeof(head));
-    at += sizeof(head);
-    if (head.stage != MQPROC__REPORT_OUTPUT && head.stage != MQPROC__REPORT_OUTPUT_CUT) {
-      r->step = head;
-      r->step_failed = 1;
-      continue;
-    }
-    r->tail_len = head.err > 0 && (size_t)head.err <= n - at ? (size_t)head.err : n - at;
-    if (r->tail_len > sizeof(r->tail))
-      r->tail_len = sizeof(r->tail);
-    r->tail_cut = head.stage == MQPROC__REPORT_OUTPUT_CUT;
-    memcpy(r->tail, buf + at, r->tail_len);
-    at += r->tail_len;
-  }
-}
-
 /* Where the ended try's output is (res): its file, or the memfd's text moved into res or
  * into the file now (runner_common.c: a failure's, on the loop: at most --log-inline-max
- * bytes); lost when the supervisor could not make the file (log_failed: res says so). */
+ * bytes); lost when the helper could not make the file (log_failed: res says so). */
 static void settle_log(mqproc__run_t *run, mqproc__run_result_t *res, int log_failed) {
   if (!run->log_kept)
     res->log_file = 1;
@@ -375,52 +315,49 @@ static void settle_log(mqproc__run_t *run, mqproc__run_result_t *res, int log_fa
     run->log_fd = -1;
 }
 
-/* The supervisor ended (the helper killed what its group left behind). */
-static void on_exit_(void *ud, pid_t pid, int wstatus) {
+/* The try ended: the helper reaped its processor and killed what its group left behind. */
+static void on_end(void *ud, const mqproc__spawn_end_t *end) {
   mqproc__run_t *run = ud;
   mqproc__run_result_t res;
-  reports_t rep;
-  int log_failed;
-  (void)pid;
+  int log_failed = end->step_failed && end->step.stage == MQPROC__STAGE_JOBLOG;
   memset(&res, 0, sizeof(res));
   if (run->timer != 0)
     mqproc__loop_timer_cancel(run->loop, run->timer);
   res.duration_ms = mqproc__loop_now(run->loop) - run->started_ms;
-  read_reports(run->report_r, &rep);
-  log_failed = rep.step_failed && rep.step.stage == MQPROC__STAGE_JOBLOG;
   if (log_failed) { /* the processor ran (and was killed): its output is lost */
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s/%s", run->log_dir, run->log_sub, run->log_name);
     snprintf(res.error, sizeof(res.error),
              "cannot open job log %.300s: %.120s (the try's output is lost)", path,
-             mqproc__joblog_why(rep.step.err));
+             mqproc__joblog_why(end->step.err));
     res.status = MQPROC_ERUNNER_FAILED;
     res.exit_code = -1;
-  } else if (rep.step_failed) { /* it never ran */
-    res.status = spawn_failed(run->prog, run->log_fd, &rep.step, res.error);
+  } else if (end->step_failed) { /* it never ran */
+    res.status = spawn_failed(run->prog, run->log_fd, &end->step, res.error);
     res.exit_code = -1;
-  } else if (run->timed_out && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+  } else if (run->timed_out && WIFSIGNALED(end->wstatus) && WTERMSIG(end->wstatus) == SIGKILL)
     /* a process that exited on its own just as the limit fired keeps its own status */
     mqproc__runner_describe_timeout(run->time_limit_ms, &res);
   else
-    mqproc__runner_describe(wstatus, &res);
-  if (res.status != MQPROC_OK && rep.tail_len > 0) /* why it failed, in its own words */
-    mqproc__runner_add_tail(&res, rep.tail, rep.tail_len, rep.tail_cut);
+    mqproc__runner_describe(end->wstatus, &res);
+  if (res.status != MQPROC_OK && end->tail_len > 0) /* why it failed, in its own words */
+    mqproc__runner_add_tail(&res, end->tail, end->tail_len, end->tail_cut);
   settle_log(run, &res, log_failed);
   run->done(run->ud, &res);
   run_free(run);
 }
 
-/* The time limit: kill the group now; on_exit_ reports the timeout once the helper has
- * reaped the supervisor. */
+/* The time limit: kill the group now; on_end reports the timeout once the helper has
+ * reaped the processor. */
 static void on_time_limit(mqproc__loop_t *loop, void *ud) {
   mqproc__run_t *run = ud;
   (void)loop;
   run->timer = 0;
   run->timed_out = 1;
   MQPROC__WARN("processor pid %d exceeded its time limit of %lld ms: killing its process group",
-               (int)run->pid, (long long)run->time_limit_ms);
-  mqproc__spawner_kill(run->runner->spawner, run->pid, SIGKILL);
+               (int)mqproc__spawner_pid(run->runner->spawner, run->id),
+               (long long)run->time_limit_ms);
+  mqproc__spawner_kill(run->runner->spawner, run->id, SIGKILL);
 }
 
 static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
@@ -439,7 +376,6 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   run->log_name = spec->log_name;
   run->loop = loop;
   run->runner = r;
-  run->report_r = -1;
   run->time_limit_ms = spec->time_limit_ms;
   run->done = done;
   run->ud = ud;
@@ -462,7 +398,7 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
                                 spec->mets_server_url, &job_argv, err)) != MQPROC_OK)
       goto out_close;
   }
-  /* the time limit's timer first: once the supervisor runs, nothing may fail */
+  /* the time limit's timer first: once the processor runs, nothing may fail */
   if (run->time_limit_ms > 0 &&
       (run->timer = mqproc__loop_timer(loop, run->time_limit_ms, on_time_limit, run)) == 0) {
     mqproc__argv_free(job_argv);
@@ -493,7 +429,7 @@ out_free:
 
 static void proc_kill(mqproc__runner_t *base, mqproc__run_t *run, int sig) {
   proc_runner_t *r = (proc_runner_t *)base;
-  mqproc__spawner_kill(r->spawner, run->pid, sig);
+  mqproc__spawner_kill(r->spawner, run->id, sig);
 }
 
 static void proc_destroy(mqproc__runner_t *base) {

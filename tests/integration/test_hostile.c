@@ -352,14 +352,14 @@ Test(hostile, a_processor_signalling_its_own_group_is_not_a_dead_server) {
   char *gate = it_fmt("%s/gate", it_tmpdir()), *limits;
   const char *envp[] = {"PROC_KILL_GROUP=1", it_fmt("PROC_GATE=%s", gate), NULL};
   it_server_t *srv;
-  pid_t sup = 0, helper;
+  pid_t processor = 0, helper;
   it_declare(results);
   srv = it_server_start(proc, it_proc("proc.sh"), NULL, envp);
   it_publish(proc, it_job_json(proc, "kill0-1", result_extra(results)));
   cr_assert(it_server_wait_log(srv, "job kill0-1: attempt 1 try 1 started", WAIT_MS));
   helper = it_child_of(it_server_pid(srv));
-  sup = it_supervisor_of(it_server_pid(srv));
-  cr_assert_gt(sup, 0, "no supervisor process");
+  processor = it_supervisor_of(it_server_pid(srv));
+  cr_assert_gt(processor, 0, "no processor process under the spawn helper");
   /* the spawn helper is the small static program the server execs from a memfd, not a
    * fork of the server's image (forking that per try was most of a try's cost) */
   {
@@ -370,18 +370,16 @@ Test(hostile, a_processor_signalling_its_own_group_is_not_a_dead_server) {
     cr_expect(strstr(exe, "memfd:mqproc-spawn-helper") != NULL, "the helper runs %s", exe);
     cr_expect_lt(lines, 40, "the helper has %d mappings: a copy of the server's?", lines);
   }
-  /* the spawn helper and the supervisor hold the processors' environments: no core file;
-   * and none of the server's fds (its broker socket, database connection, epoll set): the
-   * helper has its two links to the server, the supervisor none */
-  limits = it_read_file(it_fmt("/proc/%d/limits", (int)sup));
-  cr_expect(limits != NULL && strstr(limits, "Max core file size        0") != NULL, "%s", limits);
+  /* the spawn helper holds the processors' environments: no core file; and none of the
+   * server's fds (its broker socket, database connection, epoll set) but its two links to
+   * the server, none of which reaches the processor */
   limits = it_read_file(it_fmt("/proc/%d/limits", (int)helper));
   cr_expect(limits != NULL && strstr(limits, "Max core file size        0") != NULL, "%s", limits);
-  /* the supervisor is a fork of the helper: it closes the helper's two sockets as it sets
-   * up, which may still be under way when the try's start is logged */
-  for (int i = 0; i < WAIT_MS / 20 && it_count_sockets(sup) != 0; i++)
+  /* until its execve the processor shares the helper's fds (CLOEXEC), which may still be
+   * under way when the try's start is logged */
+  for (int i = 0; i < WAIT_MS / 20 && it_count_sockets(processor) != 0; i++)
     usleep(20 * 1000);
-  cr_expect_eq(it_count_sockets(sup), 0, "the supervisor holds the server's sockets");
+  cr_expect_eq(it_count_sockets(processor), 0, "the processor holds the server's sockets");
   cr_expect_eq(it_count_sockets(helper), 2, "the spawn helper holds the server's sockets");
   it_open_gate(gate);
   {

@@ -619,8 +619,13 @@ pid_t it_child_of(pid_t pid) {
 }
 
 pid_t it_supervisor_of(pid_t server) {
-  pid_t helper = it_child_of(server);
-  return helper > 0 ? it_child_of(helper) : 0;
+  const struct timespec step = {0, 10 * 1000000L};
+  pid_t helper = it_child_of(server), proc = 0;
+  /* the helper starts the processor just after the server logs the try's start: no event
+   * tells when, so a bounded poll */
+  for (int i = 0; helper > 0 && (proc = it_child_of(helper)) == 0 && i < 1000; i++)
+    nanosleep(&step, NULL);
+  return proc;
 }
 
 void it_rabbitmqctl(const char *args) {

@@ -116,8 +116,9 @@ double it_cpu_seconds(pid_t pid);
 pid_t it_child_of(pid_t pid);
 /* The child processes of pid (up to max) into out; returns how many. */
 int it_children_of(pid_t pid, pid_t *out, int max);
-/* The supervisor of a command server's running try: the child of its spawn helper
- * (runner_spawner.c), which is the server's only child; 0 when there is none. */
+/* The process of a command server's running try: the processor, the child of its spawn
+ * helper (runner/spawn/spawner.c), which is the server's only child; awaited up to 10 s
+ * (it starts just after the try's start is logged); 0 when there is none. */
 pid_t it_supervisor_of(pid_t server);
 /* Runs rabbitmqctl ARGS on this run's broker (e.g. "set_disk_free_limit 1000GB"). */
 void it_rabbitmqctl(const char *args);

@@ -108,13 +108,13 @@ Test(runner, a_memfd_holds_the_bytes_from_the_start) {
 
 typedef struct try_end {
   mqproc__loop_t *loop;
-  int wstatus, ended;
+  int wstatus, ended, step_failed;
 } try_end_t;
 
-static void on_try_end(void *ud, pid_t pid, int wstatus) {
+static void on_try_end(void *ud, const mqproc__spawn_end_t *end) {
   try_end_t *e = ud;
-  (void)pid;
-  e->wstatus = wstatus;
+  e->wstatus = end->wstatus;
+  e->step_failed = end->step_failed;
   e->ended = 1;
   mqproc__loop_stop(e->loop);
 }
@@ -150,34 +150,32 @@ static int helper_is_a_fork(void) {
 static int noexec_policy_main(void) {
   char err[MQPROC_ERR_LEN];
   char *argv[] = {"true", NULL}, *envp[] = {NULL};
-  int sysctl = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC), rep[2];
-  try_end_t end = {NULL, 0, 0};
+  int sysctl = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
+  try_end_t end = {NULL, 0, 0, 0};
   mqproc__spawner_t *sp;
   mqproc__child_report_t cr;
   mqproc__child_plan_t plan = {.path = "/bin/true", .argv = argv, .envp = envp};
-  pid_t pid;
+  uint64_t id;
   if (sysctl < 0 || write(sysctl, "2", 1) != 1)
     return 77; /* a kernel before 6.3 */
   if ((plan.in_fd = mqproc__runner_memfd("t", "{}", 2, err)) < 0)
     return 10;
   if (mqproc__runner_exec_memfd("t", "x", 1, err) >= 0)
     return 11; /* the policy did not take */
-  if ((plan.log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0 || pipe2(rep, O_CLOEXEC) < 0)
+  if ((plan.log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0)
     return 12;
-  plan.report_fd = rep[1];
   if (mqproc__loop_new(&end.loop, err) != MQPROC_OK ||
       mqproc__spawner_new(&sp, end.loop, err) != 0 ||
-      mqproc__spawner_spawn(sp, &plan, on_try_end, &end, &pid, &cr) != 0)
+      mqproc__spawner_spawn(sp, &plan, on_try_end, &end, &id, &cr) != 0)
     return 13;
-  close(rep[1]);
   if (!helper_is_a_fork())
     return 14;
   mqproc__loop_timer(end.loop, 60000, on_guard, NULL); /* a hang fails the test */
   mqproc__loop_run(end.loop);
+  if (end.step_failed)
+    return 16; /* the helper reported a failed exec */
   if (!end.ended || !WIFEXITED(end.wstatus) || WEXITSTATUS(end.wstatus) != 0)
     return 15;
-  if (read(rep[0], &cr, sizeof(cr)) != 0)
-    return 16; /* the supervisor reported a failed exec */
   mqproc__spawner_free(sp);
   mqproc__loop_free(end.loop);
   return 0;

@@ -149,8 +149,9 @@ int mqproc__send_with_fds(int sock, const void *buf, size_t len, const int *fds,
   return n < 0 ? -1 : 0;
 }
 
-int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds, int *nfds) {
-  struct iovec iov = {buf, len};
+ssize_t mqproc__recv_fds(int sock, void *buf, size_t size, int *fds, int max_fds, int *nfds,
+                         int flags) {
+  struct iovec iov = {buf, size};
   struct msghdr mh;
   fd_control_t ctl;
   ssize_t n;
@@ -162,10 +163,10 @@ int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds
   mh.msg_controllen = sizeof(ctl.buf);
   *nfds = 0;
   do
-    n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
   while (n < 0 && errno == EINTR);
   if (n <= 0)
-    return n == 0 ? 0 : -1;
+    return n;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
       continue;
@@ -178,12 +179,22 @@ int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds
         close(fd);
     }
   }
-  if (n == (ssize_t)len && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+  if (!(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
     *nfds = got;
-    return 1;
+    return n;
   }
   while (got > 0)
     close(fds[--got]);
+  errno = EPROTO;
+  return -1;
+}
+
+int mqproc__recv_with_fds(int sock, void *buf, size_t len, int *fds, int max_fds, int *nfds) {
+  ssize_t n = mqproc__recv_fds(sock, buf, len, fds, max_fds, nfds, 0);
+  if (n <= 0 || n == (ssize_t)len)
+    return n < 0 ? -1 : (int)(n > 0);
+  while (*nfds > 0)
+    close(fds[--*nfds]);
   errno = EPROTO;
   return -1;
 }
