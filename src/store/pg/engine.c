@@ -52,12 +52,13 @@
  * again if the server dies) and far below any lease. */
 #define LINGER_MS 25
 #define MAX_STMTS 48             /* distinct statements one connection prepares */
-#define HEAD_MAX (2 + MAX_STMTS) /* a round's items before its executions: setup, Parses */
+#define HEAD_MAX (3 + MAX_STMTS) /* a round's items before its executions: setup, Parses */
 
 /* One execution in a round: a prepare, the session setup, or a statement with its
  * requests (several for a batched one). */
 typedef struct item {
-  const pg_stmt_t *stmt; /* NULL: the setup (prepare 0: the settings, 1: the LISTEN) */
+  const pg_stmt_t *stmt; /* NULL: the setup (prepare 0: the settings, 1: the control
+                            channel's LISTEN, 2: the queues' channel's) */
   int prepare;           /* a Parse of stmt, not an execution */
   pg_req_t **reqs;
   int nreqs;
@@ -75,6 +76,8 @@ typedef struct round {
   char fail_err[MQPROC_ERR_LEN];
   pg_req_t *reqs;  /* its requests, in the order they were taken */
   int64_t sent_at; /* its deadline runs from here (monotonic ms) */
+  int setup;       /* it carries the session setup, of this setup_gen */
+  unsigned setup_gen;
 } round_t;
 
 struct pg_engine {
@@ -82,12 +85,13 @@ struct pg_engine {
   mqproc__loop_t *loop;
   mqproc__loop_hook_t flush; /* before the loop sleeps: send what the turn gathered */
   PGconn *conn;
-  int fd;          /* watched, -1 */
-  int connecting;  /* PQconnectPoll not done yet */
-  int setup_done;  /* the session settings committed on this connection */
-  uint64_t timer;  /* the deadline of the connect or of the oldest round in flight */
-  uint64_t linger; /* low-priority requests waiting for company */
-  int linger_due;  /* that wait is over: the next round goes at once */
+  int fd;             /* watched, -1 */
+  int connecting;     /* PQconnectPoll not done yet */
+  int setup_done;     /* the session settings committed on this connection */
+  unsigned setup_gen; /* bumped when the LISTENs change: a setup sent before is not enough */
+  uint64_t timer;     /* the deadline of the connect or of the oldest round in flight */
+  uint64_t linger;    /* low-priority requests waiting for company */
+  int linger_due;     /* that wait is over: the next round goes at once */
   pg_req_t *queue, **tail;
   round_t rounds[ROUNDS_MAX]; /* a ring: rounds[head] is the oldest in flight */
   int head, inflight;
@@ -193,7 +197,7 @@ static void clear_round(round_t *rd) {
     free(rd->items[i].reqs);
   }
   memset(rd->items, 0, (size_t)rd->nitems * sizeof(rd->items[0]));
-  rd->nitems = rd->next_item = rd->failed = 0;
+  rd->nitems = rd->next_item = rd->failed = rd->setup = 0;
   rd->reqs = NULL;
 }
 
@@ -393,9 +397,13 @@ static int take(pg_engine_t *e, round_t *rd) {
   if (nkeys < 0)
     return 0; /* out of memory: the queue goes when nothing is in flight */
   if (!e->setup_done && !e->s->pooled) { /* session settings: not through a pooler */
+    rd->setup = 1;
+    rd->setup_gen = e->setup_gen;
     add_item(&rd->items[nhead++], NULL, 0);
     if (e->s->on_notify != NULL)
       add_item(&rd->items[nhead++], NULL, 1);
+    if (e->s->on_queue != NULL)
+      add_item(&rd->items[nhead++], NULL, 2);
   }
   while (*pp != NULL && taken < ROUND_MAX) {
     pg_req_t *r = *pp;
@@ -445,8 +453,10 @@ static int send_item(pg_engine_t *e, const item_t *it) {
   int ok = 1, n;
   if (it->stmt == NULL)
     return PQsendQueryParams(e->conn,
-                             it->prepare ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL : SETUP_SQL, 0,
-                             NULL, NULL, NULL, NULL, 0);
+                             it->prepare == 2   ? "LISTEN " MQPROC__PG_QUEUE_CHANNEL
+                             : it->prepare == 1 ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL
+                                                : SETUP_SQL,
+                             0, NULL, NULL, NULL, NULL, 0);
   if (it->prepare)
     return PQsendPrepare(e->conn, it->stmt->name, it->stmt->sql, it->stmt->nparams, NULL);
   n = it->stmt->nparams;
@@ -585,7 +595,7 @@ static void parse_round(pg_engine_t *e, round_t *rd) {
     else
       mqproc__pg_parse_single(it->reqs[0], it->res);
   }
-  if (!rd->failed)
+  if (!rd->failed && rd->setup && rd->setup_gen == e->setup_gen)
     e->setup_done = 1;
 }
 
@@ -708,9 +718,14 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
     return;
   }
   read_results(e);
-  for (PGnotify *n; e->conn != NULL && (n = PQnotifies(e->conn)) != NULL; PQfreemem(n))
-    if (e->s->on_notify != NULL)
+  for (PGnotify *n; e->conn != NULL && (n = PQnotifies(e->conn)) != NULL; PQfreemem(n)) {
+    if (strcmp(n->relname, MQPROC__PG_QUEUE_CHANNEL) == 0) {
+      if (e->s->on_queue != NULL)
+        e->s->on_queue(e->s->queue_ud, n->extra);
+    } else if (e->s->on_notify != NULL) {
       e->s->on_notify(e->s->notify_ud, n->extra);
+    }
+  }
   if (e->conn != NULL && e->inflight == 0 && PQstatus(e->conn) == CONNECTION_BAD)
     broken(e, PQerrorMessage(e->conn));
 }
@@ -750,6 +765,11 @@ void mqproc__pg_engine_forget(pg_engine_t *e, void *ud) {
   for (int k = 0; k < e->inflight; k++)
     forget_list(e->rounds[(e->head + k) % ROUNDS_MAX].reqs, ud);
   forget_list(e->completing, ud);
+}
+
+void mqproc__pg_engine_relisten(pg_engine_t *e) {
+  e->setup_done = 0; /* (LISTEN again on a channel already listened to changes nothing) */
+  e->setup_gen++;
 }
 
 void mqproc__pg_engine_free(pg_engine_t *e) {

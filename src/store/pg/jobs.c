@@ -1,6 +1,7 @@
 /* PostgreSQL job store (libpq): the job's own statements, fenced by attempt,
  * parameterised SQL only, in store.h's order of operations; then the table of every
- * operation's statement (with those of store/pg/sweep.c and store/pg/fleet.c) and the
+ * operation's statement (with those of store/pg/sweep.c, store/pg/fleet.c and
+ * store/pg/queue.c) and the
  * class, whose submit() makes a request of the table's statement: its bind reads the
  * request's named fields into the statement's parameters with the typed bind helpers
  * below. The asynchronous engine (store/pg/engine.c) prepares every statement once per
@@ -564,6 +565,12 @@ static const pg_stmt_t *const STMTS[MQPROC__STORE_NOPS] = {
     [MQPROC__STORE_RECORD_DEAD] = &mqproc__pg_stmt_record_dead,
     [MQPROC__STORE_BEAT] = &mqproc__pg_stmt_beat,
     [MQPROC__STORE_HOLDER_GONE] = &mqproc__pg_stmt_holder_gone,
+    [MQPROC__STORE_Q_TAKE] = &mqproc__pg_stmt_q_take,
+    [MQPROC__STORE_Q_ACK] = &mqproc__pg_stmt_q_ack,
+    [MQPROC__STORE_Q_NACK] = &mqproc__pg_stmt_q_nack,
+    [MQPROC__STORE_Q_PUBLISH] = &mqproc__pg_stmt_q_publish,
+    [MQPROC__STORE_Q_EXTEND] = &mqproc__pg_stmt_q_extend,
+    [MQPROC__STORE_Q_RESET] = &mqproc__pg_stmt_q_reset,
 };
 
 const char *mqproc__pg_stmt_sql(mqproc__store_op_t op, int fallback) {
@@ -605,6 +612,17 @@ static void pg_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *pa
   s->notify_ud = ud;
 }
 
+static void pg_listen_queues(mqproc__store_t *base, void (*cb)(void *ud, const char *queue),
+                             void *ud) {
+  pg_store_t *s = (pg_store_t *)base;
+  if (s->pooled) /* no LISTEN through a pooler: store/queue.c looks every second */
+    return;
+  s->on_queue = cb;
+  s->queue_ud = ud;
+  if (cb != NULL && s->engine != NULL)
+    mqproc__pg_engine_relisten(s->engine);
+}
+
 static void pg_forget(mqproc__store_t *base, void *ud) {
   pg_store_t *s = (pg_store_t *)base;
   if (s->engine != NULL)
@@ -625,6 +643,7 @@ static const struct mqproc__store_class pg_class = {
     mqproc__pg_migrate, /* migrate */
     pg_submit,          /* submit */
     pg_listen,          /* listen */
+    pg_listen_queues,   /* listen_queues */
     pg_forget,          /* forget */
     pg_destroy,         /* destroy */
 };

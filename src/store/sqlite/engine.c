@@ -18,6 +18,7 @@
 
 #include "base/log.h"
 #include "store/sqlite/int.h"
+#include "store/sqlite/notice.h"
 #include "base/util.h"
 
 #define BUSY_TIMEOUT_MS 30000
@@ -376,6 +377,27 @@ static int recover(sq_engine_t *e, sqlite3 **dbp, const sq_req_t *round, char *e
   return MQPROC_ESTORE_CONNECT;
 }
 
+/* After a turn committed: the listeners of each table queue it published to are told,
+ * once per queue (a line in the notice file: store/sqlite/notice.h). */
+static void send_notices(sq_engine_t *e, const sq_req_t *round) {
+  const char *told[16];
+  int ntold = 0;
+  for (const sq_req_t *r = round; r != NULL; r = r->next) {
+    const char *queue = mqproc__sq_queue_notice(r);
+    char line[600];
+    int seen = 0;
+    for (int i = 0; queue != NULL && i < ntold && !seen; i++)
+      seen = strcmp(told[i], queue) == 0;
+    if (queue == NULL || seen)
+      continue;
+    if (ntold < (int)MQPROC__ARRAY_LEN(told))
+      told[ntold++] = queue;
+    /* a name too long for a line is not told: its servers find the message within 1 s */
+    if (snprintf(line, sizeof(line), "%s%s", MQPROC__SQ_NOTICE_QUEUE, queue) < (int)sizeof(line))
+      mqproc__sq_notice_send(e->store->path, line);
+  }
+}
+
 static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
   char err[MQPROC_ERR_LEN];
   sqlite3 *db = *dbp;
@@ -414,6 +436,8 @@ static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
   }
   if (rc == MQPROC_OK && exec(db, "COMMIT") != 0)
     rc = mqproc__sq_error(db, "COMMIT", err);
+  if (rc == MQPROC_OK)
+    send_notices(e, round);
   if (rc != MQPROC_OK && !sqlite3_get_autocommit(db))
     exec(db, "ROLLBACK");
   if (relax && exec(db, "PRAGMA synchronous = FULL") != 0) { /* never left relaxed */
