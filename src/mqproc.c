@@ -43,7 +43,8 @@ static void usage(FILE *out, const char *prog, mqproc__cli_kind_t kind,
             "  workers            the processing servers, live or dead\n"
             "  stats              per processor: queue depth, jobs by state, rates, times\n"
             "  pause|resume|drain PROCESSOR: stop taking jobs, take them again, finish and exit\n"
-            "  dashboard          the status page of the whole fleet, taking no jobs\n\n"
+            "  dashboard          the status page of the whole fleet, taking no jobs\n"
+            "  results            QUEUE: read (or --peek at) a result queue's messages\n\n"
             "processing-server options:\n");
   mqproc__config_help(out, kind);
   fprintf(out, "\nSignals: SIGTERM/SIGINT stop consuming and let running jobs finish; a second "

@@ -3,7 +3,10 @@
  * A backend fills a struct mqproc__broker_class (one comment per slot) and puts a
  * pointer to it first in its private state; callers use the mqproc__broker_* wrappers.
  * Backends: broker/amqp.c (RabbitMQ via rabbitmq-c), broker/dir.c (a directory queue,
- * dir:///SPOOL, no server to run: broker/dirq.h).
+ * dir:///SPOOL, no server to run: broker/dirq.h), and in the store layer store/queue.c (the
+ * table queues: a database's table, postgresql:// or sqlite://, made by the server through
+ * store/queue.h since this layer knows no store). A backend without a socket has fd() -1:
+ * what it has for the server waits in pending() and goes out with pump().
  *
  * Event model: the server's loop watches mqproc__broker_fd() and calls
  * mqproc__broker_pump() when it is readable, when mqproc__broker_pending() says data
@@ -116,6 +119,8 @@ typedef struct mqproc__topology {
   size_t max_message_bytes; /* dir://: a job file larger than this goes to failed/ unread
                                (--max-message-size; 0: the backend's own bound) */
   mqproc__tls_t tls;        /* for amqps:// URLs */
+  int visibility_s;         /* table queues (store/queue.h): how long a taken message stays
+                               invisible to other servers unless its holder extends it */
 } mqproc__topology_t;
 
 struct mqproc__broker_class {

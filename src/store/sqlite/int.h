@@ -160,6 +160,10 @@ extern const sq_op_t mqproc__sq_op_q_nack;
 extern const sq_op_t mqproc__sq_op_q_publish;
 extern const sq_op_t mqproc__sq_op_q_extend;
 extern const sq_op_t mqproc__sq_op_q_reset;
+/* The SQL of a take's statement for the held messages past their deadline (back 1) or the
+ * ready ones (0): for the test that looks at their plans (tests/integration/
+ * test_table_queue.c). */
+const char *mqproc__sq_take_sql(int back);
 /* The table queues' part of the copy submit makes (their texts, bytes and id arrays). */
 void mqproc__sq_own_queue_args(sq_req_t *r);
 /* Once r's turn committed (on the engine's thread): the table queue whose listeners are

@@ -33,6 +33,10 @@ static const char TAKE_READY[] =
     " RETURNING id, deliveries, priority, body, content_type, message_id, headers";
 /* clang-format on */
 
+const char *mqproc__sq_take_sql(int back) {
+  return back ? TAKE_BACK : TAKE_READY;
+}
+
 /* Copies the row st is on into r->rows: the body as bytes (a producer may have stored it
  * as text), the rest as text. */
 static int keep_row(sqlite3_stmt *st, sq_req_t *r) {
