@@ -73,9 +73,12 @@ typedef struct tqb {
   mqproc__store_t *store;
   int own_store; /* made here (another database than the server's): destroyed here */
   mqproc__loop_t *loop;
-  char where[256]; /* the database, masked, for the log */
-  int up;          /* connected: connect() ran, not down since */
-  int resets;      /* q_resets in flight: no take before the last one committed */
+  char where[256];          /* the database, masked, for the log */
+  int up;                   /* connected: connect() ran, not down since */
+  int resets;               /* q_resets in flight: no take before the last one committed */
+  int suspect;              /* the last connection ended in a failure: connect() looks first */
+  int probing;              /* that look (a q_reset) is in flight */
+  char why[MQPROC_ERR_LEN]; /* how the last one failed */
   uint64_t epoch;
   uint64_t consumer; /* the current consume() */
   int consuming, prefetch;
@@ -194,12 +197,15 @@ static void t_disconnect(mqproc__broker_t *base) {
 }
 
 /* A request found the database gone: the "connection" is down, the server connects
- * again (a new epoch, whose reset gives back what this one held). */
+ * again (a new epoch, whose reset gives back what this one held); until a look at the
+ * database succeeds, its connects fail, so it backs off as from a broker that is away. */
 static void went_down(tqb_t *b, const char *why) {
   char reason[MQPROC_ERR_LEN];
   if (!b->up)
     return;
   snprintf(reason, sizeof(reason), "the queue's database %s: %s", b->where, why);
+  snprintf(b->why, sizeof(b->why), "%s", why);
+  b->suspect = 1;
   t_disconnect(&b->base);
   b->ev.on_down(b->ev.ud, reason);
 }
@@ -428,12 +434,29 @@ static void reset_done(void *ud, int rc, const char *err) {
     MQPROC__DEBUG("table queue '%s': what this server held before is ready again", b->topo->queue);
 }
 
+/* The look at a database that failed before: a reset (it also gives back what this server
+ * held); the next connect goes ahead once it succeeded. */
+static void probe_done(void *ud, int rc, const char *err) {
+  tqb_t *b = ud;
+  b->probing = 0;
+  if (rc == MQPROC_OK)
+    b->suspect = 0;
+  else
+    snprintf(b->why, sizeof(b->why), "%s", err != NULL ? err : mqproc_strerror(rc));
+}
+
 static int t_connect(mqproc__broker_t *base, char *err) {
   tqb_t *b = (tqb_t *)base;
   mqproc__store_q_reset_t q = {.queue = b->topo->queue, .consumer = b->topo->client_id};
   int rc;
   if (b->up)
     return MQPROC_OK;
+  if (b->suspect) { /* fail at once (the server backs off) while a look finds out */
+    if (!b->probing && mqproc__store_q_reset(b->store, &q, probe_done, b) == MQPROC_OK)
+      b->probing = 1;
+    return mqproc__err(err, MQPROC_EBROKER_CONNECT, "the queue's database %s: %s", b->where,
+                       b->why);
+  }
   if ((rc = mqproc__store_q_reset(b->store, &q, reset_done, b)) != MQPROC_OK)
     return mqproc__err(err, rc, "table queue on %s: %s", b->where, mqproc_strerror(rc));
   b->resets++;

@@ -207,6 +207,10 @@ Test(table_queue, a_database_restart_mid_run_loses_nothing_and_finishes_nothing_
   it_services("pg-start");
   cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "40"));
   cr_expect(rows_become_none(proc));
+  /* while it was away the server connected again with its backoff (250 ms doubling to
+   * 3 s), not in a hot loop */
+  cr_expect_lt(it_server_count_log(srv, "broker connection lost"), 10, "%d connections lost",
+               it_server_count_log(srv, "broker connection lost"));
   it_server_stop(srv);
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", 0), 40);
   distinct = it_tq_sql("SELECT count(DISTINCT message_id) FROM mqproc_messages WHERE queue = $1",
