@@ -35,6 +35,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "store/odb.h"
 
 #define POLL_MS 1000 /* an idle consumer looks this often (+-10 %) */
 
@@ -73,6 +74,7 @@ typedef struct tqb {
   mqproc__store_t *store;
   int own_store; /* made here (another database than the server's): destroyed here */
   mqproc__loop_t *loop;
+  char *url;                /* the database's */
   char where[256];          /* the database, masked, for the log */
   int up;                   /* connected: connect() ran, not down since */
   int resets;               /* q_resets in flight: no take before the last one committed */
@@ -186,14 +188,47 @@ static void stop_timers(tqb_t *b) {
   b->poll_timer = b->extend_timer = 0;
 }
 
-static void t_disconnect(mqproc__broker_t *base) {
-  tqb_t *b = (tqb_t *)base;
+/* The connection is gone: nothing held any more, every publish not committed reported. */
+static void drop(tqb_t *b) {
   if (!b->up)
     return;
   b->up = b->consuming = 0;
   stop_timers(b);
   drop_all(b);
   close_publishes(b);
+}
+
+/* The server's end (its loop has stopped): what it still holds is given back at once, as a
+ * broker requeues a closed connection's deliveries, with a blocking statement of its own
+ * (the store's requests need the loop; those of the last turn, a release's nack say, may
+ * not have reached the database). An ack that did not either makes its message come back:
+ * its claim finds the job done and acks it. */
+static void t_disconnect(mqproc__broker_t *base) {
+  tqb_t *b = (tqb_t *)base;
+  char err[512];
+  const char *vals[2] = {b->topo->queue, b->topo->client_id};
+  mqproc__odb_t *db;
+  mqproc__ores_t *r;
+  if (!b->up)
+    return;
+  drop(b);
+  if ((db = mqproc__odb_open(b->url, 2000, err)) == NULL) {
+    MQPROC__DEBUG("table queue '%s': not given back at the end (%s); at its deadline then",
+                  b->topo->queue, err);
+    return;
+  }
+  r = mqproc__odb_q(db,
+                    "UPDATE mqproc_messages SET consumer = NULL, visible_at = now()"
+                    " WHERE queue = $1 AND consumer = $2",
+                    "UPDATE mqproc_messages SET consumer = NULL,"
+                    " visible_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+                    " WHERE queue = ?1 AND consumer = ?2",
+                    2, vals, err);
+  if (r != NULL && mqproc__ores_changed(r) > 0)
+    MQPROC__INFO("table queue '%s': %lld message(s) this server held are ready again",
+                 b->topo->queue, mqproc__ores_changed(r));
+  mqproc__ores_free(r);
+  mqproc__odb_close(db);
 }
 
 /* A request found the database gone: the "connection" is down, the server connects
@@ -206,7 +241,7 @@ static void went_down(tqb_t *b, const char *why) {
   snprintf(reason, sizeof(reason), "the queue's database %s: %s", b->where, why);
   snprintf(b->why, sizeof(b->why), "%s", why);
   b->suspect = 1;
-  t_disconnect(&b->base);
+  drop(b);
   b->ev.on_down(b->ev.ud, reason);
 }
 
@@ -312,7 +347,8 @@ static void maybe_take(tqb_t *b) {
                                .consumer = b->topo->client_id,
                                .limit = room,
                                .visibility_ms = b->topo->visibility_s * 1000,
-                               .row = on_row};
+                               .row = on_row,
+                               .early = !b->own_store}; /* the claims join its transaction */
   b->wanted = 0;
   mqproc__loop_timer_cancel(b->loop, b->poll_timer);
   b->poll_timer = 0;
@@ -630,17 +666,34 @@ static int t_resize(mqproc__broker_t *base, int prefetch, char *err) {
   return MQPROC_OK;
 }
 
+/* Only where the queue is the server's own store: the job's write that deletes the message
+ * is in the same database, the same transaction. */
+static int t_ack_in_store(mqproc__broker_t *base, uint64_t epoch, uint64_t tag,
+                          mqproc__broker_held_t *held) {
+  tqb_t *b = (tqb_t *)base;
+  if (b->own_store || !b->up || epoch != b->epoch)
+    return MQPROC_EINVAL;
+  for (size_t i = 0; i < b->n_held; i++)
+    if ((uint64_t)b->held[i].id == tag) {
+      *held = (mqproc__broker_held_t){b->topo->client_id, b->held[i].id, b->held[i].deliveries};
+      b->held[i] = b->held[--b->n_held]; /* the window's room: the next take may go now */
+      return MQPROC_OK;
+    }
+  return MQPROC_EINVAL;
+}
+
 static uint64_t t_epoch(mqproc__broker_t *base) {
   return ((tqb_t *)base)->epoch;
 }
 
 static void t_destroy(mqproc__broker_t *base) {
   tqb_t *b = (tqb_t *)base;
-  t_disconnect(base);
+  drop(b); /* (the server disconnected first, when it could) */
   mqproc__store_listen_queues(b->store, NULL, NULL);
   mqproc__store_forget(b->store, b);
   if (b->own_store)
     mqproc__store_destroy(b->store);
+  free(b->url);
   free(b->held);
   free(b->taken);
   for (settles_t *s = &b->acks; s <= &b->drops; s++) {
@@ -666,6 +719,7 @@ static const struct mqproc__broker_class TABLE_CLASS = {
     .cancel = t_cancel,
     .consume = t_consume,
     .resize = t_resize,
+    .ack_in_store = t_ack_in_store,
     .epoch = t_epoch,
     .disconnect = t_disconnect,
     .destroy = t_destroy,
@@ -708,11 +762,16 @@ int mqproc__broker_table_new(mqproc__broker_t **out, const char *url, mqproc__st
   b->ev = *ev;
   b->loop = loop;
   b->prefetch = 1;
+  if ((b->url = mqproc__strdup(url)) == NULL) {
+    free(b);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
   mqproc__mask_secret(url, b->where, sizeof(b->where));
   if (shared != NULL)
     b->store = shared;
   else if ((rc = own_store(b, url, migrate, err)) != MQPROC_OK) {
     mqproc__store_destroy(b->store);
+    free(b->url);
     free(b);
     return rc;
   }

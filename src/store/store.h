@@ -156,6 +156,19 @@ typedef struct mqproc__store_succeed {
   int lease_ms;
   const char *log_text;
   const char *log_path;
+  /* succeed only, where the queue is a table of this store (store/queue.h): the job's
+   * message is acked in the same write (deleted, fenced as q_ack: q_consumer NULL: not),
+   * and its result inserted into result_queue (NULL: none; a message as q_publish's,
+   * message_id = job_id), which the row then records as published. One commit for the
+   * outcome, the ack and the result. */
+  const char *q_consumer;
+  int64_t q_id;
+  int q_deliveries;
+  const char *result_queue;
+  const void *result_body;
+  size_t result_len;
+  const char *result_content_type;
+  const char *result_headers_json;
 } mqproc__store_succeed_t;
 
 /* cancelled: the holder of attempt stopped a cancelled job: RUNNING -> CANCELLED, with
@@ -366,6 +379,13 @@ typedef struct mqproc__store_q_take {
   int limit;
   int visibility_ms;
   void (*row)(void *ud, const mqproc__q_msg_t *m);
+  /* Its rows and done may come before its write commits, so that the requests they make
+   * in that loop turn (the claims of the jobs taken) join the same transaction (PostgreSQL:
+   * the round stays open for them; elsewhere: after the commit, as any request). If that
+   * transaction fails after all, the take is undone: its messages are ready again, and the
+   * claims made for them run again alone (their messages come back to a take; the job
+   * table fences what follows). Only where the queue is the job store's own database. */
+  int early;
 } mqproc__store_q_take_t;
 
 /* q_ack: the n messages ids[i] that consumer holds at delivery count deliveries[i] are

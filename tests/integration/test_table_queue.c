@@ -301,6 +301,69 @@ Test(table_queue, an_idle_server_looks_about_once_a_second) {
   it_server_stop(srv);
 }
 
+/* ---- one transaction per job -------------------------------------------------------- */
+
+/* Whether the queue is the job store's own database (the server then shares its rounds). */
+static int shared(void) {
+  return strcmp(it_amqp_url(), it_db_url()) == 0;
+}
+
+/* Where queue and store are one database, a job's success, the ack of its message and its
+ * result are one write: no separate publish waits for a confirm, no outbox mark is left
+ * to clear (a server killed in between leaves the job either running, its message held,
+ * or done with its result and ack: nothing to reconcile). */
+Test(table_queue, the_success_the_ack_and_the_result_are_one_write) {
+  char *proc = it_name("onew"), *results = it_name("onew-result"), *attempt;
+  it_server_t *srv;
+  it_msg_t m;
+  if (!shared())
+    cr_skip_test("queue and store in two databases: the ack and the result follow the success");
+  srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
+  it_publish(proc, it_job_json(proc, "onew-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_server_wait_log(srv, "job onew-1: SUCCESS", WAIT_MS));
+  cr_expect_eq(rows_of(proc), 0, "acked when the success committed");
+  cr_expect_eq(rows_of(results), 1, "its result is there with it");
+  attempt = it_tq_sql("SELECT headers->>'x-mqproc-attempt' FROM mqproc_messages WHERE queue = $1",
+                      "SELECT json_extract(headers, '$.\"x-mqproc-attempt\"') FROM mqproc_messages"
+                      " WHERE queue = ?1",
+                      1, results);
+  cr_expect_str_eq(attempt != NULL ? attempt : "(none)", "1");
+  cr_assert(it_get(results, WAIT_MS, &m));
+  cr_expect_str_eq(m.message_id, "onew-1");
+  it_msg_free(&m);
+  cr_expect_str_eq(it_sql(it_q("SELECT CASE WHEN result_published THEN 'yes' ELSE 'no' END FROM"
+                               " mqproc_jobs WHERE job_id = 'onew-1'",
+                               "SELECT CASE WHEN result_published THEN 'yes' ELSE 'no' END FROM"
+                               " mqproc_jobs WHERE job_id = 'onew-1'"),
+                          0),
+                   "yes");
+  it_server_signal(srv, SIGTERM); /* all it wrote, then its log */
+  cr_assert_neq(it_server_wait_exit(srv, WAIT_MS), -1);
+  cr_expect_eq(it_server_count_log(srv, "result confirmed in"), 0, "no publish of its own");
+  cr_expect_eq(it_server_count_log(srv, "outbox done"), 0, "no outbox mark to clear");
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_outbox", 0), 0);
+  it_server_stop(srv);
+}
+
+/* At prefetch 1, the take of the next message and the claim of its job share a
+ * transaction (the round stays open for the claim): with the success, its ack and its
+ * result in one write, a job costs one commit where queue and store are one database. */
+Test(table_queue, the_claims_of_the_messages_taken_join_the_takes_transaction) {
+  char *proc = it_name("join");
+  const char *extra[] = {"--prefetch=1", "--concurrency=1", NULL};
+  it_server_t *srv;
+  int joined;
+  if (!shared())
+    cr_skip_test("queue and store in two databases: two transactions");
+  for (int i = 0; i < 10; i++)
+    it_publish(proc, it_job_json(proc, it_fmt("join-%d", i), NULL));
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "10"));
+  joined = it_server_count_log(srv, "joined the open turn");
+  cr_expect_geq(joined, 5, "the claims of %d of 10 takes joined their transaction", joined);
+  it_server_stop(srv);
+}
+
 /* ---- the take's plan ---------------------------------------------------------------- */
 
 static PGconn *pg_conn(void) {

@@ -13,7 +13,7 @@
 #include "store/store.h"
 
 /* Most parameters any statement takes. */
-#define MQPROC__PG_MAX_PARAMS 16
+#define MQPROC__PG_MAX_PARAMS 24
 
 typedef struct pg_engine pg_engine_t;
 typedef struct pg_req pg_req_t;
@@ -115,6 +115,8 @@ struct pg_req {
   char err[MQPROC_ERR_LEN];
   int rc;      /* its outcome, once its round ended */
   int solo;    /* alone in its round (after a round it shared failed) */
+  int early;   /* answered before its round commits, the round kept open for what that
+                  answer brings (a table queue's take: store.h) */
   int retries; /* MQPROC__PG_RETRY so far */
   pg_req_t *next;
 };

@@ -169,5 +169,8 @@ void mqproc__sq_own_queue_args(sq_req_t *r);
 /* Once r's turn committed (on the engine's thread): the table queue whose listeners are
  * told through the notice file, NULL when none (a publish's, a reset that gave some back). */
 const char *mqproc__sq_queue_notice(const sq_req_t *r);
+/* A success's table queue part (store.h: succeed's q_* and result_* fields), after its job
+ * write: the message's ack and the result, in the same savepoint. */
+int mqproc__sq_queue_in_write(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a);
 
 #endif

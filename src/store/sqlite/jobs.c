@@ -319,7 +319,9 @@ static int run_succeed(sqlite3 *db, sq_req_t *r) {
       " result_published = result_published OR (?4 AND ?5),"
       " callback_state = CASE WHEN ?4 AND ?6 THEN 'OK' ELSE callback_state END"
       " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
-  return end_job(db, r, &r->q.u.succeed, JOB, NULL);
+  int rc = end_job(db, r, &r->q.u.succeed, JOB, NULL);
+  /* a table queue in this database: the message's ack and the result in the same write */
+  return rc == MQPROC_OK ? mqproc__sq_queue_in_write(db, r, &r->q.u.succeed) : rc;
 }
 
 static int run_cancelled(sqlite3 *db, sq_req_t *r) {
@@ -543,6 +545,7 @@ static void own_args(sq_req_t *r) {
     mqproc__sq_own_text(r, &q->u.succeed.end.error);
     mqproc__sq_own_text(r, &q->u.succeed.log_text);
     mqproc__sq_own_text(r, &q->u.succeed.log_path);
+    mqproc__sq_own_queue_args(r); /* the table queue's ack and result, when given */
     break;
   case MQPROC__STORE_CANCELLED:
     mqproc__sq_own_text(r, &q->u.cancelled.job_id);

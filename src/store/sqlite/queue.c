@@ -207,11 +207,48 @@ static int run_reset(sqlite3 *db, sq_req_t *r) {
   return MQPROC_OK;
 }
 
+int mqproc__sq_queue_in_write(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a) {
+  static const char ACK[] =
+      "DELETE FROM mqproc_messages WHERE id = ?1 AND deliveries = ?2 AND consumer = ?3";
+  static const char RESULT[] =
+      "INSERT INTO mqproc_messages (queue, body, content_type, message_id, headers, enqueued_at,"
+      " visible_at) VALUES (?1, ?2, coalesce(?3, 'application/json'), ?4, ?5, mq_now(), mq_now())";
+  static const char PUBLISHED[] = "UPDATE mqproc_jobs SET result_published = 1 WHERE job_id = ?1";
+  sqlite3_stmt *st;
+  int rc;
+  if (a->q_consumer != NULL) {
+    if ((st = mqproc__sq_stmt(db, ACK, r->err)) == NULL)
+      return MQPROC_ESTORE_QUERY;
+    mqproc__sq_bind_int(st, 1, a->q_id);
+    mqproc__sq_bind_int(st, 2, a->q_deliveries);
+    mqproc__sq_bind_text(st, 3, a->q_consumer);
+    if ((rc = mqproc__sq_write(db, st, r, "ack")) != MQPROC_OK)
+      return rc;
+  }
+  if (a->result_queue == NULL)
+    return MQPROC_OK;
+  if ((st = mqproc__sq_stmt(db, RESULT, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->result_queue);
+  mqproc__sq_bind_bytes(st, 2, a->result_body != NULL ? a->result_body : "", a->result_len);
+  mqproc__sq_bind_text(st, 3, a->result_content_type);
+  mqproc__sq_bind_text(st, 4, a->job_id);
+  mqproc__sq_bind_text(st, 5, a->result_headers_json);
+  if ((rc = mqproc__sq_write(db, st, r, "publish the result")) != MQPROC_OK)
+    return rc;
+  if ((st = mqproc__sq_stmt(db, PUBLISHED, r->err)) == NULL)
+    return MQPROC_ESTORE_QUERY;
+  mqproc__sq_bind_text(st, 1, a->job_id);
+  return mqproc__sq_write(db, st, r, "publish the result");
+}
+
 const char *mqproc__sq_queue_notice(const sq_req_t *r) {
   if (r->rc != MQPROC_OK)
     return NULL;
   if (r->q.op == MQPROC__STORE_Q_PUBLISH)
     return r->q.u.q_publish.queue;
+  if (r->q.op == MQPROC__STORE_SUCCEED) /* its result, when it carried one */
+    return r->q.u.succeed.result_queue;
   if (r->q.op == MQPROC__STORE_Q_RESET && r->int_out > 0) /* other servers may take them */
     return r->q.u.q_reset.queue;
   return NULL;
@@ -262,6 +299,15 @@ void mqproc__sq_own_queue_args(sq_req_t *r) {
     mqproc__sq_own_text(r, &q->u.q_reset.queue);
     mqproc__sq_own_text(r, &q->u.q_reset.consumer);
     break;
+  case MQPROC__STORE_SUCCEED: { /* its table queue part (jobs.c copies the rest) */
+    mqproc__store_succeed_t *a = &q->u.succeed;
+    mqproc__sq_own_text(r, &a->q_consumer);
+    mqproc__sq_own_text(r, &a->result_queue);
+    mqproc__sq_own_bytes(r, &a->result_body, a->result_len);
+    mqproc__sq_own_text(r, &a->result_content_type);
+    mqproc__sq_own_text(r, &a->result_headers_json);
+    break;
+  }
   default:
     break;
   }
