@@ -5,12 +5,15 @@
 #
 #   bash bench/chaos.sh [--jobs 2000] [--servers 3] [--kills 10] [--broker-restarts 1]
 #                       [--db-restarts 1] [--job-ms 50..400] [--seed N] [--timeout 900]
-#                       [--backend amqp+postgresql|dir+sqlite] [--cluster 3]
+#                       [--backend amqp+postgresql|dir+sqlite|pg|sqlite] [--cluster 3]
 #                       [--mqproc PATH] [--server-arg ARG]...
 #
 #   --backend B        amqp+postgresql (default): private RabbitMQ and PostgreSQL;
 #                      dir+sqlite: a dir:// queue and an sqlite:// store in the log
-#                      directory, no servers (so no broker or database restarts: kills only)
+#                      directory, no servers (so no broker or database restarts: kills only);
+#                      pg: the private PostgreSQL as queue and store, one database
+#                      (docs/table-queue.md; no broker: kills and database restarts);
+#                      sqlite: an sqlite:// file as queue and store (kills only)
 #   --cluster 3        amqp+postgresql on a 3-node RabbitMQ cluster (scripts/cluster.sh): the
 #                      servers get the list of all nodes and --queue-type=quorum, the results
 #                      a quorum queue; each "broker restart" kills a random node (-9) and
@@ -47,7 +50,7 @@ while [ $# -gt 0 ]; do
   --jobs) JOBS=$val ;;
   --servers) SERVERS=$val ;;
   --kills) KILLS=$val ;;
-  --broker-restarts) BROKER_RESTARTS=$val RESTARTS_SET=1 ;;
+  --broker-restarts) BROKER_RESTARTS=$val RESTARTS_SET=1 BROKER_SET=1 ;;
   --db-restarts) DB_RESTARTS=$val RESTARTS_SET=1 ;;
   --backend) BACKEND=$val ;;
   --cluster) CLUSTER=$val ;;
@@ -69,14 +72,21 @@ MS_LO=${BASH_REMATCH[1]} MS_HI=${BASH_REMATCH[2]}
 if [ "$MS_LO" -gt "$MS_HI" ] || [ "$SERVERS" -lt 1 ] || [ "$JOBS" -lt 1 ]; then usage; fi
 case $BACKEND in
 amqp+postgresql) ;;
-dir+sqlite)
+pg)
+  if [ -n "${BROKER_SET:-}" ] && [ "$BROKER_RESTARTS" -gt 0 ]; then
+    echo "chaos: pg has no broker to restart (the database is the queue)" >&2
+    exit 2
+  fi
+  BROKER_RESTARTS=0
+  ;;
+dir+sqlite | sqlite)
   if [ -n "${RESTARTS_SET:-}" ] && [ $((BROKER_RESTARTS + DB_RESTARTS)) -gt 0 ]; then
-    echo "chaos: dir+sqlite has no broker or database server to restart" >&2
+    echo "chaos: $BACKEND has no broker or database server to restart" >&2
     exit 2
   fi
   BROKER_RESTARTS=0 DB_RESTARTS=0
   ;;
-*) echo "chaos: --backend must be amqp+postgresql or dir+sqlite" >&2; exit 2 ;;
+*) echo "chaos: --backend must be amqp+postgresql, dir+sqlite, pg or sqlite" >&2; exit 2 ;;
 esac
 
 BUILD=build/bench
@@ -131,7 +141,8 @@ cleanup() {
   for id in "${LIVE[@]}"; do
     timeout 35 tail --pid="${SPID[$id]}" -f /dev/null 2>/dev/null || kill -KILL "${SPID[$id]}" 2>/dev/null || true
   done
-  [ "$BACKEND" != amqp+postgresql ] || bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
+  [ "$BACKEND" != amqp+postgresql ] && [ "$BACKEND" != pg ] ||
+    bash scripts/services.sh stop "$SERVICES" >/dev/null 2>&1 || true
   [ "$CLUSTER" = 0 ] || bash scripts/cluster.sh stop "$CLUSTER_DIR" >/dev/null 2>&1 || true
   exit "$rc"
 }
@@ -140,7 +151,52 @@ trap 'exit 130' INT TERM
 
 rm -rf "$LOGS"
 mkdir -p "$LOGS/servers" "$LOGS/runs"
-if [ "$BACKEND" = amqp+postgresql ]; then
+# The table queues (--backend pg, sqlite): the jobs are rows put in with SQL, as a producer
+# in another language would (docs/table-queue.md), the results rows taken out the same way.
+# table_publish QUEUE RESULT_QUEUE JOBS_FILE; table_drain RESULT_QUEUE OUT_FILE (lines as
+# chaos_client drain writes them: job_id state redelivered message_id attempt).
+table_publish() {
+  local body="json_build_object('job_id', id, 'processor_name', '$1', 'created_time',
+    extract(epoch FROM now())::bigint, 'input_file_grps', json_build_array('OCR-D-IMG'),
+    'output_file_grps', json_build_array('OCR-D-CHAOS'), 'path_to_mets', '/data/chaos/mets.xml',
+    'parameters', json_build_object(), 'result_queue_name', '$2')::text"
+  if [ "$BACKEND" = pg ]; then
+    { echo "BEGIN; CREATE TEMP TABLE j (id text) ON COMMIT DROP; COPY j FROM STDIN;"
+      cat "$3"
+      echo '\.'
+      echo "INSERT INTO mqproc_messages (queue, body) SELECT '$1', convert_to($body, 'UTF8')
+              FROM j; SELECT pg_notify('mqproc_queue', '$1'); COMMIT;"
+    } | psql "$DB" -Xq -v ON_ERROR_STOP=1 >/dev/null
+  else
+    awk -v q="$1" -v r="$2" -v t="$(date +%s)" 'BEGIN { print "BEGIN IMMEDIATE;" }
+      { printf "INSERT INTO mqproc_messages (queue, body) VALUES ('"'"'%s'"'"', CAST('"'"'{\"job_id\":\"%s\",\"processor_name\":\"%s\",\"created_time\":%s,\"input_file_grps\":[\"OCR-D-IMG\"],\"output_file_grps\":[\"OCR-D-CHAOS\"],\"path_to_mets\":\"/data/chaos/mets.xml\",\"parameters\":{},\"result_queue_name\":\"%s\"}'"'"' AS BLOB));\n", q, $1, q, t, r }
+      END { print "COMMIT;" }' "$3" | sqlite3 -cmd '.timeout 30000' "$DBFILE" &&
+      echo "queue $1" >>"$DBFILE-control" # the servers look now (else within a second)
+  fi
+}
+table_drain() {
+  if [ "$BACKEND" = pg ]; then
+    sql "WITH r AS (DELETE FROM mqproc_messages WHERE queue = '$1'
+           RETURNING convert_from(body, 'UTF8')::json AS b, message_id, headers)
+         SELECT coalesce(b->>'job_id', '(undecodable)') || ' ' || coalesce(b->>'state', '?')
+           || ' 0 ' || coalesce(nullif(message_id, ''), '-') || ' '
+           || coalesce(headers->>'x-mqproc-attempt', '-') FROM r" >"$2"
+  else
+    sql "SELECT coalesce(json_extract(CAST(body AS TEXT), '\$.job_id'), '(undecodable)') || ' '
+           || coalesce(json_extract(CAST(body AS TEXT), '\$.state'), '?') || ' 0 '
+           || coalesce(nullif(message_id, ''), '-') || ' '
+           || coalesce(json_extract(headers, '\$.\"x-mqproc-attempt\"'), '-')
+         FROM mqproc_messages WHERE queue = '$1';
+         DELETE FROM mqproc_messages WHERE queue = '$1'" >"$2"
+  fi
+  echo "drained $(wc -l <"$2") result(s)"
+}
+table_counts() { # ready and held messages of the job queue
+  sql "SELECT (SELECT count(*) FROM mqproc_messages WHERE queue = '$PROC' AND consumer IS NULL)
+         || ' ' || (SELECT count(*) FROM mqproc_messages WHERE queue = '$PROC'
+         AND consumer IS NOT NULL)"
+}
+if [ "$BACKEND" = amqp+postgresql ] || [ "$BACKEND" = pg ]; then
   say "starting private RabbitMQ + PostgreSQL in $SERVICES"
   bash scripts/services.sh start "$SERVICES" >"$BUILD/services-start.log" 2>&1 || {
     cat "$BUILD/services-start.log" >&2
@@ -151,6 +207,7 @@ if [ "$BACKEND" = amqp+postgresql ]; then
   . "$SERVICES/env"
   set +a
   QUEUE=$MQPROC_TEST_AMQP_URL DB=$MQPROC_TEST_PG_URL
+  [ "$BACKEND" != pg ] || QUEUE=$DB # the database is the queue too (one transaction per step)
   if [ "$CLUSTER" = 3 ]; then
     say "starting a 3-node RabbitMQ cluster in $CLUSTER_DIR"
     bash scripts/cluster.sh start "$CLUSTER_DIR" >"$BUILD/cluster-start.log" 2>&1 || {
@@ -179,9 +236,21 @@ if [ "$BACKEND" = amqp+postgresql ]; then
       done
       return 0
     fi
+    [ "$BACKEND" != pg ] || { table_counts; return 0; }
     bash scripts/services.sh rabbitmqctl "$SERVICES" list_queues -q --no-table-headers name \
       messages_ready messages_unacknowledged 2>/dev/null | awk -v q="$PROC" '$1 == q { print $2, $3 }'
   }
+elif [ "$BACKEND" = sqlite ]; then
+  say "sqlite:// queue and store in $LOGS/jobs.db (no servers to start)"
+  DBFILE=$REPO/$LOGS/jobs.db
+  QUEUE=sqlite://$DBFILE DB=sqlite://$DBFILE
+  sql() { sqlite3 -cmd '.timeout 30000' "$DBFILE" "$1" 2>/dev/null; }
+  jobs_tsv() {
+    sqlite3 -cmd '.timeout 30000' -separator $'\t' "$DBFILE" \
+      "SELECT job_id, state, attempt, tries, deliveries, requeues,
+              CASE WHEN result_published THEN 't' ELSE 'f' END FROM mqproc_jobs"
+  }
+  queue_counts() { table_counts; }
 else
   say "dir:// queue and sqlite:// store in $LOGS (no servers to start)"
   SPOOL=$REPO/$LOGS/spool DBFILE=$REPO/$LOGS/jobs.db
@@ -219,6 +288,8 @@ drop_live() { # drop_live ID
   LIVE=("${keep[@]}")
 }
 
+# a killed server's messages come back after its visibility deadline, as its jobs' leases end
+[ "$BACKEND" != pg ] && [ "$BACKEND" != sqlite ] || SERVER_ARGS=(--queue-visibility=5 "${SERVER_ARGS[@]}")
 for _ in $(seq 1 "$SERVERS"); do start_server; done
 for id in "${LIVE[@]}"; do
   for _ in $(seq 1 600); do
@@ -306,7 +377,11 @@ inject() {
 # ---- run ---------------------------------------------------------------------------------
 say "publishing $JOBS jobs (job-ms $MS_LO..$MS_HI, seed $SEED)"
 T_PUB=$(now_ms)
-"$CLIENT" publish "$QUEUE" "$PROC" "$RESULTQ" "$LOGS/jobs.txt" || { echo "chaos: publish failed" >&2; exit 2; }
+if [ "$BACKEND" = pg ] || [ "$BACKEND" = sqlite ]; then
+  table_publish "$PROC" "$RESULTQ" "$LOGS/jobs.txt" || { echo "chaos: publish failed" >&2; exit 2; }
+else
+  "$CLIENT" publish "$QUEUE" "$PROC" "$RESULTQ" "$LOGS/jobs.txt" || { echo "chaos: publish failed" >&2; exit 2; }
+fi
 final=0 last_report=0 plan_i=0 timed_out=0
 while :; do
   if n=$(sql "SELECT count(*) FROM mqproc_jobs WHERE state IN ('SUCCESS','FAILED')") && [ -n "$n" ]; then
@@ -402,7 +477,11 @@ for id in "${LIVE[@]}"; do
 done
 LIVE=()
 
-"$CLIENT" drain "$QUEUE" "$RESULTQ" "$LOGS/results.txt" 3000 | sed 's/^/    /'
+if [ "$BACKEND" = pg ] || [ "$BACKEND" = sqlite ]; then
+  table_drain "$RESULTQ" "$LOGS/results.txt" | sed 's/^/    /'
+else
+  "$CLIENT" drain "$QUEUE" "$RESULTQ" "$LOGS/results.txt" 3000 | sed 's/^/    /'
+fi
 jobs_tsv >"$LOGS/jobs-db.tsv"
 dead=$(sql "SELECT count(*) FROM mqproc_dead_letters")
 unended=$(sql "SELECT count(*) FROM mqproc_job_tries WHERE ended_at IS NULL")

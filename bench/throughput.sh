@@ -13,7 +13,9 @@
 #                  raw_db_1 raw_db_64 raw_fork naive celery graphile graphile_batched
 #                  bullmq_c1 bullmq_c64 bullmq_c64_everysec graphile_latency mqproc_c_p1
 #                  mqproc_c_p64 mqproc_c_batched mqproc_exec_p1 mqproc_exec_c2 latency
-#                  embedded
+#                  embedded tq_pg_p1 tq_pg_batched tq_sqlite tq_sqlite_relaxed tq_latency
+#                  (tq_*: the table queues, docs/table-queue.md: the database as the queue
+#                  and the store, PostgreSQL or SQLite, jobs and results as rows)
 #                  (embedded: the dir:// + sqlite:// pair, bench/embedded.sh, with its own
 #                  raw limits on this disk: rows raw_dir_*, raw_sqlite_*, mqproc_dir_sqlite*)
 #
@@ -41,13 +43,13 @@ done
 PEER_ROWS=(graphile graphile_batched bullmq_c1 bullmq_c64 bullmq_c64_everysec)
 ALL_ROWS=(raw_consume_p1 raw_consume_p100 raw_publish raw_publish_w1 raw_relay raw_db_1 raw_db_64 raw_fork
   naive celery "${PEER_ROWS[@]}" graphile_latency mqproc_c_p1 mqproc_c_p64 mqproc_c_batched mqproc_exec_p1
-  mqproc_exec_c2 latency embedded)
+  mqproc_exec_c2 latency embedded tq_pg_p1 tq_pg_batched tq_sqlite tq_sqlite_relaxed tq_latency)
 declare -A WANT=()
 for r in ${ROWS_ARG//,/ }; do
   case $r in
   raw | tools | peers | mqproc) for x in "${ALL_ROWS[@]}"; do
     case $r:$x in raw:raw_* | tools:naive | tools:celery | peers:graphile* | peers:bullmq_* | mqproc:mqproc_* | \
-      mqproc:latency | mqproc:embedded) WANT[$x]=1 ;; esac
+      mqproc:latency | mqproc:embedded | mqproc:tq_*) WANT[$x]=1 ;; esac
   done ;;
   *) [[ " ${ALL_ROWS[*]} " == *" $r "* ]] || { echo "throughput: unknown row $r" >&2; exit 2; }
     WANT[$r]=1 ;;
@@ -64,7 +66,8 @@ declare -A N=([raw_consume_p1]=50000 [raw_consume_p100]=100000 [raw_publish]=600
   [raw_publish_w1]=8000 [raw_relay]=60000 [raw_db_1]=10000 [raw_db_64]=60000 [raw_fork]=4000 [naive]=4000
   [celery]=5000 [graphile]=6000 [graphile_batched]=100000 [bullmq_c1]=10000 [bullmq_c64]=60000
   [bullmq_c64_everysec]=100000 [mqproc_c_p1]=2000 [mqproc_c_p64]=4000 [mqproc_c_batched]=4000
-  [mqproc_exec_p1]=800 [mqproc_exec_c2]=800)
+  [mqproc_exec_p1]=800 [mqproc_exec_c2]=800 [tq_pg_p1]=2000 [tq_pg_batched]=40000 [tq_sqlite]=40000
+  [tq_sqlite_relaxed]=40000)
 LAT_RATE=500 LAT_SECS=10 LAT_DRAIN=5 MAX_S=240 # MAX_S: longest wait for one row's results
 if [ $QUICK = 1 ]; then
   for k in "${!N[@]}"; do N[$k]=$((N[$k] / 10)); done
@@ -752,6 +755,77 @@ if selected mqproc_exec_c2; then
 fi
 selected latency && latency
 
+# ---- rows: the table queues (docs/table-queue.md) ------------------------------------------
+# tq_row ROW DB SERVER_ARGS...: the C example with the database as queue and store (DB pg:
+# a schema of the bench database; sqlite or sqlite_normal: a file in the build directory,
+# synchronous=FULL or NORMAL); N jobs queued first as rows (bench/tp_table.py), then the
+# server from scratch; the rate from the first to the last result row's enqueued_at.
+tq_url() { case $2 in pg) pg_url "$1" ;; sqlite) echo "sqlite://$REPO/$BUILD/$1.db" ;;
+  *) echo "sqlite://$REPO/$BUILD/$1.db?synchronous=normal" ;; esac; }
+tq_row() {
+  local row=$1 db=$2 n=${N[$1]} url c0 c1 cpu
+  shift 2
+  url=$(tq_url "$row" "$db")
+  rm -f "$BUILD/$row".db*
+  [ "$db" != pg ] || fresh_schema "$row" || return 1
+  try migrate 60 "$LOGS/$row.migrate" "$MQPROC" migrate --database="$url" || return 1
+  try fill 300 "$LOGS/$row.fill" "$PY" bench/tp_table.py fill "$url" "ocrd-tp-$row" "$n" "ocrd-tp-$row-results" || return 1
+  c0=$(commits)
+  meter_begin
+  ST0=$(now_ms)
+  "$EXAMPLE" processing-server --processor="ocrd-tp-$row" --queue="$url" --database="$url" \
+    --worker-id="tp-$row" --log-dir="$REPO/$LOGS/joblogs-$row" --shutdown-grace=5 "$@" \
+    >"$LOGS/$row.server" 2>&1 </dev/null &
+  SPID=$!
+  track "$SPID"
+  try collect $((MAX_S + 30)) "$LOGS/$row.out" "$PY" bench/tp_table.py collect "$url" "ocrd-tp-$row-results" "$n" "$MAX_S"
+  cpu=$(cpu_ticks "$SPID" 2>/dev/null)
+  meter_end "$row" "$n" "$([ "$db" = pg ] && echo "pg wal" || echo none)"
+  stop "$SPID"
+  c1=$(commits)
+  if [ "$(kvof "$LOGS/$row.out" received)" != "$n" ] || [ "$(kvof "$LOGS/$row.out" success)" != "$n" ]; then
+    FAIL_REASON="$(kvof "$LOGS/$row.out" received) of $n results; server: $(tail -n 1 "$LOGS/$row.server")"
+    return 1
+  fi
+  R_RATE[$row]=$(kvof "$LOGS/$row.out" rate)
+  [ "$db" != pg ] || R_COMMITS[$row]=$(calc "($c1 - $c0) / $n" 3)
+  R_SRV[$row]=$(calc "${cpu:-0} / $CLK_TCK / $n * 1000" 3)
+  kv "${row}_cpu_s_per_1000" "${R_SRV[$row]}"
+  R_NOTE[$row]="N=$n queued first as rows${*:+; $*}"
+  [ "$db" != pg ] || sql "$BENCHDB" "drop schema if exists $row cascade" >/dev/null
+  rm -rf "$BUILD/$row".db* "${LOGS:?}/joblogs-$row"
+}
+# tq_latency_row ROW DB: 500 jobs/s as rows into a running server (prefetch 64)
+tq_latency_row() {
+  local row=$1 url out=$LOGS/$1.out
+  url=$(tq_url "$row" "$2")
+  rm -f "$BUILD/$row".db*
+  [ "$2" != pg ] || fresh_schema "$row" || return 1
+  try migrate 60 "$LOGS/$row.migrate" "$MQPROC" migrate --database="$url" || return 1
+  "$EXAMPLE" processing-server --processor="ocrd-tp-$row" --queue="$url" --database="$url" \
+    --worker-id="tp-$row" --log-dir="$REPO/$LOGS/joblogs-$row" --prefetch=64 >"$LOGS/$row.server" 2>&1 </dev/null &
+  SPID=$!
+  track "$SPID"
+  wait_log "$LOGS/$row.server" 'consuming from queue' "$SPID" 30 || { FAIL_REASON="server did not start"; stop "$SPID"; return 1; }
+  try latency $((LAT_SECS + LAT_DRAIN + 60)) "$out" "$PY" bench/tp_table.py latency "$url" "ocrd-tp-$row" \
+    "ocrd-tp-$row-results" "$LAT_RATE" "$LAT_SECS" "$LAT_DRAIN"
+  stop "$SPID"
+  [ "$2" != pg ] || sql "$BENCHDB" "drop schema if exists $row cascade" >/dev/null
+  rm -rf "$BUILD/$row".db* "${LOGS:?}/joblogs-$row"
+  [ "$(kvof "$out" received)" = "$(kvof "$out" sent)" ] || { R_RATE[$row]=n/a R_NOTE[$row]="(cannot keep up: $(kvof "$out" received) of $(kvof "$out" sent))"; return 0; }
+  R_RATE[$row]=$LAT_RATE R_NOTE[$row]="p50 $(kvof "$out" p50_ms) ms, p99 $(kvof "$out" p99_ms) ms, max $(kvof "$out" max_ms) ms (send -> result committed, prefetch 64)"
+  kv "${row}_p50_ms" "$(kvof "$out" p50_ms)"
+  kv "${row}_p99_ms" "$(kvof "$out" p99_ms)"
+}
+R_LABEL+=([tq_pg_p1]="mqproc table queue, PostgreSQL, prefetch 1" [tq_pg_batched]="mqproc table queue, PostgreSQL, batched"
+  [tq_sqlite]="mqproc table queue, SQLite FULL, batched" [tq_sqlite_relaxed]="mqproc table queue, SQLite NORMAL, batched"
+  [tq_pg_lat500]="latency row->result @${LAT_RATE}/s, table PostgreSQL" [tq_sqlite_lat500]="latency row->result @${LAT_RATE}/s, table SQLite")
+selected tq_pg_p1 && run_row tq_pg_p1 tq_row tq_pg_p1 pg --prefetch=1
+selected tq_pg_batched && run_row tq_pg_batched tq_row tq_pg_batched pg --concurrency=64 --prefetch=256
+selected tq_sqlite && run_row tq_sqlite tq_row tq_sqlite sqlite --concurrency=64 --prefetch=256
+selected tq_sqlite_relaxed && run_row tq_sqlite_relaxed tq_row tq_sqlite_relaxed sqlite_normal --concurrency=64 --prefetch=256
+selected tq_latency && run_row tq_pg_lat500 tq_latency_row tq_pg_lat500 pg && run_row tq_sqlite_lat500 tq_latency_row tq_sqlite_lat500 sqlite
+
 # The embedded pair: one server on a dir:// queue and an sqlite:// store, no broker or
 # database server (bench/embedded.sh: the example C processor, --concurrency 2, results
 # to a sibling queue), beside the raw limits of this disk measured by the same script.
@@ -794,7 +868,9 @@ declare -A RAW_RATE=([mqproc_c_p1]=$(lower "${R_RATE[raw_db_1]:-}" "${R_RATE[raw
   [mqproc_c_batched]=$(lower "${R_RATE[raw_db_64]:-}" "${R_RATE[raw_relay]:-}")
   [mqproc_exec_p1]=${R_RATE[raw_fork]:-} [mqproc_exec_c2]=${R_RATE[raw_fork]:-}
   [mqproc_dir_sqlite]=$(lower "${R_RATE[raw_sqlite_64]:-}" "${R_RATE[raw_dir_claim]:-}")
-  [mqproc_dir_sqlite_relaxed]=$(lower "${R_RATE[raw_sqlite_normal_1]:-}" "${R_RATE[raw_dir_claim]:-}"))
+  [mqproc_dir_sqlite_relaxed]=$(lower "${R_RATE[raw_sqlite_normal_1]:-}" "${R_RATE[raw_dir_claim]:-}")
+  [tq_pg_p1]=${R_RATE[raw_db_1]:-} [tq_pg_batched]=${R_RATE[raw_db_64]:-}
+  [tq_sqlite]=${R_RATE[raw_sqlite_64]:-} [tq_sqlite_relaxed]=${R_RATE[raw_sqlite_normal_1]:-})
 # At prefetch 1 the chain is serial: the next delivery comes after the ack, the ack after
 # the success commits, the claim after the delivery. The raw database loop and the raw
 # consume+ack loop in series are what no server at prefetch 1 can beat on this machine.
@@ -812,7 +888,7 @@ done
 [ -z "$BEST_PEER" ] || kv best_peer "${R_RATE[$BEST_PEER]}"
 for row in "${ORDER[@]}"; do
   case $row in
-  mqproc_*) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${RAW_RATE[$row]:-}")
+  mqproc_* | tq_pg_p1 | tq_pg_batched | tq_sqlite | tq_sqlite_relaxed) R_RAW[$row]=$(ratio "${R_RATE[$row]:-}" "${RAW_RATE[$row]:-}")
     [ -z "$BEST_PEER" ] || R_PEER[$row]=$(ratio "${R_RATE[$row]:-}" "${R_RATE[$BEST_PEER]}") ;;
   esac
   case $row in
@@ -820,7 +896,7 @@ for row in "${ORDER[@]}"; do
   esac
 done
 for row in "${ORDER[@]}"; do
-  case $row in idle_* | lat500 | lat_half | graphile_lat500) continue ;; esac
+  case $row in idle_* | lat500 | lat_half | graphile_lat500 | tq_*_lat500) continue ;; esac
   kv "$row" "${R_RATE[$row]:-}"
   num "${R_RATE[$row]:-}" || continue # (a failed row's partial figures are left out)
   kv "${row}_commits" "${R_COMMITS[$row]:-}"

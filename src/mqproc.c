@@ -57,6 +57,7 @@ static void usage_generic(FILE *out) {
       "  stats              per processor: queue depth, jobs by state, rates, times\n"
       "  pause|resume|drain PROCESSOR: stop taking jobs, take them again, finish and exit\n"
       "  dashboard          the status page of the whole fleet, taking no jobs\n"
+      "  results            QUEUE: read (or --peek at) a result queue's messages\n"
       "  processing-api     OCR-D's Processing Server API over the job table\n\n"
       "The options of a first start (all of them: mqproc processing-server --help):\n");
   mqproc__config_help_rows(out, MQPROC__CLI_GENERIC, FIRST_OPTS);

@@ -73,8 +73,10 @@ static const mqproc__opt_choice_t LOG_FORMAT[] = {
 
 static const mqproc__opt_t OPTS[] = {
     {ROW_STR("queue", "MQPROC_QUEUE", queue_url, NULL),
-     .help = "AMQP URL of the broker, amqp://user:pass@host:port/vhost, or dir:///SPOOL for a "
-             "directory queue (docs/dir-queue.md) (required)"},
+     .help = "AMQP URL of the broker, amqp://user:pass@host:port/vhost, dir:///SPOOL for a "
+             "directory queue (docs/dir-queue.md), or a database as the queue: postgresql://... "
+             "or sqlite:///PATH, the --database's own URL for one transaction per job step "
+             "(docs/table-queue.md) (required)"},
     {ROW_STR("database", "MQPROC_DATABASE", database, NULL),
      .help = "PostgreSQL URL or conninfo of the job store, or sqlite:///PATH[?synchronous=normal] "
              "(docs/sqlite-store.md) (required)"},
@@ -216,6 +218,11 @@ static const mqproc__opt_t OPTS[] = {
              "it when connecting (at least 2 s each)"},
     {ROW_INT("lease", "MQPROC_LEASE", lease_s, "30", 2, 86400),
      .help = "seconds a running job's lease lasts; renewed while it runs"},
+    {ROW_INT("queue-visibility", "MQPROC_QUEUE_VISIBILITY", queue_visibility_s, "30", 2, 86400),
+     .help = "a table queue (--queue postgresql://... or sqlite:///PATH): seconds a message this "
+             "server took stays invisible to the others; pushed out every third of it while the "
+             "server holds the message, so a dead server's messages come back after at most this "
+             "(docs/table-queue.md)"},
     {ROW_INT("ack-after", "MQPROC_ACK_AFTER", ack_after_s, "300", 0, 86400),
      .help = "ack the delivery of a job still running after this many seconds (the job table and "
              "its lease then carry it; keeps long jobs clear of the broker's consumer_timeout; 0 = "

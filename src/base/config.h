@@ -109,6 +109,7 @@ typedef struct mqproc__config {
   int broker_timeout_s;      /* --broker-timeout: deadline of one broker write or RPC */
   int confirm_timeout_s;     /* --confirm-timeout: longest wait for a publisher confirm */
   int lease_s;               /* --lease */
+  int queue_visibility_s;    /* --queue-visibility: a table queue's hold without an extend */
   int ack_after_s;           /* --ack-after: ack a still-running job's delivery (0 = never) */
   int max_attempts;          /* --max-attempts: claims of one job, takeovers included */
   int time_limit_s;          /* --time-limit: per try (0 = none); a message may override */

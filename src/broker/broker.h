@@ -3,7 +3,10 @@
  * A backend fills a struct mqproc__broker_class (one comment per slot) and puts a
  * pointer to it first in its private state; callers use the mqproc__broker_* wrappers.
  * Backends: broker/amqp.c (RabbitMQ via rabbitmq-c), broker/dir.c (a directory queue,
- * dir:///SPOOL, no server to run: broker/dirq.h).
+ * dir:///SPOOL, no server to run: broker/dirq.h), and in the store layer store/queue.c (the
+ * table queues: a database's table, postgresql:// or sqlite://, made by the server through
+ * store/queue.h since this layer knows no store). A backend without a socket has fd() -1:
+ * what it has for the server waits in pending() and goes out with pump().
  *
  * Event model: the server's loop watches mqproc__broker_fd() and calls
  * mqproc__broker_pump() when it is readable, when mqproc__broker_pending() says data
@@ -116,7 +119,17 @@ typedef struct mqproc__topology {
   size_t max_message_bytes; /* dir://: a job file larger than this goes to failed/ unread
                                (--max-message-size; 0: the backend's own bound) */
   mqproc__tls_t tls;        /* for amqps:// URLs */
+  int visibility_s;         /* table queues (store/queue.h): how long a taken message stays
+                               invisible to other servers unless its holder extends it */
 } mqproc__topology_t;
+
+/* A held message as the table queue's database knows it (store/queue.h): what fences its
+ * ack there. consumer is the backend's (valid while it lives). */
+typedef struct mqproc__broker_held {
+  const char *consumer;
+  int64_t id;
+  int deliveries;
+} mqproc__broker_held_t;
 
 struct mqproc__broker_class {
   const char *name;
@@ -164,6 +177,14 @@ struct mqproc__broker_class {
   /* resize: the current consumer's prefetch changed in place (NULL where the backend
      cannot: AMQP's basic.qos applies to later consumers only). */
   int (*resize)(mqproc__broker_t *b, int prefetch, char *err);
+  /* ack_in_store: the delivery (epoch, tag) will be acked by a write of the job store the
+     queue lives in (a table queue in the server's own database: the job's success deletes
+     the message in its own statement, one commit for both): *held gets what fences that
+     delete, and the message stops counting as held (the take that refills the window may
+     share the write's round). MQPROC_EINVAL when it cannot be (NULL: every backend whose
+     queue is not in the store); a later ack of the tag then settles nothing. */
+  int (*ack_in_store)(mqproc__broker_t *b, uint64_t epoch, uint64_t tag,
+                      mqproc__broker_held_t *held);
   /* epoch: the current connection generation (0 = never connected). */
   uint64_t (*epoch)(mqproc__broker_t *b);
   /* disconnect: close the connection (pending confirms report CLOSED; no on_down). */
@@ -235,6 +256,11 @@ static inline int mqproc__broker_can_resize(const mqproc__broker_t *b) {
 }
 static inline int mqproc__broker_resize(mqproc__broker_t *b, int prefetch, char *err) {
   return b->klass->resize != NULL ? b->klass->resize(b, prefetch, err) : MQPROC_EINVAL;
+}
+static inline int mqproc__broker_ack_in_store(mqproc__broker_t *b, uint64_t epoch, uint64_t tag,
+                                              mqproc__broker_held_t *held) {
+  return b->klass->ack_in_store != NULL ? b->klass->ack_in_store(b, epoch, tag, held)
+                                        : MQPROC_EINVAL;
 }
 static inline uint64_t mqproc__broker_epoch(mqproc__broker_t *b) {
   return b->klass->epoch(b);

@@ -1,7 +1,8 @@
 /* The operators' blocking queue client (client.h): a rabbitmq-c connection with publisher
- * confirms (a command waits for its broker; a server's loop never does), or, for a
- * dir:// URL, the directory queue (broker/dirq.h): a publish is a durable file in the
- * queue's new/ (written, fsynced, renamed, the directory fsynced). It prints nothing: each
+ * confirms (a command waits for its broker; a server's loop never does), for a dir:// URL
+ * the directory queue (broker/dirq.h): a publish is a durable file in the queue's new/
+ * (written, fsynced, renamed, the directory fsynced), or a kind of queue its caller hands
+ * over (the table queues: store/queue_client.c). It prints nothing: each
  * call says why it failed in err, and its caller decides who reads it. */
 #include <amqp.h>
 #include <stdio.h>
@@ -20,7 +21,9 @@
 #define TIMEOUT_S 10
 
 struct mqproc__qclient {
-  amqp_connection_state_t conn; /* NULL: a directory queue */
+  const mqproc__qclient_kind_t *kind; /* a later layer's kind of queue (kc its client), or NULL */
+  void *kc;
+  amqp_connection_state_t conn; /* NULL: a directory queue (or kind's) */
   uint64_t seq;
   char spool[MQPROC__DIRQ_SPOOL_MAX];
   char made[MQPROC__DIRQ_NAME_MAX + 1]; /* the queue last made (a --count run makes it once) */
@@ -141,7 +144,25 @@ static int open_one(mqproc__qclient_t *a, const char *url, const mqproc__tls_t *
   return ok;
 }
 
-mqproc__qclient_t *mqproc__qclient_open(const char *url, const mqproc__tls_t *tls, char *err) {
+/* A queue of a kind a later layer adds (the table queues). */
+static mqproc__qclient_t *kind_open(const char *url, const mqproc__qclient_kind_t *kind,
+                                    char *err) {
+  mqproc__qclient_t *a = calloc(1, sizeof(*a));
+  if (a == NULL) {
+    mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    return NULL;
+  }
+  mqproc__dirq_init(&a->q);
+  a->kind = kind;
+  if ((a->kc = kind->open(url, err)) == NULL) {
+    free(a);
+    return NULL;
+  }
+  return a;
+}
+
+mqproc__qclient_t *mqproc__qclient_open(const char *url, const mqproc__tls_t *tls,
+                                        const mqproc__qclient_kind_t *kind, char *err) {
   char **urls;
   size_t n, order[64];
   mqproc__qclient_t *a;
@@ -149,6 +170,8 @@ mqproc__qclient_t *mqproc__qclient_open(const char *url, const mqproc__tls_t *tl
     mqproc__err(err, MQPROC_ECONFIG, "--queue (or MQPROC_QUEUE) is required");
     return NULL;
   }
+  if (kind != NULL && kind->is_url(url))
+    return kind_open(url, kind, err);
   if (mqproc__dirq_is_url(url))
     return dir_open(url, err);
   if (mqproc__amqp_urls(url, &urls, &n, err) != MQPROC_OK)
@@ -178,6 +201,9 @@ int mqproc__qclient_send(mqproc__qclient_t *a, const char *exchange, const char 
   amqp_table_entry_t entries[32];
   struct timeval tv = {TIMEOUT_S, 0};
   int returned = 0;
+  if (a->kind != NULL)
+    return a->kind->send(a->kc, rk, body, len, content_type, message_id, priority, headers,
+                         n_headers, err);
   if (a->conn == NULL)
     return dir_send(a, rk, body, len, content_type, message_id, priority, headers, n_headers, err);
   p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
@@ -244,9 +270,14 @@ int mqproc__qclient_send(mqproc__qclient_t *a, const char *exchange, const char 
   }
 }
 
-int mqproc__qclient_depth(mqproc__qclient_t *a, const char *queue, long *messages,
-                          long *consumers) {
+int mqproc__qclient_depth(mqproc__qclient_t *a, const char *queue, long *messages, long *consumers,
+                          long *held) {
   amqp_queue_declare_ok_t *ok;
+  *held = -1;
+  if (a->kind != NULL) { /* a table: what is ready and what is held, no consumers' list */
+    *consumers = -1;
+    return a->kind->depth(a->kc, queue, messages, held);
+  }
   if (a->conn == NULL) { /* a directory queue keeps no list of its consumers */
     char err[MQPROC_ERR_LEN];
     mqproc__dirq_q_t q;
@@ -275,12 +306,74 @@ int mqproc__qclient_depth(mqproc__qclient_t *a, const char *queue, long *message
 }
 
 int mqproc__qclient_served(mqproc__qclient_t *a, const char *queue) {
+  if (a->kind != NULL) /* a table queue: a message for a queue nobody reads waits there */
+    return -1;
   return a->conn == NULL ? mqproc__dirq_served(a->spool, queue) : -1;
+}
+
+void mqproc__qmsg_clear(mqproc__qmsg_t *m) {
+  free(m->body);
+  free(m->message_id);
+  free(m->content_type);
+  memset(m, 0, sizeof(*m));
+}
+
+/* One basic.get: with peek the message stays unacked (the channel's close gives it back). */
+static int amqp_get(mqproc__qclient_t *a, const char *queue, int peek, mqproc__qmsg_t *out,
+                    char *err) {
+  amqp_rpc_reply_t r = amqp_basic_get(a->conn, 1, amqp_cstring_bytes(queue), 0);
+  amqp_message_t msg;
+  uint64_t tag;
+  if (!rpc_ok(r, "basic.get", err))
+    return -1;
+  if (r.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
+    return 0;
+  tag = ((amqp_basic_get_ok_t *)r.reply.decoded)->delivery_tag;
+  if (!rpc_ok(amqp_read_message(a->conn, 1, &msg, 0), "reading the message", err))
+    return -1;
+  out->body = malloc(msg.body.len + 1);
+  out->message_id = (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+                        ? strndup(msg.properties.message_id.bytes, msg.properties.message_id.len)
+                        : strdup("");
+  out->content_type =
+      (msg.properties._flags & AMQP_BASIC_CONTENT_TYPE_FLAG)
+          ? strndup(msg.properties.content_type.bytes, msg.properties.content_type.len)
+          : strdup("");
+  out->priority = (msg.properties._flags & AMQP_BASIC_PRIORITY_FLAG) ? msg.properties.priority : -1;
+  if (out->body != NULL) {
+    memcpy(out->body, msg.body.bytes, msg.body.len);
+    out->body[msg.body.len] = '\0';
+    out->len = msg.body.len;
+  }
+  amqp_destroy_message(&msg);
+  if (out->body == NULL || out->message_id == NULL || out->content_type == NULL) {
+    mqproc__qmsg_clear(out);
+    return mqproc__err(err, -1, "out of memory");
+  }
+  if (!peek && amqp_basic_ack(a->conn, 1, tag, 0) != AMQP_STATUS_OK) {
+    mqproc__qmsg_clear(out);
+    return mqproc__err(err, -1, "ack failed: connection lost");
+  }
+  return 1;
+}
+
+int mqproc__qclient_get(mqproc__qclient_t *a, const char *queue, int peek, long skip,
+                        mqproc__qmsg_t *out, char *err) {
+  memset(out, 0, sizeof(*out));
+  if (a->kind != NULL)
+    return a->kind->get(a->kc, queue, peek, skip, out, err);
+  if (a->conn == NULL)
+    return mqproc__err(err, -1,
+                       "a dir:// queue's messages are its files: read SPOOL/%s/new/ (each file "
+                       "is a message: docs/dir-queue.md)",
+                       queue);
+  return amqp_get(a, queue, peek, out, err);
 }
 
 int mqproc__qclient_make_queue(mqproc__qclient_t *a, const char *queue, char *err) {
   char qdir[MQPROC__DIRQ_QDIR_MAX];
-  if (a->conn != NULL) /* the servers declare result queues on AMQP */
+  if (a->conn != NULL || a->kind != NULL) /* the servers declare result queues on AMQP; a
+                                             table queue is its rows */
     return 0;
   return mqproc__dirq_make(a->spool, queue, qdir, err) == MQPROC_OK ? 0 : -1;
 }
@@ -288,6 +381,8 @@ int mqproc__qclient_make_queue(mqproc__qclient_t *a, const char *queue, char *er
 void mqproc__qclient_close(mqproc__qclient_t *a) {
   if (a == NULL)
     return;
+  if (a->kind != NULL)
+    a->kind->close(a->kc);
   if (a->conn == NULL) {
     mqproc__dirq_close(&a->q);
     free(a);

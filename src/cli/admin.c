@@ -12,6 +12,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "store/queue.h"
 
 /* ---- arguments ---------------------------------------------------------------------- */
 
@@ -275,7 +276,8 @@ mqproc__qclient_t *mqproc__admin_amqp(const args_t *a) {
   char err[MQPROC_ERR_LEN];
   if (mqproc__admin_tls(a, &tls) < 0)
     return NULL;
-  if ((q = mqproc__qclient_open(mqproc__arg(a, "queue"), &tls, err)) == NULL)
+  if ((q = mqproc__qclient_open(mqproc__arg(a, "queue"), &tls, &mqproc__table_qclient, err)) ==
+      NULL)
     fprintf(stderr, "mqproc: %s\n", err);
   return q;
 }
@@ -526,6 +528,8 @@ int mqproc__admin_main(int argc, char **argv) {
     return mqproc__cmd_dashboard(argc - 2, argv + 2);
   if (!strcmp(cmd, "processing-api"))
     return mqproc__cmd_processing_api(argc - 2, argv + 2);
+  if (!strcmp(cmd, "results"))
+    return mqproc__cmd_results(argc - 2, argv + 2);
   if (!strcmp(cmd, "pause") || !strcmp(cmd, "resume") || !strcmp(cmd, "drain"))
     return mqproc__cmd_control(cmd, argc - 2, argv + 2);
   return -1;

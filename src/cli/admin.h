@@ -125,6 +125,7 @@ int mqproc__cmd_workers(int argc, char **argv);
 int mqproc__cmd_stats(int argc, char **argv);
 int mqproc__cmd_dashboard(int argc, char **argv);
 int mqproc__cmd_processing_api(int argc, char **argv);            /* processing_api.c */
+int mqproc__cmd_results(int argc, char **argv);                   /* results.c */
 int mqproc__cmd_control(const char *wish, int argc, char **argv); /* pause resume drain */
 
 /* The operator commands: the exit code, or -1 when argv[1] is not one of them. */

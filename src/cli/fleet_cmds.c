@@ -83,6 +83,10 @@ static void print_stats(json_t *o) {
     printf("  queue          %lld ready, %lld consumer(s)\n",
            (long long)json_integer_value(json_object_get(o, "queue_depth")),
            (long long)json_integer_value(json_object_get(o, "consumers")));
+  else if (json_is_integer(json_object_get(o, "queue_held"))) /* a table: what servers hold */
+    printf("  queue          %lld ready, %lld held\n",
+           (long long)json_integer_value(json_object_get(o, "queue_depth")),
+           (long long)json_integer_value(json_object_get(o, "queue_held")));
   else if (json_is_integer(json_object_get(o, "queue_depth"))) /* dir://: no consumer count */
     printf("  queue          %lld ready\n",
            (long long)json_integer_value(json_object_get(o, "queue_depth")));

@@ -7,7 +7,9 @@
 #include "delivery/int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "codec/codec.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -24,9 +26,11 @@ const char *mqproc__delivery_log_path(const mqproc__delivery_t *d) {
   return d->log_made ? d->log_path : NULL;
 }
 
-/* Whether the outcome still has to reach a result queue or a callback. */
+/* Whether the outcome still has to reach a result queue or a callback (a result the
+ * success's write inserted has). */
 static int outcome_to_send(const mqproc__delivery_t *d) {
-  return d->msg->result_queue_name != NULL || mqproc__delivery_has_callbacks(d->msg);
+  return (d->msg->result_queue_name != NULL && !d->result_in_write) ||
+         mqproc__delivery_has_callbacks(d->msg);
 }
 
 /* SUCCESS or CANCELLED is recorded (with the outbox marks when something is to be sent):
@@ -37,9 +41,13 @@ static int ended(mqproc__delivery_t *d, const char *outcome) {
   d->send_result = d->send_callbacks = 1;
   d->store_backoff_ms = STORE_BACKOFF_MIN_MS;
   mqproc__host_update_consuming(d->host, 0); /* a finished job holds no slot */
+  if (d->result_in_write)
+    d->send_result = 0; /* in the queue since the success committed */
   if (!d->acked) {
     /* The row records the outcome and, when there is one to send, carries it (outbox):
-     * the delivery is acked now, before the result's confirm. */
+     * the delivery is acked now, before the result's confirm (where the success's write
+     * acked it already, this ack settles nothing at the queue: it only ends the delivery's
+     * part in the server's window). */
     if (mqproc__host_ack(d->host, d, err) != MQPROC_OK)
       MQPROC__WARN("job %s: cannot ack (%s); its redelivery will find it %s", jid(d), err, outcome);
     d->acked = 1;
@@ -82,7 +90,8 @@ static mqproc__store_succeed_t job_end(const mqproc__delivery_t *d) {
                                    .try_no = d->try_no,
                                    .end = mqproc__delivery_try_end(d),
                                    .outbox = outcome_to_send(d),
-                                   .result = d->msg->result_queue_name != NULL,
+                                   .result =
+                                       d->msg->result_queue_name != NULL && !d->result_in_write,
                                    .callbacks = mqproc__delivery_has_callbacks(d->msg),
                                    .lease_ms = cfg(d)->lease_s * 1000,
                                    .log_text = d->log_text,
@@ -96,10 +105,49 @@ int mqproc__delivery_step_cancel(mqproc__delivery_t *d) {
       d, mqproc__store_cancelled(d->host->store, &end, mqproc__delivery_on_store, d), cancelled);
 }
 
+/* Where the queue is a table of the job store (store/queue.h), the success's write acks
+ * the message and inserts the result too: one commit for the three, no outbox mark for
+ * the result (issue 31). The message's fencing fields are the queue's from the first time
+ * (a success written again after an outage acks the same delivery); the result is encoded
+ * as step_publish would send it. Any other queue: the usual ack and publish follow. */
+static void in_write(mqproc__delivery_t *d, mqproc__store_succeed_t *end, char **body) {
+  mqproc__format_t fmt = cfg(d)->result_format == MQPROC__RESULT_AUTO   ? d->msg->format
+                         : cfg(d)->result_format == MQPROC__RESULT_JSON ? MQPROC__FMT_JSON
+                                                                        : MQPROC__FMT_YAML;
+  size_t len;
+  *body = NULL;
+  if (!d->ack_in_write && !d->acked && !d->settled &&
+      mqproc__broker_ack_in_store(d->host->broker, d->epoch, d->tag, &d->in_write) == MQPROC_OK)
+    d->ack_in_write = 1;
+  if (!d->ack_in_write)
+    return;
+  end->q_consumer = d->in_write.consumer;
+  end->q_id = d->in_write.id;
+  end->q_deliveries = d->in_write.deliveries;
+  d->result_in_write = 0;
+  if (d->msg->result_queue_name == NULL ||
+      mqproc__result_encode(d->msg, "SUCCESS", fmt, body, &len) != MQPROC_OK)
+    return; /* (one that cannot be encoded is left to step_publish, which says why) */
+  snprintf(d->in_write_headers, sizeof(d->in_write_headers), "{\"x-mqproc-attempt\": \"%d\"}",
+           d->attempt);
+  end->result_queue = d->msg->result_queue_name;
+  end->result_body = *body;
+  end->result_len = len;
+  end->result_content_type = fmt == MQPROC__FMT_JSON ? "application/json" : "application/yaml";
+  end->result_headers_json = d->in_write_headers;
+  d->result_in_write = 1;
+  end->outbox = outcome_to_send(d); /* the result is in the write: only callbacks left */
+  end->result = 0;
+}
+
 int mqproc__delivery_step_succeed(mqproc__delivery_t *d) {
   mqproc__store_succeed_t end = job_end(d);
-  return mqproc__delivery_store_call(
-      d, mqproc__store_succeed(d->host->store, &end, mqproc__delivery_on_store, d), succeeded);
+  char *body;
+  int rc;
+  in_write(d, &end, &body);
+  rc = mqproc__store_succeed(d->host->store, &end, mqproc__delivery_on_store, d);
+  free(body); /* (submit copied it) */
+  return mqproc__delivery_store_call(d, rc, succeeded);
 }
 
 static int failed(mqproc__delivery_t *d) {

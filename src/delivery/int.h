@@ -114,11 +114,17 @@ struct mqproc__delivery {
   int cancel_requested; /* an operator cancelled the job: stop the try, record CANCELLED */
   int holder_checked;   /* the claim's holder was checked for being gone (once) */
   int fenced;
-  int unsent;         /* early-acked, stopping with the broker away: outcome left to a sweep */
-  int final_failure;  /* the processor said the job cannot succeed (--final-exit-code) */
-  int acked;          /* the delivery was acked early: the row carries the job */
-  int abandoned;      /* released at shutdown while its thread still runs */
-  uint64_t ack_timer; /* --ack-after */
+  int unsent;        /* early-acked, stopping with the broker away: outcome left to a sweep */
+  int final_failure; /* the processor said the job cannot succeed (--final-exit-code) */
+  int acked;         /* the delivery was acked early: the row carries the job */
+  /* the queue is a table of the job store (mqproc__broker_ack_in_store): the success's
+     write acks the message (these fence it) and inserts the result (result_in_write) */
+  mqproc__broker_held_t in_write;
+  int ack_in_write;
+  int result_in_write;
+  char in_write_headers[64]; /* the result's headers there: its x-mqproc-attempt */
+  int abandoned;             /* released at shutdown while its thread still runs */
+  uint64_t ack_timer;        /* --ack-after */
   uint64_t timer;
   int store_backoff_ms;
   int64_t last_renew_ms;

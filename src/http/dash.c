@@ -19,6 +19,7 @@
 #include "ops/ops.h"
 #include "ops/page_reads.h"
 #include "base/util.h"
+#include "store/queue.h"
 
 #define LOG_TAIL 16384
 #define AMQP_RETRY_S 10
@@ -81,7 +82,7 @@ static mqproc__qclient_t *broker(mqproc__dash_t *d) {
   if (d->queue == NULL || d->amqp != NULL || time(NULL) - d->amqp_failed < AMQP_RETRY_S)
     return d->amqp;
   char err[MQPROC_ERR_LEN];
-  if ((d->amqp = mqproc__qclient_open(d->queue, &d->tls, err)) == NULL) {
+  if ((d->amqp = mqproc__qclient_open(d->queue, &d->tls, &mqproc__table_qclient, err)) == NULL) {
     d->amqp_failed = time(NULL); /* said once per try, every AMQP_RETRY_S at most */
     MQPROC__WARN("status page: the queue is not reachable (depths and retries wait): %s", err);
   }
@@ -189,7 +190,8 @@ static void run_read(void *ud) {
   r->status = 503;
   if (r->kind == R_DEPTH) {
     mqproc__qclient_t *a = broker(d);
-    int rc = a != NULL ? mqproc__qclient_depth(a, r->arg, &r->messages, &r->consumers) : -2;
+    long held;
+    int rc = a != NULL ? mqproc__qclient_depth(a, r->arg, &r->messages, &r->consumers, &held) : -2;
     if (rc == -2 && a != NULL) { /* the connection is gone: again next time */
       mqproc__qclient_close(a);
       d->amqp = NULL;

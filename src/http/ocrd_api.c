@@ -16,6 +16,7 @@
 #include "http/multipart.h"
 #include "mqproc/mqproc.h"
 #include "ops/ocrd.h"
+#include "store/queue.h"
 
 #define QUEUE_RETRY_S 10
 
@@ -88,7 +89,7 @@ static mqproc__qclient_t *queue(mqproc__api_t *api) {
   char err[MQPROC_ERR_LEN];
   if (api->q != NULL || time(NULL) - api->q_failed < QUEUE_RETRY_S)
     return api->q;
-  if ((api->q = mqproc__qclient_open(api->queue, &api->tls, err)) == NULL) {
+  if ((api->q = mqproc__qclient_open(api->queue, &api->tls, &mqproc__table_qclient, err)) == NULL) {
     api->q_failed = time(NULL);
     MQPROC__WARN("processing API: the queue is not reachable (jobs wait for a server's sweep "
                  "to be published): %s",

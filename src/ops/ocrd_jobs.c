@@ -113,8 +113,8 @@ static int live(const mqproc__ocrd_env_t *e, const char *p) {
 
 /* Whether p's queue exists (a passive declare; a dir:// queue's directory). */
 static int queue_exists(const mqproc__ocrd_env_t *e, const char *p) {
-  long msgs, cons;
-  return e->q != NULL && mqproc__qclient_depth(e->q, p, &msgs, &cons) == 0;
+  long msgs, cons, held;
+  return e->q != NULL && mqproc__qclient_depth(e->q, p, &msgs, &cons, &held) == 0;
 }
 
 int mqproc__ocrd_takes_jobs(const mqproc__ocrd_env_t *e, const char *p) {

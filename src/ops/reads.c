@@ -107,12 +107,14 @@ static json_t *sq_percentile(mqproc__odb_t *c, const char *proc, long long n, do
 json_t *mqproc__ops_stats(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char *proc) {
   const char *vals[1] = {proc};
   json_t *o = json_pack("{s:s}", "processor", proc), *states = json_object();
-  long msgs, cons;
+  long msgs, cons, held;
   char err[ERRLEN];
   mqproc__ores_t *r;
-  if (amqp != NULL && mqproc__qclient_depth(amqp, proc, &msgs, &cons) == 0) {
+  if (amqp != NULL && mqproc__qclient_depth(amqp, proc, &msgs, &cons, &held) == 0) {
     json_object_set_new(o, "queue_depth", json_integer(msgs));
     json_object_set_new(o, "consumers", cons >= 0 ? json_integer(cons) : json_null());
+    if (held >= 0) /* a table queue: the messages servers hold */
+      json_object_set_new(o, "queue_held", json_integer(held));
   } else {
     json_object_set_new(o, "queue_depth", json_null());
     json_object_set_new(o, "consumers", json_null());

@@ -233,7 +233,8 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
                      mqproc__now_ms());
   srv->consuming = 0;
   srv->broker_fd = mqproc__broker_fd(srv->broker);
-  mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
+  if (srv->broker_fd >= 0) /* (a table queue has none: its store's completions feed it) */
+    mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
   MQPROC__INFO("connected to the broker (connection %d): queue '%s', exchange '%s', dead "
                "letters to '%s'",
                srv->connections, srv->processor, srv->cfg->exchange, srv->dead_where);
@@ -578,8 +579,9 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                                    .tls = {.ca = cfg->tls_ca,
                                            .cert = cfg->tls_cert,
                                            .key = cfg->tls_key,
-                                           .verify = cfg->tls_verify}};
-  if ((rc = mqproc__broker_new(&srv->broker, cfg->queue_url, &srv->topo, &ev, err)) != MQPROC_OK)
+                                           .verify = cfg->tls_verify},
+                                   .visibility_s = cfg->queue_visibility_s};
+  if ((rc = mqproc__server_make_broker(srv, &ev, err)) != MQPROC_OK)
     return rc;
   srv->dead_where = srv->broker->klass->dead_in_failed
                         ? mqproc__asprintf("%s/failed/", cfg->processor)

@@ -132,6 +132,10 @@ void mqproc__server_drain(mqproc__server_t *srv);
 /* Opens (and with --migrate upgrades) the job store; at start it retries a database that
  * is away for up to 60 s, and a SIGTERM/SIGINT meanwhile sets srv->stopped_at_start. */
 int mqproc__server_open_store(mqproc__server_t *srv, char *err);
+/* The broker of --queue with srv->topo and ev: a table queue (store/queue.h) with srv->store
+ * when --queue is --database's URL, with a store of its own for another database; else
+ * broker.h's factory (AMQP, dir://). */
+int mqproc__server_make_broker(mqproc__server_t *srv, const mqproc__broker_events_t *ev, char *err);
 /* The runner of proc (a C processor: threads or worker processes), else of --exec. */
 int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, char *err);
 /* What the queue's backend makes of the window options left unset (--claim-ahead,

@@ -1,7 +1,8 @@
 /* A server's setup steps that stand alone: the job store opened (retried at start while
  * the database is away, a stop signal honoured meanwhile), the runner made for the
- * processor (a thread pool, worker processes or a command), the sender-facing limits
- * read. server.c's setup() calls them in order. */
+ * processor (a thread pool, worker processes or a command), the broker (a table queue
+ * made with the store when both are one database), the sender-facing limits read.
+ * server.c's setup() calls them in order. */
 #include <regex.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "base/log.h"
 #include "runner/ocrd_argv.h"
 #include "server/server.h"
+#include "store/queue.h"
 #include "base/util.h"
 
 void mqproc__server_setup_window(mqproc__server_t *srv) {
@@ -30,6 +32,18 @@ void mqproc__server_setup_window(mqproc__server_t *srv) {
   srv->declare_results =
       cfg->declare_result_queues &&
       (!srv->broker->klass->declare_needs_pattern || cfg->result_queue_pattern != NULL);
+}
+
+int mqproc__server_make_broker(mqproc__server_t *srv, const mqproc__broker_events_t *ev,
+                               char *err) {
+  const char *url = srv->cfg->queue_url;
+  if (!mqproc__queue_is_table_url(url))
+    return mqproc__broker_new(&srv->broker, url, &srv->topo, ev, err);
+  /* a table queue in the job store's own database shares its connection and its rounds:
+   * a job's queue statements commit with its writes */
+  return mqproc__broker_table_new(&srv->broker, url,
+                                  strcmp(url, srv->cfg->database) == 0 ? srv->store : NULL,
+                                  srv->loop, srv->cfg->migrate, &srv->topo, ev, err);
 }
 
 int mqproc__server_open_store(mqproc__server_t *srv, char *err) {

@@ -38,8 +38,8 @@
 typedef struct mqproc__store mqproc__store_t;
 
 /* The asynchronous operations, in the order of the backends' files: the job's own
- * statements (store/{pg,sqlite}/jobs.c), the sweeps and marks, the fleet. Each is
- * described at its arguments below. */
+ * statements (store/{pg,sqlite}/jobs.c), the sweeps and marks, the fleet, the table
+ * queues' messages (store/{pg,sqlite}/queue.c). Each is described at its arguments below. */
 typedef enum mqproc__store_op {
   MQPROC__STORE_CLAIM,
   MQPROC__STORE_START_TRY,
@@ -62,6 +62,12 @@ typedef enum mqproc__store_op {
   MQPROC__STORE_RECORD_DEAD,
   MQPROC__STORE_BEAT,
   MQPROC__STORE_HOLDER_GONE,
+  MQPROC__STORE_Q_TAKE,
+  MQPROC__STORE_Q_ACK,
+  MQPROC__STORE_Q_NACK,
+  MQPROC__STORE_Q_PUBLISH,
+  MQPROC__STORE_Q_EXTEND,
+  MQPROC__STORE_Q_RESET,
   MQPROC__STORE_NOPS /* the number of operations: the size of a backend's table */
 } mqproc__store_op_t;
 
@@ -150,6 +156,19 @@ typedef struct mqproc__store_succeed {
   int lease_ms;
   const char *log_text;
   const char *log_path;
+  /* succeed only, where the queue is a table of this store (store/queue.h): the job's
+   * message is acked in the same write (deleted, fenced as q_ack: q_consumer NULL: not),
+   * and its result inserted into result_queue (NULL: none; a message as q_publish's,
+   * message_id = job_id), which the row then records as published. One commit for the
+   * outcome, the ack and the result. */
+  const char *q_consumer;
+  int64_t q_id;
+  int q_deliveries;
+  const char *result_queue;
+  const void *result_body;
+  size_t result_len;
+  const char *result_content_type;
+  const char *result_headers_json;
 } mqproc__store_succeed_t;
 
 /* cancelled: the holder of attempt stopped a cancelled job: RUNNING -> CANCELLED, with
@@ -340,6 +359,86 @@ typedef struct mqproc__store_holder_gone {
   const char *by;
 } mqproc__store_holder_gone_t;
 
+/* ---- table queues: the messages of store/queue.c's broker backend (docs/table-queue.md) */
+
+/* One message of a table queue as q_take hands it over; its pointers are valid during the
+ * row() call only. */
+typedef struct mqproc__q_msg {
+  int64_t id;       /* its row's id: the delivery tag, never used twice */
+  int deliveries;   /* takes so far, this one included (> 1: delivered before) */
+  int priority;     /* higher first */
+  const void *body; /* the message as sent */
+  size_t len;
+  const char *content_type; /* never NULL */
+  const char *message_id;   /* NULL when none */
+  const char *headers_json; /* a JSON object's text; NULL when none */
+} mqproc__q_msg_t;
+
+/* q_take: up to limit messages of queue become consumer's for visibility_ms, each delivery
+ * counted: first those whose holder let their deadline pass (it died), then ready ones,
+ * the highest priority first, then the oldest. Each is passed to row() on the loop before
+ * done (in no particular order). */
+typedef struct mqproc__store_q_take {
+  const char *queue;
+  const char *consumer; /* the server's worker id */
+  int limit;
+  int visibility_ms;
+  void (*row)(void *ud, const mqproc__q_msg_t *m);
+  /* Its rows and done may come before its write commits, so that the requests they make
+   * in that loop turn (the claims of the jobs taken) join the same transaction (PostgreSQL:
+   * the round stays open for them; elsewhere: after the commit, as any request). If that
+   * transaction fails after all, the take is undone: its messages are ready again, and the
+   * claims made for them run again alone (their messages come back to a take; the job
+   * table fences what follows). Only where the queue is the job store's own database. */
+  int early;
+} mqproc__store_q_take_t;
+
+/* q_ack: the n messages ids[i] that consumer holds at delivery count deliveries[i] are
+ * deleted; q_nack: they are ready again (their count kept), or deleted when requeue is 0.
+ * Fenced: a message another server took since (its holder's deadline passed) is not
+ * touched. settled (NULL: not wanted): how many were, the caller's until done. */
+typedef struct mqproc__store_q_settle {
+  const char *consumer;
+  size_t n;
+  const int64_t *ids;
+  const int *deliveries;
+  int requeue; /* q_nack */
+  int *settled;
+} mqproc__store_q_settle_t;
+typedef mqproc__store_q_settle_t mqproc__store_q_ack_t;
+typedef mqproc__store_q_settle_t mqproc__store_q_nack_t;
+
+/* q_publish: a message into queue; it is there once done says MQPROC_OK (the commit: a
+ * publisher's confirm). Listeners of the queue are told when it commits (PostgreSQL:
+ * NOTIFY mqproc_queue, the queue's name; SQLite: a line in the notice file). */
+typedef struct mqproc__store_q_publish {
+  const char *queue;
+  const void *body;
+  size_t len;
+  const char *content_type; /* NULL: application/json */
+  const char *message_id;   /* NULL: none */
+  const char *headers_json; /* a JSON object's text; NULL: none */
+  int priority;             /* < 0: 0 */
+} mqproc__store_q_publish_t;
+
+/* q_extend: the messages ids[0..n) that consumer holds stay invisible for visibility_ms
+ * from now; held (NULL: not wanted): how many it still held, the caller's until done. */
+typedef struct mqproc__store_q_extend {
+  const char *consumer;
+  size_t n;
+  const int64_t *ids;
+  int visibility_ms;
+  int *held;
+} mqproc__store_q_extend_t;
+
+/* q_reset: every message of queue that consumer holds is ready again (a server's
+ * (re)connect: what it held before is given back, as a broker requeues the deliveries of
+ * a closed connection). */
+typedef struct mqproc__store_q_reset {
+  const char *queue;
+  const char *consumer;
+} mqproc__store_q_reset_t;
+
 /* ---- requests ----------------------------------------------------------------------- */
 
 /* Called on the loop when a request ended: MQPROC_OK, or an error as above with err
@@ -372,6 +471,12 @@ typedef struct mqproc__store_req {
     mqproc__store_record_dead_t record_dead;
     mqproc__beat_t *beat; /* in and out: the caller's until done */
     mqproc__store_holder_gone_t holder_gone;
+    mqproc__store_q_take_t q_take;
+    mqproc__store_q_ack_t q_ack;
+    mqproc__store_q_nack_t q_nack;
+    mqproc__store_q_publish_t q_publish;
+    mqproc__store_q_extend_t q_extend;
+    mqproc__store_q_reset_t q_reset;
   } u;
   mqproc__store_done_cb done;
   void *ud;
@@ -395,6 +500,11 @@ struct mqproc__store_class {
      commands send (payload: a processor's name). A hint only: notices sent while the
      connection was down are lost, so the server also reads its wish with every beat. */
   void (*listen)(mqproc__store_t *s, void (*cb)(void *ud, const char *payload), void *ud);
+  /* listen_queues: from now on, cb(ud, queue) runs on the loop when a message may have
+     been published to a table queue of this database (q_publish, mqproc_enqueue(); a
+     hint only: notices sent while the connection was down are lost, so store/queue.c
+     also looks every second); cb NULL: no more. NULL where the backend has none. */
+  void (*listen_queues)(mqproc__store_t *s, void (*cb)(void *ud, const char *queue), void *ud);
   /* forget: requests of ud still pending complete without calling back (ud goes away). */
   void (*forget)(mqproc__store_t *s, void *ud);
   /* destroy: close and free (pending requests are dropped without a call back). */
@@ -443,6 +553,11 @@ static inline int mqproc__store_schema(mqproc__store_t *s, int *version, int *st
 }
 #define mqproc__store_listen(s, cb, ud) ((s)->klass->listen((s), (cb), (ud)))
 #define mqproc__store_forget(s, ud) ((s)->klass->forget((s), (ud)))
+static inline void mqproc__store_listen_queues(mqproc__store_t *s,
+                                               void (*cb)(void *ud, const char *queue), void *ud) {
+  if (s->klass->listen_queues != NULL)
+    s->klass->listen_queues(s, cb, ud);
+}
 static inline void mqproc__store_destroy(mqproc__store_t *s) {
   if (s != NULL)
     s->klass->destroy(s);
@@ -595,6 +710,44 @@ static inline int mqproc__store_holder_gone(mqproc__store_t *s,
                                             mqproc__store_done_cb done, void *ud) {
   mqproc__store_req_t req = {
       .op = MQPROC__STORE_HOLDER_GONE, .u.holder_gone = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_q_take(mqproc__store_t *s, const mqproc__store_q_take_t *a,
+                                       mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_Q_TAKE, .u.q_take = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_q_ack(mqproc__store_t *s, const mqproc__store_q_ack_t *a,
+                                      mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_Q_ACK, .u.q_ack = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_q_nack(mqproc__store_t *s, const mqproc__store_q_nack_t *a,
+                                       mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_Q_NACK, .u.q_nack = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_q_publish(mqproc__store_t *s, const mqproc__store_q_publish_t *a,
+                                          mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_Q_PUBLISH, .u.q_publish = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_q_extend(mqproc__store_t *s, const mqproc__store_q_extend_t *a,
+                                         mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {
+      .op = MQPROC__STORE_Q_EXTEND, .u.q_extend = *a, .done = done, .ud = ud};
+  return mqproc__store_submit(s, &req);
+}
+
+static inline int mqproc__store_q_reset(mqproc__store_t *s, const mqproc__store_q_reset_t *a,
+                                        mqproc__store_done_cb done, void *ud) {
+  mqproc__store_req_t req = {.op = MQPROC__STORE_Q_RESET, .u.q_reset = *a, .done = done, .ud = ud};
   return mqproc__store_submit(s, &req);
 }
 

@@ -25,6 +25,7 @@
 
 #include "harness.h"
 #include "ops/ops.h"
+#include "store/queue.h"
 #include "base/util.h"
 
 #define WAIT_MS 30000
@@ -239,7 +240,7 @@ Test(http_hardening, an_id_that_cannot_be_carried_acts_on_nothing) {
   /* the actions themselves refuse to run without a filter, whoever calls them */
   c = mqproc__odb_open(it_db_url(), 5000, err);
   cr_assert_not_null(c, "%s", err);
-  amqp = mqproc__qclient_open(it_amqp_url(), NULL, err);
+  amqp = mqproc__qclient_open(it_amqp_url(), NULL, &mqproc__table_qclient, err);
   cr_assert_not_null(amqp, "%s", err);
   res = mqproc__ops_retry(c, amqp, &no_filter, err);
   cr_expect_null(res, "a retry without ids or a state ran");

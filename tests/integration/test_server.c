@@ -279,7 +279,10 @@ Test(server, bad_messages_are_dead_lettered_with_a_reason_and_the_server_keeps_s
 Test(server, an_unroutable_result_is_recorded_and_the_job_still_succeeds) {
   char *proc = it_name("unroutable"), *body;
   const char *extra[] = {"--no-declare-result-queues", NULL};
-  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
+  it_server_t *srv;
+  if (it_queue_is_table())
+    cr_skip_test("a table queue routes every message: a queue is its rows");
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, NULL);
   body = it_job_json(proc, "unroutable-1", "{\"result_queue_name\": \"no-such-queue-xyz\"}");
   it_publish(proc, body);
   cr_assert(it_server_wait_log(srv, "result message unroutable", WAIT_MS));

@@ -300,6 +300,8 @@ Test(store_hardening, a_database_corrupted_under_a_running_server_is_an_outage_i
   long ready = 0, unacked = 0;
   int port, code = 0, up = -1;
   need_sqlite();
+  if (strcmp(it_amqp_url(), it_db_url()) == 0)
+    cr_skip_test("the queue is in the database corrupted: nothing can be published into it");
   srv = it_server_start(proc, it_proc("proc.sh"), args, envp);
   port = it_http_port(srv);
   cr_assert_eq(it_http_get(port, "/readyz", &body), 200, "%s", body);

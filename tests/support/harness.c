@@ -72,7 +72,7 @@ static void init_env(void) {
 
 const char *it_amqp_url(void) {
   init_env();
-  return it_queue_is_dir() ? it_dir_url() : g_amqp;
+  return it_queue_is_dir() ? it_dir_url() : it_queue_is_table() ? it_tq_url() : g_amqp;
 }
 
 /* ---- strings owned by the harness ---------------------------------------------------- */
@@ -141,11 +141,13 @@ static PGconn *pg(void) {
 }
 
 const char *it_db_url(void) {
+  return it_store_is_sqlite() ? it_sqlite_url() : it_pg_url();
+}
+
+const char *it_pg_url(void) {
   char schema[64], err[MQPROC_ERR_LEN], sql[256];
   PGconn *c;
   mqproc__store_t *st;
-  if (it_store_is_sqlite())
-    return it_sqlite_url();
   if (g_dburl != NULL)
     return g_dburl;
   init_env();
@@ -260,6 +262,8 @@ void it_declare(const char *queue) {
     it_dir_declare(queue);
     return;
   }
+  if (it_queue_is_table()) /* a queue is its rows */
+    return;
   amqp_queue_declare(amqp(), 1, amqp_cstring_bytes(queue), 0, 1, 0, 0, amqp_empty_table);
   check_rpc("queue.declare");
   amqp_queue_bind(amqp(), 1, amqp_cstring_bytes(queue), amqp_cstring_bytes("ocrd-network-default"),
@@ -272,6 +276,10 @@ void it_delete_queue(const char *queue) {
     it_dir_delete(queue);
     return;
   }
+  if (it_queue_is_table()) {
+    it_tq_delete(queue);
+    return;
+  }
   amqp_queue_delete(amqp(), 1, amqp_cstring_bytes(queue), 0, 0);
   check_rpc("queue.delete");
 }
@@ -280,6 +288,10 @@ void it_publish_len(const char *rk, const void *body, size_t len) {
   amqp_basic_properties_t p;
   if (it_queue_is_dir()) {
     it_dir_publish(rk, body, len);
+    return;
+  }
+  if (it_queue_is_table()) {
+    it_tq_publish(rk, body, len);
     return;
   }
   memset(&p, 0, sizeof(p));
@@ -373,12 +385,16 @@ static int take_one(const char *queue, int timeout_ms, it_msg_t *out, int requeu
 int it_get(const char *queue, int timeout_ms, it_msg_t *out) {
   if (it_queue_is_dir())
     return it_dir_take(queue, timeout_ms, out, 0);
+  if (it_queue_is_table())
+    return it_tq_take(queue, timeout_ms, out, 0);
   return take_one(queue, timeout_ms, out, 0);
 }
 
 int it_requeue_one(const char *queue, int timeout_ms) {
   if (it_queue_is_dir())
     return it_dir_take(queue, timeout_ms, NULL, 1);
+  if (it_queue_is_table())
+    return it_tq_take(queue, timeout_ms, NULL, 1);
   return take_one(queue, timeout_ms, NULL, 1);
 }
 
@@ -398,6 +414,10 @@ void it_queue_counts(const char *queue, long *ready, long *unacked) {
   init_env();
   if (it_queue_is_dir()) {
     it_dir_counts(queue, ready, unacked);
+    return;
+  }
+  if (it_queue_is_table()) {
+    it_tq_counts(queue, ready, unacked);
     return;
   }
   *ready = *unacked = -1;
@@ -852,6 +872,7 @@ void it_cleanup(void) {
     PQfinish(g_conn);
   g_conn = NULL;
   it_backends_cleanup();
+  it_tq_cleanup();
   if (g_amqp_conn != NULL) {
     amqp_channel_close(g_amqp_conn, 1, AMQP_REPLY_SUCCESS);
     amqp_connection_close(g_amqp_conn, AMQP_REPLY_SUCCESS);

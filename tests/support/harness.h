@@ -78,6 +78,17 @@ void it_services(const char *cmd);
  * a sqlite:// URL, it_sql reads it). */
 int it_queue_is_dir(void);
 int it_store_is_sqlite(void);
+/* MQPROC_TEST_QUEUE=pg or sqlite: the queue is a table queue (docs/table-queue.md): the
+ * store's own database when the store is of that kind (--queue = --database), else one of
+ * its own (a PostgreSQL schema of the test's, or TMP/queue.db); the AMQP helpers act on its
+ * rows with plain SQL (harness_tq.c). */
+int it_queue_is_table(void);
+/* A PostgreSQL URL of this test's schema (created and migrated on first use), whatever the
+ * store is. */
+const char *it_pg_url(void);
+/* The first cell of sql on the table queue's database (PostgreSQL's text, or SQLite's);
+ * NULL for SQL NULL or no row. n text parameters follow. */
+char *it_tq_sql(const char *pg_sql, const char *sq_sql, int n, ...);
 /* The SQL of the test's store: pg for PostgreSQL, sqlite for SQLite (times there are
  * integer ms since the epoch, booleans 0/1). */
 const char *it_q(const char *pg, const char *sqlite);

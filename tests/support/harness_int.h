@@ -18,5 +18,12 @@ const char *it_sqlite_url(void);
 /* The first cell of sql's first row (NULL: none or SQL NULL; *found: a row came). */
 char *it_sqlite_first(const char *sql, int n, va_list ap, int *found);
 void it_backends_cleanup(void);
+/* harness_tq.c: the table queues (MQPROC_TEST_QUEUE=pg or sqlite). */
+const char *it_tq_url(void);
+void it_tq_delete(const char *queue);
+void it_tq_publish(const char *rk, const void *body, size_t len);
+int it_tq_take(const char *queue, int timeout_ms, it_msg_t *out, int requeue);
+void it_tq_counts(const char *queue, long *ready, long *unacked);
+void it_tq_cleanup(void);
 
 #endif

@@ -91,7 +91,13 @@ static int state_index(const char *name) {
   X(RECORD_CALLBACKS)                                                                              \
   X(RECORD_DEAD)                                                                                   \
   X(BEAT)                                                                                          \
-  X(HOLDER_GONE)
+  X(HOLDER_GONE)                                                                                   \
+  X(Q_TAKE)                                                                                        \
+  X(Q_ACK)                                                                                         \
+  X(Q_NACK)                                                                                        \
+  X(Q_PUBLISH)                                                                                     \
+  X(Q_EXTEND)                                                                                      \
+  X(Q_RESET)
 
 typedef enum {
 #define T_REQ_ENUM(name) R_##name = MQPROC__STORE_##name,
@@ -261,6 +267,14 @@ static int fs_submit(mqproc__store_t *s, const mqproc__store_req_t *q) {
     break;
   case MQPROC__STORE_HOLDER_GONE:
     fs_add(s, q, q->u.holder_gone.worker_id, 0);
+    break;
+  case MQPROC__STORE_Q_TAKE: /* the table queue's (store/queue.c): no delivery makes these */
+  case MQPROC__STORE_Q_ACK:
+  case MQPROC__STORE_Q_NACK:
+  case MQPROC__STORE_Q_PUBLISH:
+  case MQPROC__STORE_Q_EXTEND:
+  case MQPROC__STORE_Q_RESET:
+    fs_add(s, q, NULL, 0);
     break;
   case MQPROC__STORE_NOPS:
     cr_assert_fail("not an operation");

@@ -52,29 +52,40 @@
  * again if the server dies) and far below any lease. */
 #define LINGER_MS 25
 #define MAX_STMTS 48             /* distinct statements one connection prepares */
-#define HEAD_MAX (2 + MAX_STMTS) /* a round's items before its executions: setup, Parses */
+#define HEAD_MAX (3 + MAX_STMTS) /* a round's items before its executions: setup, Parses */
 
 /* One execution in a round: a prepare, the session setup, or a statement with its
  * requests (several for a batched one). */
 typedef struct item {
-  const pg_stmt_t *stmt; /* NULL: the setup (prepare 0: the settings, 1: the LISTEN) */
+  const pg_stmt_t *stmt; /* NULL: the setup (prepare 0: the settings, 1: the control
+                            channel's LISTEN, 2: the queues' channel's) */
   int prepare;           /* a Parse of stmt, not an execution */
   pg_req_t **reqs;
   int nreqs;
-  int answered; /* a result came for it (the NULL that ends its results may follow) */
-  int ok;       /* a Parse that succeeded */
+  int answered;   /* a result came for it (the NULL that ends its results may follow) */
+  int ok;         /* a Parse that succeeded */
+  int early_done; /* its requests were answered before the round's commit (early) */
   PGresult *res;
 } item_t;
 
 /* One round: its items in the order they were sent (the setup, the Parses, then each
- * execution), then the Sync. Its results come back in that order. */
+ * execution), then the Sync. Its results come back in that order. A round with an early
+ * request (a table queue's take: store.h) is sent with a flush instead of the Sync and
+ * stays open: once its results are in, the early requests are answered, and what their
+ * answers made the loop queue in that turn (the claims of the messages taken) is sent in
+ * the same round, the same transaction, before the Sync; more items are appended at the
+ * end (hence room for a second batch of them). */
 typedef struct round {
-  item_t items[HEAD_MAX + ROUND_MAX];
+  item_t items[2 * (HEAD_MAX + ROUND_MAX)];
   int nitems, next_item;
   int failed, fail_rc;
   char fail_err[MQPROC_ERR_LEN];
   pg_req_t *reqs;  /* its requests, in the order they were taken */
   int64_t sent_at; /* its deadline runs from here (monotonic ms) */
+  int setup;       /* it carries the session setup, of this setup_gen */
+  unsigned setup_gen;
+  int open;     /* sent without its Sync yet: more may join it */
+  int awaiting; /* open, its early requests answered: the turn's requests join it, or Sync */
 } round_t;
 
 struct pg_engine {
@@ -82,12 +93,13 @@ struct pg_engine {
   mqproc__loop_t *loop;
   mqproc__loop_hook_t flush; /* before the loop sleeps: send what the turn gathered */
   PGconn *conn;
-  int fd;          /* watched, -1 */
-  int connecting;  /* PQconnectPoll not done yet */
-  int setup_done;  /* the session settings committed on this connection */
-  uint64_t timer;  /* the deadline of the connect or of the oldest round in flight */
-  uint64_t linger; /* low-priority requests waiting for company */
-  int linger_due;  /* that wait is over: the next round goes at once */
+  int fd;             /* watched, -1 */
+  int connecting;     /* PQconnectPoll not done yet */
+  int setup_done;     /* the session settings committed on this connection */
+  unsigned setup_gen; /* bumped when the LISTENs change: a setup sent before is not enough */
+  uint64_t timer;     /* the deadline of the connect or of the oldest round in flight */
+  uint64_t linger;    /* low-priority requests waiting for company */
+  int linger_due;     /* that wait is over: the next round goes at once */
   pg_req_t *queue, **tail;
   round_t rounds[ROUNDS_MAX]; /* a ring: rounds[head] is the oldest in flight */
   int head, inflight;
@@ -100,6 +112,7 @@ struct pg_engine {
 
 static void start_round(pg_engine_t *e);
 static void on_io(mqproc__loop_t *loop, int fd, void *ud);
+static round_t *open_round(pg_engine_t *e);
 
 /* ---- requests ----------------------------------------------------------------------- */
 
@@ -193,7 +206,7 @@ static void clear_round(round_t *rd) {
     free(rd->items[i].reqs);
   }
   memset(rd->items, 0, (size_t)rd->nitems * sizeof(rd->items[0]));
-  rd->nitems = rd->next_item = rd->failed = 0;
+  rd->nitems = rd->next_item = rd->failed = rd->setup = rd->open = rd->awaiting = 0;
   rd->reqs = NULL;
 }
 
@@ -382,20 +395,31 @@ static int take_one(pg_engine_t *e, pg_req_t **pp, pg_req_t ***tail, item_t *it)
   return 1;
 }
 
-/* Takes requests off the queue (in order, skipping those that must wait) into rd's items:
- * the session setup when it is not done, a Parse of each statement not prepared yet, then
- * the executions, each batch sorted by key. Returns how many requests were taken. */
-static int take(pg_engine_t *e, round_t *rd) {
-  item_t *execs = &rd->items[HEAD_MAX]; /* moved down behind the Parses at the end */
+/* Takes requests off the queue (in order, skipping those that must wait) into rd's items,
+ * after those it has (an open round's): the session setup when it is not done (a new
+ * round), a Parse of each statement not prepared yet, then the executions, each batch
+ * sorted by key. Returns how many requests were taken; *early: whether one of them is
+ * early (store.h: the round stays open for what its answer brings). */
+static int take(pg_engine_t *e, round_t *rd, int *early) {
+  int base = rd->nitems;
+  item_t *head = &rd->items[base], *execs = &rd->items[base + HEAD_MAX]; /* moved down */
   pg_req_t **pp = &e->queue, **tail = &rd->reqs;
   int taken = 0, nexec = 0, nhead = 0, nkeys;
   const char **keys = keys_in_flight(e, &nkeys);
+  *early = 0;
+  while (*tail != NULL)
+    tail = &(*tail)->next;
   if (nkeys < 0)
     return 0; /* out of memory: the queue goes when nothing is in flight */
-  if (!e->setup_done && !e->s->pooled) { /* session settings: not through a pooler */
-    add_item(&rd->items[nhead++], NULL, 0);
+  if (base == 0 && !e->setup_done && !e->s->pooled) { /* session settings: not through a
+                                                         pooler */
+    rd->setup = 1;
+    rd->setup_gen = e->setup_gen;
+    add_item(&head[nhead++], NULL, 0);
     if (e->s->on_notify != NULL)
-      add_item(&rd->items[nhead++], NULL, 1);
+      add_item(&head[nhead++], NULL, 1);
+    if (e->s->on_queue != NULL)
+      add_item(&head[nhead++], NULL, 2);
   }
   while (*pp != NULL && taken < ROUND_MAX) {
     pg_req_t *r = *pp;
@@ -415,9 +439,10 @@ static int take(pg_engine_t *e, round_t *rd) {
       break;
     }
     taken++;
+    *early |= r->early;
     if (!e->s->pooled && !is_prepared(e, r->stmt) && e->nprepared < MAX_STMTS) {
-      add_item(&rd->items[nhead++], r->stmt, 1); /* before any execution can fail */
-      e->prepared[e->nprepared++] = r->stmt;     /* so the next round does not Parse it again */
+      add_item(&head[nhead++], r->stmt, 1);  /* before any execution can fail */
+      e->prepared[e->nprepared++] = r->stmt; /* so the next round does not Parse it again */
     }
     if (r->solo)
       break;
@@ -426,10 +451,10 @@ static int take(pg_engine_t *e, round_t *rd) {
   for (int i = 0; i < nexec; i++)
     if (execs[i].stmt->batched) /* a stable lock order between servers */
       qsort(execs[i].reqs, (size_t)execs[i].nreqs, sizeof(pg_req_t *), cmp_req);
-  memmove(&rd->items[nhead], execs, (size_t)nexec * sizeof(*execs));
+  memmove(&head[nhead], execs, (size_t)nexec * sizeof(*execs));
   if (nhead < HEAD_MAX)
-    memset(&rd->items[nhead + nexec], 0, (size_t)(HEAD_MAX - nhead) * sizeof(*execs));
-  rd->nitems = nhead + nexec;
+    memset(&head[nhead + nexec], 0, (size_t)(HEAD_MAX - nhead) * sizeof(*execs));
+  rd->nitems = base + nhead + nexec;
   return taken;
 }
 
@@ -445,8 +470,10 @@ static int send_item(pg_engine_t *e, const item_t *it) {
   int ok = 1, n;
   if (it->stmt == NULL)
     return PQsendQueryParams(e->conn,
-                             it->prepare ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL : SETUP_SQL, 0,
-                             NULL, NULL, NULL, NULL, 0);
+                             it->prepare == 2   ? "LISTEN " MQPROC__PG_QUEUE_CHANNEL
+                             : it->prepare == 1 ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL
+                                                : SETUP_SQL,
+                             0, NULL, NULL, NULL, NULL, 0);
   if (it->prepare)
     return PQsendPrepare(e->conn, it->stmt->name, it->stmt->sql, it->stmt->nparams, NULL);
   n = it->stmt->nparams;
@@ -486,9 +513,10 @@ static void on_linger(mqproc__loop_t *loop, void *ud) {
   start_round(e);
 }
 
-/* Whether another round may go now: one is queued, connected, a place on the pipeline. */
+/* Whether another round may go now: one is queued, connected, a place on the pipeline,
+ * and no round is open (what is sent now would join its transaction). */
 static int may_send(pg_engine_t *e) {
-  if (e->queue == NULL || e->inflight >= (e->s->pooled ? 1 : ROUNDS_MAX))
+  if (e->queue == NULL || e->inflight >= (e->s->pooled ? 1 : ROUNDS_MAX) || open_round(e) != NULL)
     return 0;
   if (e->conn == NULL) {
     connect_start(e);
@@ -504,11 +532,47 @@ static int may_send(pg_engine_t *e) {
   return 1;
 }
 
+/* Sends the items of rd from first on, then its Sync, or a flush request instead when
+ * early (the round stays open); 0 when the connection broke. */
+static int send_items(pg_engine_t *e, round_t *rd, int first, int early) {
+  for (int i = first; i < rd->nitems; i++) {
+    if (!send_item(e, &rd->items[i])) {
+      broken(e, PQerrorMessage(e->conn));
+      return 0;
+    }
+  }
+  rd->open = early;
+  rd->awaiting = 0;
+  if ((early ? PQsendFlushRequest(e->conn) : PQpipelineSync(e->conn)) != 1) {
+    broken(e, PQerrorMessage(e->conn));
+    return 0;
+  }
+  return 1;
+}
+
+/* The last round in flight, when it is open. */
+static round_t *open_round(pg_engine_t *e) {
+  round_t *rd = e->inflight > 0 ? &e->rounds[(e->head + e->inflight - 1) % ROUNDS_MAX] : NULL;
+  return rd != NULL && rd->open ? rd : NULL;
+}
+
+/* An open round whose early requests were answered: what the loop's turn queued since
+ * joins it (the claims of the messages its take brought), or it ends with its Sync. 0 when
+ * the connection broke. */
+static int extend_round(pg_engine_t *e, round_t *rd) {
+  int first = rd->nitems, early = 0, taken = 0;
+  if (e->queue != NULL && !rd->failed && rd->nitems <= HEAD_MAX + ROUND_MAX)
+    taken = take(e, rd, &early);
+  if (taken > 0)
+    MQPROC__DEBUG("store: %d request(s) joined the open turn", taken);
+  return send_items(e, rd, first, early);
+}
+
 /* Sends one round of what is queued; 0 when nothing could be taken or the connection
  * broke. */
 static int send_round(pg_engine_t *e) {
   round_t *rd = &e->rounds[(e->head + e->inflight) % ROUNDS_MAX];
-  int taken = take(e, rd);
+  int early, taken = take(e, rd, &early);
   if (taken == 0) {
     clear_round(rd);
     return 0;
@@ -521,24 +585,23 @@ static int send_round(pg_engine_t *e) {
   rd->sent_at = mqproc__now_ms();
   if (e->inflight++ == 0)
     arm_round_timer(e);
-  for (int i = 0; i < rd->nitems; i++) {
-    if (!send_item(e, &rd->items[i])) {
-      broken(e, PQerrorMessage(e->conn));
-      return 0;
-    }
-  }
-  if (PQpipelineSync(e->conn) != 1) {
-    broken(e, PQerrorMessage(e->conn));
+  if (!send_items(e, rd, 0, early))
     return 0;
-  }
-  MQPROC__DEBUG("store: round of %d request(s) in %d execution(s) sent, %d in flight", taken,
-                rd->nitems, e->inflight);
+  MQPROC__DEBUG("store: round of %d request(s) in %d execution(s) sent%s, %d in flight", taken,
+                rd->nitems, early ? " (open)" : "", e->inflight);
   return 1;
 }
 
-/* Sends what is queued, in as many rounds as the pipeline takes, then flushes. */
+/* Sends what is queued, in as many rounds as the pipeline takes (first into an open round
+ * that waits for it), then flushes. */
 static void start_round(pg_engine_t *e) {
+  round_t *rd = open_round(e);
   int sent = 0;
+  if (rd != NULL && rd->awaiting) {
+    if (!extend_round(e, rd))
+      return;
+    sent = 1;
+  }
   while (may_send(e) && send_round(e))
     sent = 1;
   if (!sent || e->conn == NULL)
@@ -559,9 +622,10 @@ static void start_round(pg_engine_t *e) {
  * here (a lost connection) may have asked for more: then the loop must not sleep. */
 static int flush(mqproc__loop_t *loop, void *ud) {
   pg_engine_t *e = ud;
+  round_t *rd = open_round(e);
   (void)loop;
   e->called_back = 0;
-  if (e->queue != NULL)
+  if (e->queue != NULL || (rd != NULL && rd->awaiting))
     start_round(e);
   return e->called_back ? 0 : -1;
 }
@@ -575,7 +639,7 @@ static void parse_round(pg_engine_t *e, round_t *rd) {
     item_t *it = &rd->items[i];
     if (it->prepare && it->stmt != NULL && !it->ok)
       unprepare(e, it->stmt);
-    if (rd->failed || it->prepare || it->stmt == NULL)
+    if (rd->failed || it->prepare || it->stmt == NULL || it->early_done)
       continue;
     if (it->res == NULL) /* no result: cannot happen in a round that did not fail */
       for (int k = 0; k < it->nreqs; k++)
@@ -585,7 +649,7 @@ static void parse_round(pg_engine_t *e, round_t *rd) {
     else
       mqproc__pg_parse_single(it->reqs[0], it->res);
   }
-  if (!rd->failed)
+  if (!rd->failed && rd->setup && rd->setup_gen == e->setup_gen)
     e->setup_done = 1;
 }
 
@@ -665,10 +729,55 @@ static void on_result(round_t *rd, PGresult *res) {
     PQclear(res);
 }
 
+/* Every result of an open round is in: its early requests are answered now, before the
+ * commit (a failed round instead ends with its Sync: nothing of it is answered early, its
+ * requests run again as usual). What their answers make the loop queue in this turn joins
+ * the round at the turn's end (flush()). */
+static void answer_early(pg_engine_t *e, round_t *rd) {
+  pg_req_t *done = NULL, **dt = &done;
+  if (rd->failed) {
+    send_items(e, rd, rd->nitems, 0); /* the Sync */
+    if (e->conn != NULL && PQflush(e->conn) < 0)
+      broken(e, PQerrorMessage(e->conn));
+    return;
+  }
+  for (int i = 0; i < rd->nitems; i++) {
+    item_t *it = &rd->items[i];
+    if (it->prepare || it->stmt == NULL || it->early_done || it->nreqs == 0 || !it->reqs[0]->early)
+      continue;
+    if (it->res == NULL)
+      continue; /* (cannot happen in a round that did not fail: answered at its end) */
+    if (it->stmt->batched)
+      mqproc__pg_parse_batched(it->reqs, it->nreqs, it->res);
+    else
+      mqproc__pg_parse_single(it->reqs[0], it->res);
+    it->early_done = 1;
+    for (int k = 0; k < it->nreqs; k++) { /* out of the round's list, into done */
+      pg_req_t **pp = &rd->reqs;
+      while (*pp != NULL && *pp != it->reqs[k])
+        pp = &(*pp)->next;
+      if (*pp != NULL)
+        *pp = it->reqs[k]->next;
+      it->reqs[k]->next = NULL;
+      *dt = it->reqs[k];
+      dt = &it->reqs[k]->next;
+    }
+  }
+  rd->awaiting = 1;
+  park(e, done);
+  run_completions(e);
+}
+
 static void read_results(pg_engine_t *e) {
   while (e->inflight > 0 && e->conn != NULL && !PQisBusy(e->conn)) {
     round_t *rd = &e->rounds[e->head];
-    PGresult *res = PQgetResult(e->conn);
+    PGresult *res;
+    if (rd->open && rd->next_item >= rd->nitems) { /* nothing more until we send more */
+      if (!rd->awaiting)
+        answer_early(e, rd);
+      return;
+    }
+    res = PQgetResult(e->conn);
     if (res == NULL) { /* the end of one item's results (none before its first result) */
       if (rd->next_item < rd->nitems && rd->items[rd->next_item].answered)
         rd->next_item++;
@@ -708,9 +817,14 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
     return;
   }
   read_results(e);
-  for (PGnotify *n; e->conn != NULL && (n = PQnotifies(e->conn)) != NULL; PQfreemem(n))
-    if (e->s->on_notify != NULL)
+  for (PGnotify *n; e->conn != NULL && (n = PQnotifies(e->conn)) != NULL; PQfreemem(n)) {
+    if (strcmp(n->relname, MQPROC__PG_QUEUE_CHANNEL) == 0) {
+      if (e->s->on_queue != NULL)
+        e->s->on_queue(e->s->queue_ud, n->extra);
+    } else if (e->s->on_notify != NULL) {
       e->s->on_notify(e->s->notify_ud, n->extra);
+    }
+  }
   if (e->conn != NULL && e->inflight == 0 && PQstatus(e->conn) == CONNECTION_BAD)
     broken(e, PQerrorMessage(e->conn));
 }
@@ -750,6 +864,11 @@ void mqproc__pg_engine_forget(pg_engine_t *e, void *ud) {
   for (int k = 0; k < e->inflight; k++)
     forget_list(e->rounds[(e->head + k) % ROUNDS_MAX].reqs, ud);
   forget_list(e->completing, ud);
+}
+
+void mqproc__pg_engine_relisten(pg_engine_t *e) {
+  e->setup_done = 0; /* (LISTEN again on a channel already listened to changes nothing) */
+  e->setup_gen++;
 }
 
 void mqproc__pg_engine_free(pg_engine_t *e) {

@@ -3,7 +3,7 @@
  * store/pg/conn.c (the synchronous connection of start-up and `mqproc migrate`, the
  * schema, error classes) and the statements of each operation: store/pg/jobs.c (the job's
  * own, the table of all of them and the class), store/pg/sweep.c (the sweeps and marks),
- * store/pg/fleet.c (the workers row). Not an API. */
+ * store/pg/fleet.c (the workers row), store/pg/queue.c (the table queues'). Not an API. */
 #ifndef MQPROC_STORE_PG_INT_H
 #define MQPROC_STORE_PG_INT_H
 
@@ -13,7 +13,7 @@
 #include "store/store.h"
 
 /* Most parameters any statement takes. */
-#define MQPROC__PG_MAX_PARAMS 16
+#define MQPROC__PG_MAX_PARAMS 24
 
 typedef struct pg_engine pg_engine_t;
 typedef struct pg_req pg_req_t;
@@ -25,6 +25,8 @@ typedef struct pg_store {
   pg_engine_t *engine; /* asynchronous: everything on the loop (NULL without a loop) */
   void (*on_notify)(void *ud, const char *payload); /* LISTENing to the control channel */
   void *notify_ud;
+  void (*on_queue)(void *ud, const char *queue); /* LISTENing to the queues' channel */
+  void *queue_ud;
   int pooled; /* behind PgBouncer's transaction pooling: unnamed statements, no session
                  SET, no LISTEN (mqproc__store_pg_pooled) */
 } pg_store_t;
@@ -32,6 +34,9 @@ typedef struct pg_store {
 /* Where `mqproc pause|resume|drain|jobs cancel` notify the servers (payload: the
  * processor's name). */
 #define MQPROC__PG_CONTROL_CHANNEL "mqproc_control"
+/* Where a table queue's new messages are told (payload: the queue's name), at the commit of
+ * the transaction that made them (q_publish, mqproc_enqueue(): sql/010_table_queues.sql). */
+#define MQPROC__PG_QUEUE_CHANNEL "mqproc_queue"
 
 /* ---- statements ------------------------------------------------------------------- */
 
@@ -98,6 +103,8 @@ struct pg_req {
     int *requeued; /* fail */
     void (*sweep_row)(void *ud, const mqproc__sweep_row_t *r);
     void (*outbox_row)(void *ud, const mqproc__outbox_row_t *r);
+    void (*q_row)(void *ud, const mqproc__q_msg_t *m); /* q_take */
+    int *count;                                        /* q_ack, q_nack, q_extend */
     struct {
       mqproc__beat_t *b;
       void (*cancel)(void *ud, const char *job_id, int attempt);
@@ -108,6 +115,8 @@ struct pg_req {
   char err[MQPROC_ERR_LEN];
   int rc;      /* its outcome, once its round ended */
   int solo;    /* alone in its round (after a round it shared failed) */
+  int early;   /* answered before its round commits, the round kept open for what that
+                  answer brings (a table queue's take: store.h) */
   int retries; /* MQPROC__PG_RETRY so far */
   pg_req_t *next;
 };
@@ -142,6 +151,13 @@ extern const pg_stmt_t mqproc__pg_stmt_record_callbacks;
 extern const pg_stmt_t mqproc__pg_stmt_record_dead;
 extern const pg_stmt_t mqproc__pg_stmt_beat;
 extern const pg_stmt_t mqproc__pg_stmt_holder_gone;
+/* The table queues' (store/pg/queue.c). */
+extern const pg_stmt_t mqproc__pg_stmt_q_take;
+extern const pg_stmt_t mqproc__pg_stmt_q_ack;
+extern const pg_stmt_t mqproc__pg_stmt_q_nack;
+extern const pg_stmt_t mqproc__pg_stmt_q_publish;
+extern const pg_stmt_t mqproc__pg_stmt_q_extend;
+extern const pg_stmt_t mqproc__pg_stmt_q_reset;
 
 /* ---- batched statements (store/pg/batch.c) ------------------------------------------ */
 
@@ -162,6 +178,8 @@ int mqproc__pg_engine_new(pg_engine_t **out, pg_store_t *s, mqproc__loop_t *loop
 void mqproc__pg_engine_free(pg_engine_t *e);
 /* Requests of ud complete without calling back. */
 void mqproc__pg_engine_forget(pg_engine_t *e, void *ud);
+/* The LISTENs changed: the next round sets the session up again (settings and LISTENs). */
+void mqproc__pg_engine_relisten(pg_engine_t *e);
 /* Takes conn (open, idle, blocking: start-up's) as the engine's connection, so a server
  * connects once; closes it instead when the engine has one or it cannot be switched. */
 void mqproc__pg_engine_adopt(pg_engine_t *e, PGconn *conn);

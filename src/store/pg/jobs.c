@@ -1,6 +1,7 @@
 /* PostgreSQL job store (libpq): the job's own statements, fenced by attempt,
  * parameterised SQL only, in store.h's order of operations; then the table of every
- * operation's statement (with those of store/pg/sweep.c and store/pg/fleet.c) and the
+ * operation's statement (with those of store/pg/sweep.c, store/pg/fleet.c and
+ * store/pg/queue.c) and the
  * class, whose submit() makes a request of the table's statement: its bind reads the
  * request's named fields into the statement's parameters with the typed bind helpers
  * below. The asynchronous engine (store/pg/engine.c) prepares every statement once per
@@ -371,6 +372,67 @@ static const pg_stmt_t SUCCEED = {
     mqproc__pg_parse_fenced,
     NULL};
 
+/* SUCCEED's parameters, then the table queue's ($12..$18): the message to ack (its holder,
+ * id, delivery count) and the result (queue, body, content type, headers), NULL each when
+ * there is none */
+static void bind_succeed_tq(pg_req_t *r, const mqproc__store_req_t *q) {
+  const mqproc__store_succeed_t *a = &q->u.succeed;
+  bind_succeed(r, q);
+  mqproc__pg_bind_text(r, 11, a->q_consumer);
+  if (a->q_consumer != NULL) {
+    mqproc__pg_bind_int64(r, 12, a->q_id);
+    mqproc__pg_bind_int(r, 13, a->q_deliveries);
+  }
+  mqproc__pg_bind_text(r, 14, a->result_queue);
+  if (a->result_queue != NULL)
+    mqproc__pg_bind_bytes(r, 15, a->result_body != NULL ? a->result_body : "", a->result_len);
+  mqproc__pg_bind_text(r, 16, a->result_content_type);
+  mqproc__pg_bind_text(r, 17, a->result_headers_json);
+}
+
+/* clang-format off */
+/* SUCCEED where the queue is a table of this database (store/queue.c): the job's message
+ * is acked (deleted, fenced by its holder and delivery count) and its result inserted into
+ * its queue in the same statement, so the outcome, the ack and the result commit together
+ * or not at all, and the result needs no outbox mark. Only for a job the statement
+ * recorded (j): a fenced success acks and publishes nothing. */
+static const pg_stmt_t SUCCEED_TQ = {
+    "mqproc_succeed_tq",
+    "WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bigint[],"
+    "   $5::int[], $6::bool[], $7::int[], $8::bool[], $9::bool[], $10::text[], $11::text[],"
+    "   $12::text[], $13::bigint[], $14::int[], $15::text[], $16::bytea[], $17::text[],"
+    "   $18::jsonb[])"
+    "   WITH ORDINALITY AS v(job_id, attempt, try, ms, code, outbox, lease_ms, res, cbs,"
+    "   log_text, log_path, qcons, qid, qdel, rq, rbody, rct, rh, ord)),"
+    " j AS (UPDATE mqproc_jobs j SET state = 'SUCCESS', end_time = now(),"
+    "   exec_time_ms = v.ms, updated_at = now(), lease_until = NULL, delivery_acked = false,"
+    "   log_text = coalesce(v.log_text, j.log_text), log_path = coalesce(v.log_path, j.log_path),"
+    "   result_published = j.result_published OR (v.outbox AND v.res) OR v.rq IS NOT NULL,"
+    "   callback_state = CASE WHEN v.outbox AND v.cbs THEN 'OK' ELSE j.callback_state END"
+    "  FROM v WHERE j.job_id = v.job_id AND j.attempt = v.attempt AND j.state = 'RUNNING'"
+    "  RETURNING j.job_id, j.processor_name, j.attempt, v.ord, v.outbox, v.lease_ms, v.qcons,"
+    "   v.qid, v.qdel, v.rq, v.rbody, v.rct, v.rh),"
+    " o AS (INSERT INTO mqproc_outbox (job_id, processor_name, attempt, lease_until)"
+    "   SELECT job_id, processor_name, attempt, now() + lease_ms * interval '1 millisecond'"
+    "   FROM j WHERE outbox ORDER BY job_id"
+    "   ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,"
+    "     lease_until = EXCLUDED.lease_until, dead_letter = false),"
+    " a AS (DELETE FROM mqproc_messages m USING j WHERE m.id = j.qid AND m.consumer = j.qcons"
+    "   AND m.deliveries = j.qdel),"
+    " r AS (INSERT INTO mqproc_messages (queue, body, content_type, message_id, headers)"
+    "   SELECT rq, rbody, coalesce(rct, 'application/json'), job_id, rh FROM j"
+    "   WHERE rq IS NOT NULL ORDER BY job_id RETURNING queue),"
+    " n AS (SELECT pg_notify('" MQPROC__PG_QUEUE_CHANNEL "', q) FROM"
+    "   (SELECT DISTINCT queue AS q FROM r) d)"
+    " SELECT ord FROM j WHERE (SELECT count(*) FROM n) >= 0",
+    18,
+    1,
+    0,
+    bind_succeed_tq,
+    mqproc__pg_parse_fenced,
+    NULL};
+/* clang-format on */
+
 static void bind_cancelled(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__store_cancelled_t *a = &q->u.cancelled;
   mqproc__pg_bind_text(r, 0, a->job_id);
@@ -577,6 +639,12 @@ static const pg_stmt_t *const STMTS[MQPROC__STORE_NOPS] = {
     [MQPROC__STORE_RECORD_DEAD] = &mqproc__pg_stmt_record_dead,
     [MQPROC__STORE_BEAT] = &mqproc__pg_stmt_beat,
     [MQPROC__STORE_HOLDER_GONE] = &mqproc__pg_stmt_holder_gone,
+    [MQPROC__STORE_Q_TAKE] = &mqproc__pg_stmt_q_take,
+    [MQPROC__STORE_Q_ACK] = &mqproc__pg_stmt_q_ack,
+    [MQPROC__STORE_Q_NACK] = &mqproc__pg_stmt_q_nack,
+    [MQPROC__STORE_Q_PUBLISH] = &mqproc__pg_stmt_q_publish,
+    [MQPROC__STORE_Q_EXTEND] = &mqproc__pg_stmt_q_extend,
+    [MQPROC__STORE_Q_RESET] = &mqproc__pg_stmt_q_reset,
 };
 
 const char *mqproc__pg_stmt_sql(mqproc__store_op_t op, int fallback) {
@@ -595,12 +663,16 @@ static int pg_submit(mqproc__store_t *base, const mqproc__store_req_t *q) {
   pg_req_t *r;
   if (st == NULL)
     return MQPROC_EINVAL;
+  if (q->op == MQPROC__STORE_SUCCEED &&
+      (q->u.succeed.q_consumer != NULL || q->u.succeed.result_queue != NULL))
+    st = &SUCCEED_TQ; /* with the table queue's ack and result */
   if ((r = mqproc__calloc(1, sizeof(*r))) == NULL)
     return MQPROC_ENOMEM;
   r->stmt = st;
   r->n = st->nparams;
   r->done = q->done;
   r->ud = q->ud;
+  r->early = q->op == MQPROC__STORE_Q_TAKE && q->u.q_take.early;
   if (st->bind != NULL)
     st->bind(r, q);
   if (r->nomem) {
@@ -616,6 +688,17 @@ static void pg_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *pa
     return;
   s->on_notify = cb;
   s->notify_ud = ud;
+}
+
+static void pg_listen_queues(mqproc__store_t *base, void (*cb)(void *ud, const char *queue),
+                             void *ud) {
+  pg_store_t *s = (pg_store_t *)base;
+  if (s->pooled) /* no LISTEN through a pooler: store/queue.c looks every second */
+    return;
+  s->on_queue = cb;
+  s->queue_ud = ud;
+  if (cb != NULL && s->engine != NULL)
+    mqproc__pg_engine_relisten(s->engine);
 }
 
 static void pg_forget(mqproc__store_t *base, void *ud) {
@@ -638,6 +721,7 @@ static const struct mqproc__store_class pg_class = {
     mqproc__pg_migrate, /* migrate */
     pg_submit,          /* submit */
     pg_listen,          /* listen */
+    pg_listen_queues,   /* listen_queues */
     pg_forget,          /* forget */
     pg_destroy,         /* destroy */
     mqproc__pg_schema,  /* schema */

@@ -12,7 +12,7 @@
 #include "store/sqlite/int.h"
 #include "base/util.h"
 
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 /* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
  * not delivered yet): mq_now() exists only on the servers' connections */
 #define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
@@ -115,6 +115,25 @@ static const char SCHEMA[] =
 static const char UPGRADE_8[] =
     "ALTER TABLE mqproc_dead_letters ADD COLUMN requeued_at integer;"
     "ALTER TABLE mqproc_dead_letters ADD COLUMN requeued_by text;";
+/* Version 10 (sql/010_table_queues.sql): the table queues' messages (docs/table-queue.md).
+ * An id is never used twice (AUTOINCREMENT): an ack is fenced by the id, its holder and its
+ * delivery count, and a late ack must not meet a new message that took a deleted one's id.
+ * Times are integer ms since the epoch as elsewhere; a producer that has no mq_now() (any
+ * program but a server) leaves them to their defaults. */
+static const char QUEUES[] =
+    "CREATE TABLE IF NOT EXISTS mqproc_messages ("
+    "  id integer PRIMARY KEY AUTOINCREMENT, queue text NOT NULL,"
+    "  priority integer NOT NULL DEFAULT 0, body blob NOT NULL,"
+    "  content_type text NOT NULL DEFAULT 'application/json', message_id text, headers text,"
+    "  enqueued_at integer NOT NULL DEFAULT " NOW_MS ","
+    "  visible_at integer NOT NULL DEFAULT " NOW_MS ","
+    "  deliveries integer NOT NULL DEFAULT 0, consumer text);"
+    "CREATE INDEX IF NOT EXISTS mqproc_messages_ready_idx"
+    "  ON mqproc_messages (queue, priority DESC, id) WHERE consumer IS NULL;"
+    "CREATE INDEX IF NOT EXISTS mqproc_messages_held_idx"
+    "  ON mqproc_messages (queue, visible_at) WHERE consumer IS NOT NULL;"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (10, 'table queues', mq_now());";
 /* Version 6 on a database made at 5 (run when mqproc_jobs lacks the column): a first try's
  * output kept in the row (sql/006_job_log_text.sql says why). */
 static const char TO_6[] = "ALTER TABLE mqproc_jobs ADD COLUMN log_text text;";
@@ -399,6 +418,7 @@ int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
       sqlite3_exec(db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
       (rc = widen_states(db, err)) != MQPROC_OK ||
       sqlite3_exec(db, SCHEMA_9, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, QUEUES, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
     if (rc == MQPROC_OK)
       mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");

@@ -18,10 +18,16 @@
 
 #include "base/log.h"
 #include "store/sqlite/int.h"
+#include "store/sqlite/notice.h"
 #include "base/util.h"
 
 #define BUSY_TIMEOUT_MS 30000
 #define CACHE 64
+/* An early request (a table queue's take, store.h) is answered before its turn commits;
+ * the engine waits this long at most for the loop's turn that answers it, whose requests
+ * (the claims of the messages taken) then join the transaction; a few such turns at most. */
+#define TURN_WAIT_MS 50
+#define TURNS_MAX 4
 
 typedef struct sq_engine {
   sq_store_t *store;
@@ -42,6 +48,13 @@ typedef struct sq_engine {
   sq_req_t *dispatching;       /* finished ones the loop is calling back now */
   int efd;                     /* eventfd: finished requests wait */
   int stop;
+  /* an open turn (early requests answered before the commit) */
+  pthread_cond_t turn_cond; /* the loop's turn that answered them is over */
+  uint64_t early_gen;       /* early requests handed to the loop so far (batches) */
+  uint64_t early_seen;      /* of those, the loop has answered this many batches */
+  int turn_waiting;         /* the thread waits for that turn, its transaction open */
+  int turn_done;            /* it is over: what it queued joins the transaction */
+  mqproc__loop_hook_t hook; /* the loop's end of a turn */
 } sq_engine_t;
 
 /* ---- connection and statements ------------------------------------------------------ */
@@ -376,9 +389,115 @@ static int recover(sq_engine_t *e, sqlite3 **dbp, const sq_req_t *round, char *e
   return MQPROC_ESTORE_CONNECT;
 }
 
-static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
+/* After a turn committed: the listeners of each table queue it published to are told,
+ * once per queue (a line in the notice file: store/sqlite/notice.h). */
+static void send_notices(sq_engine_t *e, const sq_req_t *round) {
+  const char *told[16];
+  int ntold = 0;
+  for (const sq_req_t *r = round; r != NULL; r = r->next) {
+    const char *queue = mqproc__sq_queue_notice(r);
+    char line[600];
+    int seen = 0;
+    for (int i = 0; queue != NULL && i < ntold && !seen; i++)
+      seen = strcmp(told[i], queue) == 0;
+    if (queue == NULL || seen)
+      continue;
+    if (ntold < (int)MQPROC__ARRAY_LEN(told))
+      told[ntold++] = queue;
+    /* a name too long for a line is not told: its servers find the message within 1 s */
+    if (snprintf(line, sizeof(line), "%s%s", MQPROC__SQ_NOTICE_QUEUE, queue) < (int)sizeof(line))
+      mqproc__sq_notice_send(e->store->path, line);
+  }
+}
+
+/* Runs the requests of list in the open transaction, a savepoint each; MQPROC_OK, or the
+ * transaction's end (err): the database is gone, or SQLite rolled it all back. */
+static int run_requests(sqlite3 *db, sq_req_t *list, char *err) {
+  for (sq_req_t *r = list; r != NULL; r = r->next) {
+    exec(db, "SAVEPOINT r");
+    r->rc = r->op->run(db, r);
+    if (r->rc != MQPROC_OK && g_lasting != 0) /* the database, not this request */
+      r->rc = MQPROC_ESTORE_CONNECT;
+    if (r->rc == MQPROC_ESTORE_CONNECT || sqlite3_get_autocommit(db)) {
+      /* gone, or SQLite rolled the whole transaction back (a full disk, an I/O error):
+         nothing of the round is kept */
+      snprintf(err, MQPROC_ERR_LEN, "%s", r->rc != MQPROC_OK ? r->err : "the transaction ended");
+      return r->rc == MQPROC_ESTORE_CONNECT ? r->rc : MQPROC_ESTORE_QUERY;
+    }
+    if (r->rc != MQPROC_OK && r->rc != MQPROC_ESTORE_FENCED)
+      exec(db, "ROLLBACK TO r");
+    exec(db, "RELEASE r");
+  }
+  return MQPROC_OK;
+}
+
+static int is_early(const sq_req_t *r) {
+  return r->rc == MQPROC_OK && r->q.op == MQPROC__STORE_Q_TAKE && r->q.u.q_take.early;
+}
+
+/* The early requests of the round (*roundp, the list the thread runs) go to the loop now,
+ * its transaction still open; then the thread waits for the loop's turn that answers them
+ * (at most TURN_WAIT_MS) and takes what that turn queued, appended to the round: it joins
+ * the transaction. NULL when there was no early request, or nothing came. */
+static sq_req_t *open_turn(sq_engine_t *e, sq_req_t **roundp) {
+  sq_req_t *early = NULL, **et = &early, *more, **pp;
+  uint64_t one = 1;
+  struct timespec until;
+  pthread_mutex_lock(&e->lock);
+  for (pp = roundp; *pp != NULL;) {
+    sq_req_t *r = *pp;
+    if (!is_early(r)) {
+      pp = &r->next;
+      continue;
+    }
+    *pp = r->next;
+    r->next = NULL;
+    *et = r;
+    et = &r->next;
+  }
+  if (early == NULL) {
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+  }
+  e->running = *roundp;
+  *e->done_tail = early;
+  while (*e->done_tail != NULL)
+    e->done_tail = &(*e->done_tail)->next;
+  e->early_gen++;
+  e->turn_waiting = 1;
+  e->turn_done = 0;
+  pthread_mutex_unlock(&e->lock);
+  if (write(e->efd, &one, sizeof(one)) < 0) {
+    /* the counter is full: the loop reads it anyway */
+  }
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += TURN_WAIT_MS * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&e->lock);
+  while (!e->turn_done && !e->stop &&
+         pthread_cond_timedwait(&e->turn_cond, &e->lock, &until) != ETIMEDOUT)
+    ;
+  e->turn_waiting = 0;
+  more = e->stop ? NULL : e->todo;
+  if (more != NULL) {
+    e->todo = NULL;
+    e->todo_tail = &e->todo;
+    for (pp = roundp; *pp != NULL; pp = &(*pp)->next)
+      ;
+    *pp = more; /* part of the round from here on (forget() finds them in running) */
+    e->running = *roundp;
+  }
+  pthread_mutex_unlock(&e->lock);
+  return more;
+}
+
+static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t **roundp) {
   char err[MQPROC_ERR_LEN];
   sqlite3 *db = *dbp;
+  sq_req_t *round = *roundp, *more;
   int rc = MQPROC_OK, relax = !e->store->sync_normal;
   for (sq_req_t *r = round; relax && r != NULL; r = r->next)
     relax = r->op->unsynced_ok;
@@ -396,24 +515,23 @@ static void run_round(sq_engine_t *e, sqlite3 **dbp, sq_req_t *round) {
     exec(db, "PRAGMA synchronous = NORMAL");
   if (exec(db, "BEGIN IMMEDIATE") != 0)
     rc = mqproc__sq_error(db, "BEGIN IMMEDIATE", err);
-  for (sq_req_t *r = round; rc == MQPROC_OK && r != NULL; r = r->next) {
-    exec(db, "SAVEPOINT r");
-    r->rc = r->op->run(db, r);
-    if (r->rc != MQPROC_OK && g_lasting != 0) /* the database, not this request */
-      r->rc = MQPROC_ESTORE_CONNECT;
-    if (r->rc == MQPROC_ESTORE_CONNECT || sqlite3_get_autocommit(db)) {
-      /* gone, or SQLite rolled the whole transaction back (a full disk, an I/O error):
-         nothing of the round is kept */
-      rc = r->rc == MQPROC_ESTORE_CONNECT ? r->rc : MQPROC_ESTORE_QUERY;
-      snprintf(err, sizeof(err), "%s", r->rc != MQPROC_OK ? r->err : "the transaction ended");
+  if (rc == MQPROC_OK)
+    rc = run_requests(db, round, err);
+  /* early requests answered now; the requests their answers bring join this transaction */
+  for (int turns = 0; rc == MQPROC_OK && turns < TURNS_MAX; turns++) {
+    int n = 0;
+    if ((more = open_turn(e, roundp)) == NULL)
       break;
-    }
-    if (r->rc != MQPROC_OK && r->rc != MQPROC_ESTORE_FENCED)
-      exec(db, "ROLLBACK TO r");
-    exec(db, "RELEASE r");
+    for (const sq_req_t *r = more; r != NULL; r = r->next)
+      n++;
+    MQPROC__DEBUG("store: %d request(s) joined the open turn", n);
+    rc = run_requests(db, more, err);
   }
+  round = *roundp;
   if (rc == MQPROC_OK && exec(db, "COMMIT") != 0)
     rc = mqproc__sq_error(db, "COMMIT", err);
+  if (rc == MQPROC_OK)
+    send_notices(e, round);
   if (rc != MQPROC_OK && !sqlite3_get_autocommit(db))
     exec(db, "ROLLBACK");
   if (relax && exec(db, "PRAGMA synchronous = FULL") != 0) { /* never left relaxed */
@@ -442,7 +560,7 @@ static void *engine_main(void *arg) {
     e->todo_tail = &e->todo;
     e->running = round;
     pthread_mutex_unlock(&e->lock);
-    run_round(e, &db, round);
+    run_round(e, &db, &round);
     pthread_mutex_lock(&e->lock);
     e->running = NULL;
     *e->done_tail = round;
@@ -462,9 +580,24 @@ static void *engine_main(void *arg) {
 
 /* ---- the loop's side ---------------------------------------------------------------- */
 
+/* The end of a loop turn: if the thread waits with its transaction open and the loop has
+ * answered its early requests (on_done, then the turn's prepare made what they bring),
+ * what was queued meanwhile may join it now. */
+static int turn_end(mqproc__loop_t *loop, void *ud) {
+  sq_engine_t *e = ud;
+  (void)loop;
+  pthread_mutex_lock(&e->lock);
+  if (e->turn_waiting && e->early_seen == e->early_gen) {
+    e->turn_done = 1;
+    pthread_cond_signal(&e->turn_cond);
+  }
+  pthread_mutex_unlock(&e->lock);
+  return -1;
+}
+
 static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
   sq_engine_t *e = ud;
-  uint64_t n;
+  uint64_t n, gen;
   sq_req_t *list;
   (void)loop;
   if (read(fd, &n, sizeof(n)) < 0) {
@@ -474,6 +607,7 @@ static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
   list = e->done;
   e->done = NULL;
   e->done_tail = &e->done;
+  gen = e->early_gen; /* the early batches this list holds, when answered */
   pthread_mutex_unlock(&e->lock);
   /* a callback may free its delivery, which forgets its other requests: those still in
    * this list too (mqproc__sq_forget looks here) */
@@ -489,6 +623,9 @@ static void on_done(mqproc__loop_t *loop, int fd, void *ud) {
     }
     mqproc__sq_req_free(r);
   }
+  pthread_mutex_lock(&e->lock);
+  e->early_seen = gen;
+  pthread_mutex_unlock(&e->lock);
 }
 
 int mqproc__sq_enqueue(sq_store_t *s, sq_req_t *r) {
@@ -531,6 +668,7 @@ int mqproc__sq_engine_new(sq_engine_t **out, sq_store_t *s, mqproc__loop_t *loop
   e->done_tail = &e->done;
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->cond, NULL);
+  pthread_cond_init(&e->turn_cond, NULL);
   if ((e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
       mqproc__loop_io(loop, e->efd, on_done, e) != MQPROC_OK ||
       pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -541,6 +679,7 @@ int mqproc__sq_engine_new(sq_engine_t **out, sq_store_t *s, mqproc__loop_t *loop
     free(e);
     return mqproc__err(err, MQPROC_ESYS, "cannot start the SQLite store's thread");
   }
+  mqproc__loop_before_poll(loop, &e->hook, turn_end, e);
   *out = e;
   return MQPROC_OK;
 }
@@ -550,11 +689,13 @@ void mqproc__sq_engine_free(sq_engine_t *e) {
   sq_req_t *lists[2];
   if (e == NULL)
     return;
+  mqproc__loop_before_poll_stop(e->loop, &e->hook);
   pthread_mutex_lock(&e->lock);
   e->stop = 1;
   for (sq_req_t *r = e->todo; r != NULL; r = r->next)
     r->forgotten = 1;
   pthread_cond_signal(&e->cond);
+  pthread_cond_signal(&e->turn_cond);
   pthread_mutex_unlock(&e->lock);
   pthread_join(e->thread, NULL);
   mqproc__loop_io(e->loop, e->efd, NULL, NULL);
@@ -569,5 +710,6 @@ void mqproc__sq_engine_free(sq_engine_t *e) {
     }
   pthread_mutex_destroy(&e->lock);
   pthread_cond_destroy(&e->cond);
+  pthread_cond_destroy(&e->turn_cond);
   free(e);
 }

@@ -1,6 +1,7 @@
 /* Internals of the SQLite store: store/sqlite/jobs.c (the job's own statements, the table
  * of every operation's and the class: each request's statements run on the engine),
  * store/sqlite/ops.c (the statements of the sweeps, marks and the fleet),
+ * store/sqlite/queue.c (the table queues'),
  * store/sqlite/engine.c (the engine: one thread with its own connection runs every request
  * queued meanwhile in one BEGIN IMMEDIATE transaction, a savepoint each, and hands the
  * finished ones back to the loop through an eventfd, where their answers and done run),
@@ -72,7 +73,11 @@ struct sq_store {
   int sync_normal; /* ?synchronous=normal: a commit may be lost to a power cut */
   struct sq_engine *engine;
   mqproc__loop_t *loop;             /* the server's, NULL for the operators' tools */
-  struct mqproc__sq_notice *notice; /* listen(): the operators' notice file */
+  struct mqproc__sq_notice *notice; /* listen(), listen_queues(): the notice file */
+  void (*on_control)(void *ud, const char *payload); /* listen() */
+  void *control_ud;
+  void (*on_queue)(void *ud, const char *queue); /* listen_queues() */
+  void *queue_ud;
 };
 
 /* The engine (store/sqlite/engine.c). */
@@ -149,5 +154,25 @@ extern const sq_op_t mqproc__sq_op_holder_gone;
 /* A beat's part of the copy submit makes (r->x.beat: the caller's struct, its texts and
  * its jobs as JSON). */
 void mqproc__sq_own_beat(sq_req_t *r);
+
+/* ---- the table queues (store/sqlite/queue.c), in store/sqlite/jobs.c's table ---- */
+extern const sq_op_t mqproc__sq_op_q_take;
+extern const sq_op_t mqproc__sq_op_q_ack;
+extern const sq_op_t mqproc__sq_op_q_nack;
+extern const sq_op_t mqproc__sq_op_q_publish;
+extern const sq_op_t mqproc__sq_op_q_extend;
+extern const sq_op_t mqproc__sq_op_q_reset;
+/* The SQL of a take's statement for the held messages past their deadline (back 1) or the
+ * ready ones (0): for the test that looks at their plans (tests/integration/
+ * test_table_queue.c). */
+const char *mqproc__sq_take_sql(int back);
+/* The table queues' part of the copy submit makes (their texts, bytes and id arrays). */
+void mqproc__sq_own_queue_args(sq_req_t *r);
+/* Once r's turn committed (on the engine's thread): the table queue whose listeners are
+ * told through the notice file, NULL when none (a publish's, a reset that gave some back). */
+const char *mqproc__sq_queue_notice(const sq_req_t *r);
+/* A success's table queue part (store.h: succeed's q_* and result_* fields), after its job
+ * write: the message's ack and the result, in the same savepoint. */
+int mqproc__sq_queue_in_write(sqlite3 *db, sq_req_t *r, const mqproc__store_succeed_t *a);
 
 #endif

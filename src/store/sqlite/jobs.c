@@ -3,11 +3,11 @@
  * integer milliseconds since the epoch (mq_now(), a function of the connection), booleans
  * 0/1, JSON as text. Here the job's own statements, in store.h's order of operations,
  * then the table of every operation (with those of store/sqlite/ops.c: the sweeps, marks
- * and the fleet) and the class: submit() copies what a request points to and queues it
- * for the engine's thread (store/sqlite/engine.c), which runs many per transaction; each
- * operation's run binds its statements' parameters from the request's named fields with
- * the typed bind helpers, and its answer hands the result to the caller on the loop. The
- * schema and `migrate` are in store/sqlite/conn.c. */
+ * and the fleet; store/sqlite/queue.c: the table queues') and the class: submit() copies what a
+ * request points to and queues it for the engine's thread (store/sqlite/engine.c), which runs many
+ * per transaction; each operation's run binds its statements' parameters from the request's named
+ * fields with the typed bind helpers, and its answer hands the result to the caller on the loop.
+ * The schema and `migrate` are in store/sqlite/conn.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,7 +374,9 @@ static int run_succeed(sqlite3 *db, sq_req_t *r) {
       " result_published = result_published OR (?4 AND ?5),"
       " callback_state = CASE WHEN ?4 AND ?6 THEN 'OK' ELSE callback_state END"
       " WHERE job_id = ?1 AND attempt = ?2 AND state = 'RUNNING'";
-  return end_job(db, r, &r->q.u.succeed, JOB, NULL);
+  int rc = end_job(db, r, &r->q.u.succeed, JOB, NULL);
+  /* a table queue in this database: the message's ack and the result in the same write */
+  return rc == MQPROC_OK ? mqproc__sq_queue_in_write(db, r, &r->q.u.succeed) : rc;
 }
 
 static int run_cancelled(sqlite3 *db, sq_req_t *r) {
@@ -555,6 +557,12 @@ static const sq_op_t *const OPS[MQPROC__STORE_NOPS] = {
     [MQPROC__STORE_RECORD_DEAD] = &mqproc__sq_op_record_dead,
     [MQPROC__STORE_BEAT] = &mqproc__sq_op_beat,
     [MQPROC__STORE_HOLDER_GONE] = &mqproc__sq_op_holder_gone,
+    [MQPROC__STORE_Q_TAKE] = &mqproc__sq_op_q_take,
+    [MQPROC__STORE_Q_ACK] = &mqproc__sq_op_q_ack,
+    [MQPROC__STORE_Q_NACK] = &mqproc__sq_op_q_nack,
+    [MQPROC__STORE_Q_PUBLISH] = &mqproc__sq_op_q_publish,
+    [MQPROC__STORE_Q_EXTEND] = &mqproc__sq_op_q_extend,
+    [MQPROC__STORE_Q_RESET] = &mqproc__sq_op_q_reset,
 };
 
 /* The texts and bytes of the request r->q (a copy of the caller's) become r's own copies
@@ -592,6 +600,7 @@ static void own_args(sq_req_t *r) {
     mqproc__sq_own_text(r, &q->u.succeed.end.error);
     mqproc__sq_own_text(r, &q->u.succeed.log_text);
     mqproc__sq_own_text(r, &q->u.succeed.log_path);
+    mqproc__sq_own_queue_args(r); /* the table queue's ack and result, when given */
     break;
   case MQPROC__STORE_CANCELLED:
     mqproc__sq_own_text(r, &q->u.cancelled.job_id);
@@ -664,6 +673,14 @@ static void own_args(sq_req_t *r) {
     mqproc__sq_own_text(r, &q->u.holder_gone.host);
     mqproc__sq_own_text(r, &q->u.holder_gone.by);
     break;
+  case MQPROC__STORE_Q_TAKE:
+  case MQPROC__STORE_Q_ACK:
+  case MQPROC__STORE_Q_NACK:
+  case MQPROC__STORE_Q_PUBLISH:
+  case MQPROC__STORE_Q_EXTEND:
+  case MQPROC__STORE_Q_RESET:
+    mqproc__sq_own_queue_args(r);
+    break;
   case MQPROC__STORE_NOPS:
     break;
   }
@@ -688,12 +705,42 @@ static int sq_submit(mqproc__store_t *base, const mqproc__store_req_t *q) {
   return mqproc__sq_enqueue((sq_store_t *)base, r);
 }
 
-static void sq_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
-  /* no notifications in SQLite: a file beside it that operators append to; without it, a
-   * server reads its wishes and cancels with its next beat */
-  sq_store_t *s = (sq_store_t *)base;
+/* A line of the notice file: a table queue's (MQPROC__SQ_NOTICE_QUEUE and its name), or an
+ * operator's (a processor's name). */
+static void on_notice(void *ud, const char *line) {
+  sq_store_t *s = ud;
+  size_t n = strlen(MQPROC__SQ_NOTICE_QUEUE);
+  if (strncmp(line, MQPROC__SQ_NOTICE_QUEUE, n) == 0) {
+    if (s->on_queue != NULL)
+      s->on_queue(s->queue_ud, line + n);
+  } else if (s->on_control != NULL) {
+    s->on_control(s->control_ud, line);
+  }
+}
+
+/* No notifications in SQLite: a file beside it that operators and publishers append to;
+ * without it, a server reads its wishes and cancels with its next beat, and a table queue
+ * looks every second. */
+static void watch_notices(sq_store_t *s) {
   if (s->loop != NULL && s->notice == NULL)
-    s->notice = mqproc__sq_notice_watch(s->path, s->loop, cb, ud);
+    s->notice = mqproc__sq_notice_watch(s->path, s->loop, on_notice, s);
+}
+
+static void sq_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *payload), void *ud) {
+  sq_store_t *s = (sq_store_t *)base;
+  s->on_control = cb;
+  s->control_ud = ud;
+  if (cb != NULL)
+    watch_notices(s);
+}
+
+static void sq_listen_queues(mqproc__store_t *base, void (*cb)(void *ud, const char *queue),
+                             void *ud) {
+  sq_store_t *s = (sq_store_t *)base;
+  s->on_queue = cb;
+  s->queue_ud = ud;
+  if (cb != NULL)
+    watch_notices(s);
 }
 
 static void sq_forget(mqproc__store_t *base, void *ud) {
@@ -716,6 +763,7 @@ static const struct mqproc__store_class sq_class = {
     mqproc__sq_migrate, /* migrate */
     sq_submit,          /* submit */
     sq_listen,          /* listen */
+    sq_listen_queues,   /* listen_queues */
     sq_forget,          /* forget */
     sq_destroy,         /* destroy */
     mqproc__sq_schema,  /* schema */

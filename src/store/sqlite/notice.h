@@ -3,13 +3,18 @@
  * append the processor's name to, one line each, and that every server on the host
  * watches with inotify (IN_MODIFY). A notice makes a server refresh its workers row at
  * once, which reads its wishes and the cancels of its jobs; without the file (no right to
- * make it), the refresh of every interval does the same, later. */
+ * make it), the refresh of every interval does the same, later. Table queues on the
+ * database announce new messages there too (MQPROC__SQ_NOTICE_QUEUE). */
 #ifndef MQPROC_STORE_SQLITE_NOTICE_H
 #define MQPROC_STORE_SQLITE_NOTICE_H
 
 #include "loop/loop.h"
 
 typedef struct mqproc__sq_notice mqproc__sq_notice_t;
+
+/* A line that starts so is a table queue's (store/sqlite/queue.c): new messages in the
+ * queue named after it; any other line is an operator's, a processor's name. */
+#define MQPROC__SQ_NOTICE_QUEUE "queue "
 
 /* Watches db_path's notice file (made when missing) from loop: cb(ud, line) for every line
  * appended from now on. NULL (logged) when it cannot. */
