@@ -165,7 +165,7 @@ table_publish() {
       cat "$3"
       echo '\.'
       echo "INSERT INTO mqproc_messages (queue, body) SELECT '$1', convert_to($body, 'UTF8')
-              FROM j; SELECT pg_notify('mqproc_queue', '$1'); COMMIT;"
+              FROM j; SELECT pg_notify(mqproc_queue_channel('$1'), '$1'); COMMIT;"
     } | psql "$DB" -Xq -v ON_ERROR_STOP=1 >/dev/null
   else
     awk -v q="$1" -v r="$2" -v t="$(date +%s)" 'BEGIN { print "BEGIN IMMEDIATE;" }

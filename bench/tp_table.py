@@ -54,7 +54,7 @@ def wake(c, url, queue):
         with open(url[len("sqlite://"):].split("?", 1)[0] + "-control", "a") as f:
             f.write("queue %s\n" % queue)
     else:
-        c.cursor().execute("SELECT pg_notify('mqproc_queue', %s)", (queue,))
+        c.cursor().execute("SELECT pg_notify(mqproc_queue_channel(%s), %s)", (queue, queue))
 
 
 def insert(c, url, rows):
@@ -154,7 +154,9 @@ def latency(url, queue, resq, rate, secs, drain):
 
     c = connect(url)
     if not is_sqlite(url):
-        c.cursor().execute("LISTEN mqproc_queue")
+        cur = c.cursor()  # the result queue's own channel (sql/010_table_queues.sql)
+        cur.execute("SELECT mqproc_queue_channel(%s)", (resq,))
+        cur.execute("LISTEN " + cur.fetchone()[0])
     p = threading.Thread(target=produce)
     p.start()
     end = None

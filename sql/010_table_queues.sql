@@ -34,9 +34,18 @@ CREATE INDEX mqproc_messages_ready_idx ON mqproc_messages (queue, priority DESC,
 CREATE INDEX mqproc_messages_held_idx ON mqproc_messages (queue, visible_at)
   WHERE consumer IS NOT NULL;
 
+-- The channel a queue's new messages are told on: one per queue, so a NOTIFY wakes only
+-- the servers (and other listeners) of that queue; "mqproc_q_" and the first 32 hex digits
+-- of the SHA-256 of the queue's name (a channel name has at most 63 bytes, a queue's 255).
+CREATE FUNCTION mqproc_queue_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT 'mqproc_q_' || left(encode(sha256(convert_to(queue, 'UTF8')), 'hex'), 32)
+$$;
+
 -- A producer without our code: SELECT mqproc_enqueue('ocrd-tesserocr', '{"job_id": …}');
--- returns the message's id. Servers consuming the queue are woken by a NOTIFY on channel
--- mqproc_queue with the queue's name, sent when the transaction commits.
+-- returns the message's id. Servers consuming the queue are woken by a NOTIFY on the
+-- queue's channel (mqproc_queue_channel(queue)) with the queue's name, sent when the
+-- transaction commits.
 CREATE FUNCTION mqproc_enqueue(queue text, body bytea, priority integer DEFAULT 0,
                                message_id text DEFAULT NULL,
                                content_type text DEFAULT 'application/json',
@@ -50,7 +59,7 @@ BEGIN
             coalesce(mqproc_enqueue.content_type, 'application/json'),
             mqproc_enqueue.message_id, mqproc_enqueue.headers)
     RETURNING m.id INTO new_id;
-  PERFORM pg_notify('mqproc_queue', mqproc_enqueue.queue);
+  PERFORM pg_notify(mqproc_queue_channel(mqproc_enqueue.queue), mqproc_enqueue.queue);
   RETURN new_id;
 END $$;
 

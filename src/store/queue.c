@@ -689,7 +689,7 @@ static uint64_t t_epoch(mqproc__broker_t *base) {
 static void t_destroy(mqproc__broker_t *base) {
   tqb_t *b = (tqb_t *)base;
   drop(b); /* (the server disconnected first, when it could) */
-  mqproc__store_listen_queues(b->store, NULL, NULL);
+  mqproc__store_listen_queues(b->store, NULL, NULL, NULL);
   mqproc__store_forget(b->store, b);
   if (b->own_store)
     mqproc__store_destroy(b->store);
@@ -775,7 +775,7 @@ int mqproc__broker_table_new(mqproc__broker_t **out, const char *url, mqproc__st
     free(b);
     return rc;
   }
-  mqproc__store_listen_queues(b->store, on_notice, b);
+  mqproc__store_listen_queues(b->store, b->topo->queue, on_notice, b);
   *out = &b->base;
   return MQPROC_OK;
 }

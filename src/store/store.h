@@ -410,7 +410,8 @@ typedef mqproc__store_q_settle_t mqproc__store_q_nack_t;
 
 /* q_publish: a message into queue; it is there once done says MQPROC_OK (the commit: a
  * publisher's confirm). Listeners of the queue are told when it commits (PostgreSQL:
- * NOTIFY mqproc_queue, the queue's name; SQLite: a line in the notice file). */
+ * a NOTIFY on the queue's own channel, mqproc_queue_channel(queue), with the queue's name;
+ * SQLite: a line in the notice file). */
 typedef struct mqproc__store_q_publish {
   const char *queue;
   const void *body;
@@ -501,10 +502,14 @@ struct mqproc__store_class {
      connection was down are lost, so the server also reads its wish with every beat. */
   void (*listen)(mqproc__store_t *s, void (*cb)(void *ud, const char *payload), void *ud);
   /* listen_queues: from now on, cb(ud, queue) runs on the loop when a message may have
-     been published to a table queue of this database (q_publish, mqproc_enqueue(); a
-     hint only: notices sent while the connection was down are lost, so store/queue.c
-     also looks every second); cb NULL: no more. NULL where the backend has none. */
-  void (*listen_queues)(mqproc__store_t *s, void (*cb)(void *ud, const char *queue), void *ud);
+     been published to the table queue named queue in this database (q_publish,
+     mqproc_enqueue(); PostgreSQL tells only the listeners of that queue's channel, so a
+     server is not woken by other queues' messages, results included; SQLite's notice file
+     may name others: cb checks). A hint only: notices sent while the connection was down
+     are lost, so store/queue.c also looks every second; cb NULL: no more. NULL where the
+     backend has none. */
+  void (*listen_queues)(mqproc__store_t *s, const char *queue,
+                        void (*cb)(void *ud, const char *queue), void *ud);
   /* forget: requests of ud still pending complete without calling back (ud goes away). */
   void (*forget)(mqproc__store_t *s, void *ud);
   /* destroy: close and free (pending requests are dropped without a call back). */
@@ -553,10 +558,10 @@ static inline int mqproc__store_schema(mqproc__store_t *s, int *version, int *st
 }
 #define mqproc__store_listen(s, cb, ud) ((s)->klass->listen((s), (cb), (ud)))
 #define mqproc__store_forget(s, ud) ((s)->klass->forget((s), (ud)))
-static inline void mqproc__store_listen_queues(mqproc__store_t *s,
+static inline void mqproc__store_listen_queues(mqproc__store_t *s, const char *queue,
                                                void (*cb)(void *ud, const char *queue), void *ud) {
   if (s->klass->listen_queues != NULL)
-    s->klass->listen_queues(s, cb, ud);
+    s->klass->listen_queues(s, queue, cb, ud);
 }
 static inline void mqproc__store_destroy(mqproc__store_t *s) {
   if (s != NULL)

@@ -301,6 +301,67 @@ Test(table_queue, an_idle_server_looks_about_once_a_second) {
   it_server_stop(srv);
 }
 
+/* ---- wakes: a channel per queue (PostgreSQL) ----------------------------------------- */
+
+/* The next notification on c within ms (NULL: none came). */
+static PGnotify *next_notify(PGconn *c, int ms) {
+  PGnotify *n;
+  for (double end = now_s() + ms / 1000.0; now_s() < end;) {
+    fd_set fds;
+    struct timeval tv = {0, 50 * 1000};
+    cr_assert_eq(PQconsumeInput(c), 1, "%s", PQerrorMessage(c));
+    if ((n = PQnotifies(c)) != NULL)
+      return n;
+    FD_ZERO(&fds);
+    FD_SET(PQsocket(c), &fds);
+    select(PQsocket(c) + 1, &fds, NULL, NULL, &tv);
+  }
+  return NULL;
+}
+
+static PGconn *pg_conn(void);
+static void exec_ok(PGconn *c, const char *sql);
+
+/* A queue's new messages are told on its own channel: the servers of other queues (and
+ * their database sessions) are not woken by every result and every other queue's job. The
+ * server's name for a channel and SQL's mqproc_queue_channel() agree. */
+Test(table_queue, each_queue_is_told_on_its_own_channel_only) {
+  char *proc = it_name("chan"), *results = it_name("chan-result"), *other = it_name("chan-x");
+  const char *names[] = {proc, "ocrd-\xc3\xbc", "a queue with spaces", NULL};
+  char mine[64], theirs[64], *sql_name;
+  PGconn *c;
+  PGnotify *n;
+  it_server_t *srv;
+  if (queue_sqlite())
+    cr_skip_test("SQLite's wakes are lines of the notice file");
+  c = pg_conn();
+  for (int i = 0; names[i] != NULL; i++) {
+    mqproc__pg_queue_channel(names[i], mine);
+    sql_name = it_tq_sql("SELECT mqproc_queue_channel($1)", NULL, 1, names[i]);
+    cr_expect_str_eq(sql_name, mine, "the channel of '%s'", names[i]);
+  }
+  mqproc__pg_queue_channel(results, mine);
+  mqproc__pg_queue_channel(other, theirs);
+  exec_ok(c, it_fmt("LISTEN %s", mine));
+  srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
+  it_publish(proc, it_job_json(proc, "chan-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  n = next_notify(c, WAIT_MS);
+  cr_assert_not_null(n, "no NOTIFY on the result queue's channel");
+  cr_expect_str_eq(n->relname, mine);
+  cr_expect_str_eq(n->extra, results, "the payload is the queue's name");
+  PQfreemem(n);
+  exec_ok(c, "UNLISTEN *");
+  exec_ok(c, it_fmt("LISTEN %s", theirs));
+  it_publish(proc, it_job_json(proc, "chan-2", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
+  cr_assert(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "2"));
+  n = next_notify(c, 500);
+  cr_expect_null(n, "a listener of another queue was told: %s", n != NULL ? n->extra : "");
+  if (n != NULL)
+    PQfreemem(n);
+  it_server_stop(srv);
+  PQfinish(c);
+}
+
 /* ---- one transaction per job -------------------------------------------------------- */
 
 /* Whether the queue is the job store's own database (the server then shares its rounds). */

@@ -418,7 +418,7 @@ static int take(pg_engine_t *e, round_t *rd, int *early) {
     add_item(&head[nhead++], NULL, 0);
     if (e->s->on_notify != NULL)
       add_item(&head[nhead++], NULL, 1);
-    if (e->s->on_queue != NULL)
+    if (e->s->on_queue != NULL && e->s->queue_listen[0] != '\0')
       add_item(&head[nhead++], NULL, 2);
   }
   while (*pp != NULL && taken < ROUND_MAX) {
@@ -470,7 +470,7 @@ static int send_item(pg_engine_t *e, const item_t *it) {
   int ok = 1, n;
   if (it->stmt == NULL)
     return PQsendQueryParams(e->conn,
-                             it->prepare == 2   ? "LISTEN " MQPROC__PG_QUEUE_CHANNEL
+                             it->prepare == 2   ? e->s->queue_listen
                              : it->prepare == 1 ? "LISTEN " MQPROC__PG_CONTROL_CHANNEL
                                                 : SETUP_SQL,
                              0, NULL, NULL, NULL, NULL, 0);
@@ -818,7 +818,7 @@ static void on_io(mqproc__loop_t *loop, int fd, void *ud) {
   }
   read_results(e);
   for (PGnotify *n; e->conn != NULL && (n = PQnotifies(e->conn)) != NULL; PQfreemem(n)) {
-    if (strcmp(n->relname, MQPROC__PG_QUEUE_CHANNEL) == 0) {
+    if (e->s->queue_listen[0] != '\0' && strcmp(n->relname, e->s->queue_listen + 7) == 0) {
       if (e->s->on_queue != NULL)
         e->s->on_queue(e->s->queue_ud, n->extra);
     } else if (e->s->on_notify != NULL) {

@@ -25,18 +25,24 @@ typedef struct pg_store {
   pg_engine_t *engine; /* asynchronous: everything on the loop (NULL without a loop) */
   void (*on_notify)(void *ud, const char *payload); /* LISTENing to the control channel */
   void *notify_ud;
-  void (*on_queue)(void *ud, const char *queue); /* LISTENing to the queues' channel */
+  void (*on_queue)(void *ud, const char *queue); /* LISTENing to a table queue's channel */
   void *queue_ud;
-  int pooled; /* behind PgBouncer's transaction pooling: unnamed statements, no session
-                 SET, no LISTEN (mqproc__store_pg_pooled) */
+  char queue_listen[64]; /* "LISTEN <that channel>" (mqproc__pg_queue_channel()) */
+  int pooled;            /* behind PgBouncer's transaction pooling: unnamed statements, no session
+                            SET, no LISTEN (mqproc__store_pg_pooled) */
 } pg_store_t;
 
 /* Where `mqproc pause|resume|drain|jobs cancel` notify the servers (payload: the
  * processor's name). */
 #define MQPROC__PG_CONTROL_CHANNEL "mqproc_control"
 /* Where a table queue's new messages are told (payload: the queue's name), at the commit of
- * the transaction that made them (q_publish, mqproc_enqueue(): sql/010_table_queues.sql). */
-#define MQPROC__PG_QUEUE_CHANNEL "mqproc_queue"
+ * the transaction that made them (q_publish, mqproc_enqueue(): sql/010_table_queues.sql):
+ * a channel per queue, "mqproc_q_" and the first 32 hex digits of the SHA-256 of its name
+ * (SQL: mqproc_queue_channel(queue)), so a NOTIFY wakes only the servers of that queue
+ * (one channel for all woke every server, and made its backend run a transaction, for
+ * every result and every other queue's message). out: at least 42 bytes. */
+#define MQPROC__PG_QUEUE_CHANNEL_SQL "mqproc_queue_channel"
+void mqproc__pg_queue_channel(const char *queue, char *out);
 
 /* ---- statements ------------------------------------------------------------------- */
 

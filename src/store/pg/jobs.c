@@ -422,7 +422,7 @@ static const pg_stmt_t SUCCEED_TQ = {
     " r AS (INSERT INTO mqproc_messages (queue, body, content_type, message_id, headers)"
     "   SELECT rq, rbody, coalesce(rct, 'application/json'), job_id, rh FROM j"
     "   WHERE rq IS NOT NULL ORDER BY job_id RETURNING queue),"
-    " n AS (SELECT pg_notify('" MQPROC__PG_QUEUE_CHANNEL "', q) FROM"
+    " n AS (SELECT pg_notify(" MQPROC__PG_QUEUE_CHANNEL_SQL "(q), q) FROM"
     "   (SELECT DISTINCT queue AS q FROM r) d)"
     " SELECT ord FROM j WHERE (SELECT count(*) FROM n) >= 0",
     18,
@@ -690,13 +690,30 @@ static void pg_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *pa
   s->notify_ud = ud;
 }
 
-static void pg_listen_queues(mqproc__store_t *base, void (*cb)(void *ud, const char *queue),
-                             void *ud) {
+void mqproc__pg_queue_channel(const char *queue, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char h[32];
+  mqproc__sha256(queue, strlen(queue), h);
+  memcpy(out, "mqproc_q_", 9);
+  for (int i = 0; i < 16; i++) {
+    out[9 + 2 * i] = hex[h[i] >> 4];
+    out[10 + 2 * i] = hex[h[i] & 15];
+  }
+  out[41] = '\0';
+}
+
+static void pg_listen_queues(mqproc__store_t *base, const char *queue,
+                             void (*cb)(void *ud, const char *queue), void *ud) {
   pg_store_t *s = (pg_store_t *)base;
   if (s->pooled) /* no LISTEN through a pooler: store/queue.c looks every second */
     return;
   s->on_queue = cb;
   s->queue_ud = ud;
+  s->queue_listen[0] = '\0';
+  if (cb != NULL && queue != NULL) { /* the channel is hex: no quoting */
+    memcpy(s->queue_listen, "LISTEN ", 7);
+    mqproc__pg_queue_channel(queue, s->queue_listen + 7);
+  }
   if (cb != NULL && s->engine != NULL)
     mqproc__pg_engine_relisten(s->engine);
 }

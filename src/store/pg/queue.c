@@ -7,7 +7,8 @@
  * A take locks the messages it takes with FOR UPDATE SKIP LOCKED: two servers taking from
  * one queue at once get different messages and neither waits for the other. Its rows come
  * back in text format (the body as bytea's text form). Listeners learn of new messages
- * from a NOTIFY on MQPROC__PG_QUEUE_CHANNEL with the queue's name, sent at the commit. */
+ * from a NOTIFY on the queue's own channel (int.h: mqproc__pg_queue_channel()) with the
+ * queue's name, sent at the commit. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,7 +130,7 @@ static const char NACK_SQL[] =
     "   RETURNING m.id, m.queue),"
     " gone AS (DELETE FROM mqproc_messages m USING v WHERE NOT $4::bool AND m.id = v.id"
     "   AND m.deliveries = v.d AND m.consumer = $3 RETURNING m.id),"
-    " n AS (SELECT pg_notify('" MQPROC__PG_QUEUE_CHANNEL "', q) FROM"
+    " n AS (SELECT pg_notify(" MQPROC__PG_QUEUE_CHANNEL_SQL "(q), q) FROM"
     "   (SELECT DISTINCT queue AS q FROM back) d)"
     " SELECT id FROM back WHERE (SELECT count(*) FROM n) >= 0"
     " UNION ALL SELECT id FROM gone";
@@ -150,7 +151,7 @@ static const char PUBLISH_SQL[] =
     " ins AS (INSERT INTO mqproc_messages (queue, priority, body, content_type, message_id,"
     "   headers) SELECT queue, priority, body, ctype, message_id, headers FROM v ORDER BY k"
     "   RETURNING queue),"
-    " n AS (SELECT pg_notify('" MQPROC__PG_QUEUE_CHANNEL "', q) FROM"
+    " n AS (SELECT pg_notify(" MQPROC__PG_QUEUE_CHANNEL_SQL "(q), q) FROM"
     "   (SELECT DISTINCT queue AS q FROM ins) d)"
     " SELECT ord FROM v WHERE (SELECT count(*) FROM n) >= 0";
 /* clang-format on */
@@ -214,7 +215,7 @@ const pg_stmt_t mqproc__pg_stmt_q_reset = {
     "mqproc_q_reset",
     "WITH r AS (UPDATE mqproc_messages SET consumer = NULL, visible_at = now()"
     " WHERE queue = $1 AND consumer = $2 RETURNING id)"
-    " SELECT (SELECT count(*) FROM r), pg_notify('" MQPROC__PG_QUEUE_CHANNEL "', $1)",
+    " SELECT (SELECT count(*) FROM r), pg_notify(" MQPROC__PG_QUEUE_CHANNEL_SQL "($1), $1)",
     2,
     0,
     0,
