@@ -13,8 +13,11 @@
  * the difference, one q_take in flight at a time. The rows a take brings wait in a buffer
  * (pending() says so) until pump() hands them over, highest priority first, then oldest.
  * A take that came back short means the queue is empty: the next one waits for a wake, a
- * NOTIFY (PostgreSQL) or a notice-file line (SQLite) naming the queue, or the poll every
- * POLL_MS (with jitter) that catches what those miss; an idle server looks once a second.
+ * NOTIFY (PostgreSQL) or a notice-file line (SQLite) naming the queue, or the poll that
+ * catches what those miss (a producer's plain INSERT, a delayed message coming due, a dead
+ * holder's deadline): every TOLD_POLL_MS where the store tells of new messages, every
+ * POLL_MS (with jitter) where it cannot (PostgreSQL through a pooler: no LISTEN). An idle
+ * server so wakes well under once a second.
  *
  * Holding: every visibility/3 one q_extend pushes the deadline of everything held out to
  * visibility again; a server that dies stops doing so, and its messages are taken back
@@ -37,7 +40,8 @@
 #include "base/util.h"
 #include "store/odb.h"
 
-#define POLL_MS 1000 /* an idle consumer looks this often (+-10 %) */
+#define POLL_MS 1000      /* an idle consumer that is told of nothing looks this often (+-10 %) */
+#define TOLD_POLL_MS 5000 /* one that is told of new messages: the backstop only */
 
 typedef struct held { /* a message this server took and has not settled */
   int64_t id;
@@ -99,6 +103,7 @@ typedef struct tqb {
   settles_t acks, requeues, drops;
   pub_t *pubs; /* publishes not committed yet */
   uint64_t seq;
+  int told; /* the store tells of new messages (listen_queues): the poll is a backstop */
 } tqb_t;
 
 int mqproc__queue_is_table_url(const char *url) {
@@ -263,11 +268,11 @@ static void on_poll(mqproc__loop_t *loop, void *ud) {
   b->wanted = 1; /* taken at the turn's flush, when there is room */
 }
 
-/* While the queue looked empty: look again in about POLL_MS. */
+/* While the queue looked empty: look again in about POLL_MS (TOLD_POLL_MS when told). */
 static void arm_poll(tqb_t *b) {
+  int ms = b->told ? TOLD_POLL_MS : POLL_MS;
   if (b->poll_timer == 0 && b->up && b->consuming && b->drained)
-    b->poll_timer =
-        mqproc__loop_timer(b->loop, POLL_MS * 9 / 10 + random() % (POLL_MS / 5 + 1), on_poll, b);
+    b->poll_timer = mqproc__loop_timer(b->loop, ms * 9 / 10 + random() % (ms / 5 + 1), on_poll, b);
 }
 
 static void on_extend(mqproc__loop_t *loop, void *ud);
@@ -775,7 +780,7 @@ int mqproc__broker_table_new(mqproc__broker_t **out, const char *url, mqproc__st
     free(b);
     return rc;
   }
-  mqproc__store_listen_queues(b->store, b->topo->queue, on_notice, b);
+  b->told = mqproc__store_listen_queues(b->store, b->topo->queue, on_notice, b);
   *out = &b->base;
   return MQPROC_OK;
 }

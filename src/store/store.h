@@ -506,10 +506,11 @@ struct mqproc__store_class {
      mqproc_enqueue(); PostgreSQL tells only the listeners of that queue's channel, so a
      server is not woken by other queues' messages, results included; SQLite's notice file
      may name others: cb checks). A hint only: notices sent while the connection was down
-     are lost, so store/queue.c also looks every second; cb NULL: no more. NULL where the
-     backend has none. */
-  void (*listen_queues)(mqproc__store_t *s, const char *queue,
-                        void (*cb)(void *ud, const char *queue), void *ud);
+     are lost, so store/queue.c also looks now and then; cb NULL: no more. NULL where the
+     backend has none. Returns 1 when notices will come, 0 when they cannot (PostgreSQL
+     through a pooler, no loop, no notice file). */
+  int (*listen_queues)(mqproc__store_t *s, const char *queue,
+                       void (*cb)(void *ud, const char *queue), void *ud);
   /* forget: requests of ud still pending complete without calling back (ud goes away). */
   void (*forget)(mqproc__store_t *s, void *ud);
   /* destroy: close and free (pending requests are dropped without a call back). */
@@ -558,10 +559,9 @@ static inline int mqproc__store_schema(mqproc__store_t *s, int *version, int *st
 }
 #define mqproc__store_listen(s, cb, ud) ((s)->klass->listen((s), (cb), (ud)))
 #define mqproc__store_forget(s, ud) ((s)->klass->forget((s), (ud)))
-static inline void mqproc__store_listen_queues(mqproc__store_t *s, const char *queue,
-                                               void (*cb)(void *ud, const char *queue), void *ud) {
-  if (s->klass->listen_queues != NULL)
-    s->klass->listen_queues(s, queue, cb, ud);
+static inline int mqproc__store_listen_queues(mqproc__store_t *s, const char *queue,
+                                              void (*cb)(void *ud, const char *queue), void *ud) {
+  return s->klass->listen_queues != NULL ? s->klass->listen_queues(s, queue, cb, ud) : 0;
 }
 static inline void mqproc__store_destroy(mqproc__store_t *s) {
   if (s != NULL)

@@ -702,11 +702,11 @@ void mqproc__pg_queue_channel(const char *queue, char *out) {
   out[41] = '\0';
 }
 
-static void pg_listen_queues(mqproc__store_t *base, const char *queue,
-                             void (*cb)(void *ud, const char *queue), void *ud) {
+static int pg_listen_queues(mqproc__store_t *base, const char *queue,
+                            void (*cb)(void *ud, const char *queue), void *ud) {
   pg_store_t *s = (pg_store_t *)base;
   if (s->pooled) /* no LISTEN through a pooler: store/queue.c looks every second */
-    return;
+    return 0;
   s->on_queue = cb;
   s->queue_ud = ud;
   s->queue_listen[0] = '\0';
@@ -716,6 +716,7 @@ static void pg_listen_queues(mqproc__store_t *base, const char *queue,
   }
   if (cb != NULL && s->engine != NULL)
     mqproc__pg_engine_relisten(s->engine);
+  return cb != NULL && s->engine != NULL && s->queue_listen[0] != '\0';
 }
 
 static void pg_forget(mqproc__store_t *base, void *ud) {

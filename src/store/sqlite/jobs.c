@@ -734,14 +734,15 @@ static void sq_listen(mqproc__store_t *base, void (*cb)(void *ud, const char *pa
     watch_notices(s);
 }
 
-static void sq_listen_queues(mqproc__store_t *base, const char *queue,
-                             void (*cb)(void *ud, const char *queue), void *ud) {
+static int sq_listen_queues(mqproc__store_t *base, const char *queue,
+                            void (*cb)(void *ud, const char *queue), void *ud) {
   sq_store_t *s = (sq_store_t *)base;
   (void)queue; /* the notice file names every queue: on_notice picks its own */
   s->on_queue = cb;
   s->queue_ud = ud;
   if (cb != NULL)
     watch_notices(s);
+  return cb != NULL && s->notice != NULL;
 }
 
 static void sq_forget(mqproc__store_t *base, void *ud) {
