@@ -440,7 +440,8 @@ void mqproc__http_reply_text_with(mqproc__http_req_t *req, int status, const cha
 }
 
 void mqproc__http_reply_json(mqproc__http_req_t *req, int status, json_t *o) {
-  char *json = json_dumps(o, JSON_COMPACT), *text = NULL;
+  /* ENCODE_ANY: a bare null (OCR-D's /result_callback answer) or string is a body too */
+  char *json = json_dumps(o, JSON_COMPACT | JSON_ENCODE_ANY), *text = NULL;
   if (json != NULL)
     text = mqproc__asprintf("%s\n", json);
   free(json);

@@ -111,10 +111,26 @@ static int live(const mqproc__ocrd_env_t *e, const char *p) {
   return n > 0;
 }
 
-/* Whether p's queue exists (a passive declare; a dir:// queue's directory). */
+/* Whether a server ever served p (its workers row, in any state). */
+static int served_ever(const mqproc__ocrd_env_t *e, const char *p) {
+  const char *vals[1] = {p};
+  char err[512];
+  mqproc__ores_t *r =
+      mqproc__odb_q(e->db, "SELECT 1 FROM mqproc_workers WHERE processor_name = $1 LIMIT 1",
+                    "SELECT 1 FROM mqproc_workers WHERE processor_name = ?1 LIMIT 1", 1, vals, err);
+  int n = r != NULL ? mqproc__ores_rows(r) : 0;
+  mqproc__ores_free(r);
+  return n > 0;
+}
+
+/* Whether p's queue exists (a passive declare; a dir:// queue's directory). A table queue
+ * is its rows, so any name would do: there it is p's queue once a server served p or
+ * messages wait in it (else a processor nobody runs would take jobs: OCR-D answers 404). */
 static int queue_exists(const mqproc__ocrd_env_t *e, const char *p) {
-  long msgs, cons, held;
-  return e->q != NULL && mqproc__qclient_depth(e->q, p, &msgs, &cons, &held) == 0;
+  long msgs = 0, cons = 0, held = -1;
+  if (e->q == NULL || mqproc__qclient_depth(e->q, p, &msgs, &cons, &held) != 0)
+    return 0;
+  return held < 0 || msgs + held > 0 || served_ever(e, p);
 }
 
 int mqproc__ocrd_takes_jobs(const mqproc__ocrd_env_t *e, const char *p) {

@@ -266,6 +266,14 @@ Test(processing_api, a_job_runs_to_success_and_its_state_and_log_read_back) {
   cr_expect(strstr(it_read_file(mets), "OCR-D-DUMMY_0003") == NULL, "page 3 was not asked for");
   cr_assert_eq(api_call(&a, "GET", it_fmt("/processor/log/%s", id), NULL, &out), 200);
   cr_expect(strstr(out, "PHYS_0002") != NULL, "%s", out);
+  /* a worker's callback (OCR-D's PYResultMessage) is answered 200 with a null body */
+  cr_assert_eq(api_call(&a, "POST", "/result_callback",
+                        it_fmt("{\"job_id\": \"%s\", \"state\": \"SUCCESS\", \"path_to_mets\": "
+                               "\"%s\"}",
+                               id, mets),
+                        &out),
+               200, "%s", out);
+  cr_expect_str_eq(out, "null\n");
   it_server_stop(a.proc);
   it_server_stop(srv);
 }
@@ -280,8 +288,12 @@ Test(processing_api, each_error_answers_as_ocrd_does) {
   /* no queue, no server */
   cr_expect_eq(api_call(&a, "POST", "/processor/run/ocrd-nothing-here", ok_body, &out), 422);
   cr_expect_str_eq(detail(out), "Processing Worker 'ocrd-nothing-here' not found.");
-  /* a queue, but neither a server nor a description: unknown */
-  it_declare(queued);
+  /* a queue, but neither a server nor a description: unknown (a table queue is its rows:
+     one exists once a server served it or a message waits in it) */
+  if (it_queue_is_table())
+    it_publish(queued, it_job_json(queued, "waits", NULL));
+  else
+    it_declare(queued);
   cr_expect_eq(api_call(&a, "POST", it_fmt("/processor/run/%s", queued), ok_body, &out), 404);
   cr_expect_str_eq(detail(out), it_fmt("Processing Worker '%s' not found.", queued));
   cr_expect_eq(api_call(&a, "POST", it_fmt("/processor/run/%s", proc),
