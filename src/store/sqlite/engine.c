@@ -431,8 +431,11 @@ static int run_requests(sqlite3 *db, sq_req_t *list, char *err) {
   return MQPROC_OK;
 }
 
+/* A take that brought nothing is not: no claim would join its transaction, so it is
+ * answered after the commit like any request (an idle server's look costs no open turn). */
 static int is_early(const sq_req_t *r) {
-  return r->rc == MQPROC_OK && r->q.op == MQPROC__STORE_Q_TAKE && r->q.u.q_take.early;
+  return r->rc == MQPROC_OK && r->q.op == MQPROC__STORE_Q_TAKE && r->q.u.q_take.early &&
+         r->rows != NULL;
 }
 
 /* The early requests of the round (*roundp, the list the thread runs) go to the loop now,
