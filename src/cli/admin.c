@@ -156,6 +156,32 @@ const char *mqproc__args_first_word(const mqproc__opt_t *catalog, int argc, char
   return NULL;
 }
 
+int mqproc__sub_parse(const char *cmd, const char *usage, const mqproc__opt_t *catalog,
+                      const mqproc__sub_t *subs, size_t n, int argc, char **argv,
+                      const mqproc__sub_t **sub, args_t *a) {
+  const char *word = mqproc__args_first_word(catalog, argc, argv);
+  int rc;
+  *sub = NULL;
+  for (size_t i = 0; word != NULL && i < n; i++)
+    if (!strcmp(word, subs[i].name))
+      *sub = &subs[i];
+  if (*sub == NULL) { /* `CMD --help`, `CMD`, `CMD frobnicate` */
+    int help = argc > 0 && (!strcmp(argv[argc - 1], "--help") || !strcmp(argv[argc - 1], "-h"));
+    if (word != NULL)
+      fprintf(stderr, "mqproc %s: unknown command '%s' (see --help)\n", cmd, word);
+    else
+      fputs(usage, help ? stdout : stderr);
+    return word == NULL && help ? 0 : 2;
+  }
+  if ((rc = mqproc__args_parse_pick(a, catalog, (*sub)->opts, argc, argv, cmd)) != 0)
+    return rc;
+  if (mqproc__has(a, "help")) {
+    mqproc__args_usage((*sub)->usage, a->opts);
+    return 0;
+  }
+  return -1;
+}
+
 const char *mqproc__arg(const args_t *a, const char *name) {
   for (int i = a->n - 1; i >= 0; i--)
     if (!strcmp(a->names[i], name))

@@ -64,6 +64,25 @@ extern const mqproc__opt_choice_t mqproc__job_states[];
 const char *mqproc__arg_nth(const args_t *a, const char *name, int i);
 /* Prints usage and the option list. */
 void mqproc__args_usage(const char *usage, const mqproc__opt_t *opts);
+
+/* A command with subcommands (`jobs list`, `dead-letters requeue`): each subcommand its
+ * name, its usage and the options of the command's catalog it takes. */
+typedef struct mqproc__sub {
+  const char *name;
+  const char *usage;
+  const char *const opts[24];
+} mqproc__sub_t;
+/* The option rows every subcommand that opens the store takes, and those of the queue. */
+#define MQPROC__SUB_DB_OPTS "database", "database-file", "group-access"
+#define MQPROC__SUB_QUEUE_OPTS                                                                     \
+  "queue", "queue-file", "tls-ca", "tls-cert", "tls-key", "tls-verify", "exchange"
+/* Finds argv's subcommand among subs[0..n) and parses its options into a (cmd: the
+ * command's name, for messages; usage: the command's own, for `CMD`, `CMD --help`).
+ * -1: *sub and a are ready, go on; else the exit status, having printed what to print
+ * (the command's or the subcommand's help: 0; an unknown subcommand or bad option: 2). */
+int mqproc__sub_parse(const char *cmd, const char *usage, const mqproc__opt_t *catalog,
+                      const mqproc__sub_t *subs, size_t n, int argc, char **argv,
+                      const mqproc__sub_t **sub, args_t *a);
 /* A duration like 30s, 15m, 2h, 30d (or plain seconds) in seconds; -1 when invalid. */
 #define MQPROC__DURATION_MAX_S (100LL * 365 * 86400) /* a century */
 long long mqproc__parse_duration(const char *s);

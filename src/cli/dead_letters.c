@@ -32,25 +32,16 @@ static const mqproc__opt_t OPTS[] = {
     {.name = "json", .type = MQPROC__OPT_BOOL, .help = "machine-readable output"},
     {0}};
 
-#define DB_OPTS "database", "database-file", "group-access"
-#define QUEUE_OPTS "queue", "queue-file", "tls-ca", "tls-cert", "tls-key", "tls-verify", "exchange"
-
-typedef struct sub {
-  const char *name;
-  const char *usage;
-  const char *const opts[24];
-} sub_t;
-
-static const sub_t SUBS[] = {
+static const mqproc__sub_t SUBS[] = {
     {"list",
      "Usage: mqproc dead-letters list [--processor P] [--since D] [--waiting] [--limit N]\n"
      "                                [--after ID] [--json]\n"
      "Dead letters, newest first: the messages servers gave up on, with the reason.\n",
-     {DB_OPTS, "processor", "since", "waiting", "limit", "after", "json", NULL}},
+     {MQPROC__SUB_DB_OPTS, "processor", "since", "waiting", "limit", "after", "json", NULL}},
     {"show",
      "Usage: mqproc dead-letters show ID [--json]\n"
      "One dead letter: its reason, its body (passwords masked) and the message it decodes to.\n",
-     {DB_OPTS, "json", NULL}},
+     {MQPROC__SUB_DB_OPTS, "json", NULL}},
     {"requeue",
      "Usage: mqproc dead-letters requeue ID...\n"
      "       mqproc dead-letters requeue --processor P [--since D] [--yes]\n"
@@ -58,12 +49,12 @@ static const sub_t SUBS[] = {
      "records it (requeued_at, requeued_by, mqproc_audit). The bulk form takes those not\n"
      "requeued yet and only counts without --yes. A body cut short (over --max-message-size)\n"
      "cannot be requeued. Exit 1 when one was not requeued.\n",
-     {DB_OPTS, QUEUE_OPTS, "processor", "since", "yes", "json", NULL}},
+     {MQPROC__SUB_DB_OPTS, MQPROC__SUB_QUEUE_OPTS, "processor", "since", "yes", "json", NULL}},
     {"purge",
      "Usage: mqproc dead-letters purge --older-than 30d [--processor P] [--yes]\n"
      "Deletes dead letters received longer ago (requeued or not); without --yes it only\n"
      "counts; under an hour only with --force.\n",
-     {DB_OPTS, "older-than", "processor", "force", "yes", NULL}},
+     {MQPROC__SUB_DB_OPTS, "older-than", "processor", "force", "yes", NULL}},
 };
 
 static const char USAGE[] =
@@ -303,28 +294,13 @@ static int purge(mqproc__odb_t *c, const args_t *a) {
 }
 
 int mqproc__cmd_dead_letters(int argc, char **argv) {
-  const char *word = mqproc__args_first_word(OPTS, argc, argv);
-  const sub_t *sub = NULL;
+  const mqproc__sub_t *sub;
   args_t a;
   mqproc__odb_t *c;
-  int rc;
-  for (size_t i = 0; word != NULL && i < sizeof(SUBS) / sizeof(SUBS[0]); i++)
-    if (!strcmp(word, SUBS[i].name))
-      sub = &SUBS[i];
-  if (sub == NULL) {
-    int help = argc > 0 && (!strcmp(argv[argc - 1], "--help") || !strcmp(argv[argc - 1], "-h"));
-    if (word != NULL)
-      fprintf(stderr, "mqproc dead-letters: unknown command '%s' (see --help)\n", word);
-    else
-      fputs(USAGE, help ? stdout : stderr);
-    return word == NULL && help ? 0 : 2;
-  }
-  if ((rc = mqproc__args_parse_pick(&a, OPTS, sub->opts, argc, argv, "dead-letters")) != 0)
+  int rc = mqproc__sub_parse("dead-letters", USAGE, OPTS, SUBS, sizeof(SUBS) / sizeof(SUBS[0]),
+                             argc, argv, &sub, &a);
+  if (rc >= 0)
     return rc;
-  if (mqproc__has(&a, "help")) {
-    mqproc__args_usage(sub->usage, a.opts);
-    return 0;
-  }
   if ((c = mqproc__admin_db(&a)) == NULL)
     return 1;
   if (!strcmp(sub->name, "list"))

@@ -37,49 +37,38 @@ static const mqproc__opt_t OPTS[] = {
     {.name = "json", .type = MQPROC__OPT_BOOL, .help = "machine-readable output"},
     {0}};
 
-/* The rows every subcommand that opens the store takes. */
-#define DB_OPTS "database", "database-file", "group-access"
-#define QUEUE_OPTS "queue", "queue-file", "tls-ca", "tls-cert", "tls-key", "tls-verify", "exchange"
-
-/* A subcommand: its name, its usage and its options. */
-typedef struct sub {
-  const char *name;
-  const char *usage;
-  const char *const opts[24];
-} sub_t;
-
-static const sub_t SUBS[] = {
+static const mqproc__sub_t SUBS[] = {
     {"list",
      "Usage: mqproc jobs list [--state S] [--processor P] [--since D] [--limit N] [--after C] "
      "[--json]\n"
      "Jobs, newest first, as wide as the terminal; a full page ends with the --after to the "
      "next.\n",
-     {DB_OPTS, "state", "processor", "since", "limit", "after", "json", NULL}},
+     {MQPROC__SUB_DB_OPTS, "state", "processor", "since", "limit", "after", "json", NULL}},
     {"show",
      "Usage: mqproc jobs show ID [--json]\n"
      "Every column of a job, its request and every try.\n",
-     {DB_OPTS, "json", NULL}},
+     {MQPROC__SUB_DB_OPTS, "json", NULL}},
     {"log",
      "Usage: mqproc jobs log ID\nThe job's log file (on the host that ran it).\n",
-     {DB_OPTS, NULL}},
+     {MQPROC__SUB_DB_OPTS, NULL}},
     {"retry",
      "Usage: mqproc jobs retry ID...\n"
      "       mqproc jobs retry --state FAILED [--processor P] [--yes]\n"
      "Finished jobs back to QUEUED, their stored requests published again (the bulk form "
      "only\ncounts without --yes). Exit 1 when an id was not retried (unknown, QUEUED or "
      "RUNNING).\n",
-     {DB_OPTS, QUEUE_OPTS, "state", "processor", "yes", NULL}},
+     {MQPROC__SUB_DB_OPTS, MQPROC__SUB_QUEUE_OPTS, "state", "processor", "yes", NULL}},
     {"cancel",
      "Usage: mqproc jobs cancel ID... [--processor P]\n"
      "QUEUED jobs become CANCELLED, RUNNING ones are stopped; with --processor, ids not\n"
      "delivered yet are cancelled before they arrive.\n",
-     {DB_OPTS, "processor", NULL}},
+     {MQPROC__SUB_DB_OPTS, "processor", NULL}},
     {"purge",
      "Usage: mqproc jobs purge --older-than 30d [--state S] [--processor P] [--yes]\n"
      "Deletes finished jobs (and their tries); without --yes it only counts. Never a job\n"
      "whose result or dead letter is still to be sent, or that is to be republished; under\n"
      "an hour only with --force.\n",
-     {DB_OPTS, "older-than", "state", "processor", "force", "yes", NULL}},
+     {MQPROC__SUB_DB_OPTS, "older-than", "state", "processor", "force", "yes", NULL}},
 };
 
 static const char USAGE[] =
@@ -431,28 +420,14 @@ static int purge(mqproc__odb_t *c, const args_t *a, const char *state) {
 }
 
 int mqproc__cmd_jobs(int argc, char **argv) {
-  const char *word = mqproc__args_first_word(OPTS, argc, argv), *state;
-  const sub_t *sub = NULL;
+  const mqproc__sub_t *sub;
+  const char *state;
   args_t a;
   mqproc__odb_t *c;
-  int rc, bad;
-  for (size_t i = 0; word != NULL && i < sizeof(SUBS) / sizeof(SUBS[0]); i++)
-    if (!strcmp(word, SUBS[i].name))
-      sub = &SUBS[i];
-  if (sub == NULL) { /* `jobs --help`, `jobs`, `jobs frobnicate` */
-    int help = argc > 0 && (!strcmp(argv[argc - 1], "--help") || !strcmp(argv[argc - 1], "-h"));
-    if (word != NULL)
-      fprintf(stderr, "mqproc jobs: unknown command '%s' (see --help)\n", word);
-    else
-      fputs(USAGE, help ? stdout : stderr);
-    return word == NULL && help ? 0 : 2;
-  }
-  if ((rc = mqproc__args_parse_pick(&a, OPTS, sub->opts, argc, argv, "jobs")) != 0)
+  int bad, rc = mqproc__sub_parse("jobs", USAGE, OPTS, SUBS, sizeof(SUBS) / sizeof(SUBS[0]), argc,
+                                  argv, &sub, &a);
+  if (rc >= 0)
     return rc;
-  if (mqproc__has(&a, "help")) {
-    mqproc__args_usage(sub->usage, a.opts);
-    return 0;
-  }
   state = mqproc__arg_state(&a, &bad);
   if (bad)
     return 2;

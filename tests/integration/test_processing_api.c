@@ -131,35 +131,8 @@ Test(processing_api, a_message_another_program_published_still_runs) {
 
 /* ---- mqproc processing-api ------------------------------------------------------------ */
 
-typedef struct api {
-  it_server_t *proc;
-  int port;
-} api_t;
-
-/* `mqproc processing-api` on this test's queue and store (a port of its own, a quick
- * sweep), extra arguments after; waits until it serves. */
-static api_t api_start(const char *const *extra) {
-  const char *args[40] = {"processing-api", "--queue",          it_amqp_url(),
-                          "--database",     it_db_url(),        "--http",
-                          "127.0.0.1:0",    "--sweep-interval", "300"};
-  size_t n = 9;
-  api_t a = {0};
-  char *line;
-  for (; extra != NULL && *extra != NULL && n < 39; extra++)
-    args[n++] = *extra;
-  args[n] = NULL;
-  a.proc = it_mqproc_spawn("api", args);
-  cr_assert(it_server_wait_log(a.proc, "serving OCR-D's Processing Server API", WAIT_MS),
-            "processing-api did not start");
-  for (size_t i = 0; (line = it_server_line(a.proc, i)) != NULL; i++)
-    if (strstr(line, "Processing Server API on") != NULL && strstr(line, "(port ") != NULL)
-      a.port = atoi(strstr(line, "(port ") + 6);
-  cr_assert_gt(a.port, 0);
-  return a;
-}
-
 /* A request with a JSON body (NULL: none); the answer's status, *out the body. */
-static int api_call(const api_t *a, const char *method, const char *path, const char *json,
+static int api_call(const it_api_t *a, const char *method, const char *path, const char *json,
                     char **out) {
   const char *args[] = {"-X", method, "-H", "Content-Type: application/json", "--data-binary",
                         json, NULL};
@@ -195,7 +168,8 @@ static it_server_t *dummy_server(const char *name) {
 }
 
 /* POST /processor/run/P with body; the job id (answer 200 asserted). */
-static char *run_job(const api_t *a, const char *proc, const char *body, const char *want_state) {
+static char *run_job(const it_api_t *a, const char *proc, const char *body,
+                     const char *want_state) {
   char *out;
   json_t *o;
   char *id;
@@ -215,7 +189,7 @@ static int job_becomes(const char *id, const char *state) {
 Test(processing_api, discovery_lists_the_processor_and_prints_its_tool) {
   char *proc = it_name("dummy"), *out;
   it_server_t *srv = dummy_server(proc);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   json_t *o;
   cr_assert_eq(api_call(&a, "GET", "/", NULL, &out), 200);
   o = it_json(out);
@@ -240,7 +214,7 @@ Test(processing_api, discovery_lists_the_processor_and_prints_its_tool) {
 Test(processing_api, a_job_runs_to_success_and_its_state_and_log_read_back) {
   char *proc = it_name("dummy"), *mets = workspace(3), *out, *id;
   it_server_t *srv = dummy_server(proc);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   json_t *o;
   id = run_job(&a, proc,
                it_fmt("{\"path_to_mets\": \"%s\", \"description\": \"OCR-D Network client "
@@ -281,7 +255,7 @@ Test(processing_api, a_job_runs_to_success_and_its_state_and_log_read_back) {
 Test(processing_api, each_error_answers_as_ocrd_does) {
   char *proc = it_name("dummy"), *mets = workspace(1), *out, *queued = it_name("noserver");
   it_server_t *srv = dummy_server(proc);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   const char *ok_body =
       it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"]}", mets);
   json_t *o;
@@ -357,7 +331,7 @@ Test(processing_api, each_error_answers_as_ocrd_does) {
 
 Test(processing_api, a_body_over_the_limit_is_refused) {
   char *big = malloc(4096), *out;
-  api_t a = api_start((const char *const[]){"--max-body", "2048", NULL});
+  it_api_t a = it_api_start((const char *const[]){"--max-body", "2048", NULL});
   memset(big, 'x', 4095);
   big[4095] = '\0';
   cr_expect_eq(api_call(&a, "POST", "/processor/run/ocrd-x", big, &out), 413);
@@ -370,14 +344,14 @@ Test(processing_api, the_submitting_routes_need_the_token_when_one_is_given) {
   char *proc = it_name("dummy"), *mets = workspace(1), *tok = it_fmt("%s/token", it_tmpdir());
   char *out;
   it_server_t *srv;
-  api_t a;
+  it_api_t a;
   const char *body;
   FILE *f = fopen(tok, "w");
   fputs("s3cret-token-for-the-api\n", f);
   fclose(f);
   chmod(tok, 0600);
   srv = dummy_server(proc);
-  a = api_start((const char *const[]){"--http-admin-token", tok, NULL});
+  a = it_api_start((const char *const[]){"--http-admin-token", tok, NULL});
   body = it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
                 " \"output_file_grps\": [\"OUT\"]}",
                 mets);
@@ -412,7 +386,7 @@ Test(processing_api, a_second_request_on_the_same_pages_is_cached_until_the_firs
   char *proc = it_name("slow"), *mets = workspace(2), *gate = it_fmt("%s/gate", it_tmpdir());
   char *first, *second, *other, *out;
   it_server_t *srv = gated_server(proc, gate);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   const char *fmt = "{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
                     " \"output_file_grps\": [\"%s\"], \"page_id\": \"%s\"}";
   first = run_job(&a, proc, it_fmt(fmt, mets, "OUT", "PHYS_0001"), "QUEUED");
@@ -440,8 +414,8 @@ Test(processing_api, a_lost_callback_strands_nothing_the_sweep_releases) {
   char *first, *second;
   it_server_t *srv = gated_server(proc, gate);
   /* the servers call back a port where nobody listens */
-  api_t a = api_start((const char *const[]){"--internal-callback-url",
-                                            it_fmt("http://127.0.0.1:%d", it_free_port()), NULL});
+  it_api_t a = it_api_start((const char *const[]){
+      "--internal-callback-url", it_fmt("http://127.0.0.1:%d", it_free_port()), NULL});
   const char *body = it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
                             " \"output_file_grps\": [\"OUT\"]}",
                             mets);
@@ -458,7 +432,7 @@ Test(processing_api, a_cached_job_is_cancelled_by_id_and_never_runs) {
   char *proc = it_name("cc"), *mets = workspace(1), *gate = it_fmt("%s/gate", it_tmpdir());
   char *first, *second, *out;
   it_server_t *srv = gated_server(proc, gate);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   const char *body = it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
                             " \"output_file_grps\": [\"OUT\"]}",
                             mets);

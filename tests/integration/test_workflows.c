@@ -23,37 +23,13 @@
 
 TestSuite(workflows, .fini = it_cleanup);
 
-typedef struct api {
-  it_server_t *proc;
-  int port;
-} api_t;
-
-static api_t api_start(const char *const *extra) {
-  const char *args[40] = {"processing-api", "--queue",          it_amqp_url(),
-                          "--database",     it_db_url(),        "--http",
-                          "127.0.0.1:0",    "--sweep-interval", "300"};
-  size_t n = 9;
-  api_t a = {0};
-  char *line;
-  for (; extra != NULL && *extra != NULL && n < 39; extra++)
-    args[n++] = *extra;
-  args[n] = NULL;
-  a.proc = it_mqproc_spawn("api", args);
-  cr_assert(it_server_wait_log(a.proc, "serving OCR-D's Processing Server API", WAIT_MS));
-  for (size_t i = 0; (line = it_server_line(a.proc, i)) != NULL; i++)
-    if (strstr(line, "Processing Server API on") != NULL && strstr(line, "(port ") != NULL)
-      a.port = atoi(strstr(line, "(port ") + 6);
-  cr_assert_gt(a.port, 0);
-  return a;
-}
-
-static int call(const api_t *a, const char *method, const char *path, char **out) {
+static int call(const it_api_t *a, const char *method, const char *path, char **out) {
   const char *args[] = {"-X", method, NULL};
   return it_http_req(a->port, path, args, out);
 }
 
 /* A multipart upload of script (as OCR-D's client sends a workflow file). */
-static int upload(const api_t *a, const char *method, const char *path, const char *script,
+static int upload(const it_api_t *a, const char *method, const char *path, const char *script,
                   char **out) {
   char *file = it_fmt("%s/wf-%d.txt", it_tmpdir(), rand());
   FILE *f = fopen(file, "w");
@@ -93,7 +69,7 @@ static const char *task(const char *proc) {
 }
 
 /* POST /workflow/run with script (query: mets, page_wise and more); the workflow job's id. */
-static char *run(const api_t *a, const char *mets, const char *query, const char *script,
+static char *run(const it_api_t *a, const char *mets, const char *query, const char *script,
                  json_t **answer) {
   char *out, *id;
   json_t *o;
@@ -113,7 +89,7 @@ static int run_ends(const char *wf, const char *state) {
                         state);
 }
 
-static const char *simple_state(const api_t *a, const char *wf) {
+static const char *simple_state(const it_api_t *a, const char *wf) {
   char *out;
   json_t *o;
   const char *s;
@@ -129,7 +105,7 @@ static const char *simple_state(const api_t *a, const char *wf) {
 Test(workflows, a_three_step_workflow_ends_in_success) {
   char *proc = it_name("dummy"), *mets = workspace(2), *wf, *out;
   it_server_t *srv = dummy_server(proc);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   json_t *o;
   const char *t = task(proc);
   wf = run(&a, mets, "&page_wise=False",
@@ -160,7 +136,7 @@ Test(workflows, a_three_step_workflow_ends_in_success) {
 Test(workflows, the_page_wise_form_runs_the_chain_once_per_page) {
   char *proc = it_name("dummy"), *mets = workspace(3), *wf;
   it_server_t *srv = dummy_server(proc);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   json_t *o, *ids;
   const char *t = task(proc);
   wf = run(&a, mets, "&page_wise=True&page_id=PHYS_0001..PHYS_0002",
@@ -184,7 +160,7 @@ Test(workflows, a_failing_first_step_leaves_its_dependants_cancelled) {
   const char *envp[] = {"PROC_FAIL_MATCH=-", NULL}; /* every job id holds a '-' */
   it_server_t *srv = dummy_server(dummy),
               *bad = it_server_start(failing, it_proc("proc.sh"), NULL, envp);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   json_t *o, *failed;
   wf = run(&a, mets, "",
            it_fmt("%s -I OCR-D-IMG -O F1\n%s -I F1 -O F2\n%s -I F2 -O F3\n", task(failing),
@@ -213,7 +189,7 @@ Test(workflows, the_workflow_callback_is_called_when_it_ends) {
   char *proc = it_name("dummy"), *mets = workspace(1), *wf, *url, *body;
   it_server_t *srv = dummy_server(proc);
   test_http_t *cb = test_http_start(200);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   json_t *o;
   url = test_http_url(cb, "/workflow-done");
   wf = run(&a, mets, it_fmt("&workflow_callback_url=%s", url),
@@ -238,7 +214,7 @@ Test(workflows, the_workflow_callback_is_called_when_it_ends) {
 Test(workflows, scripts_are_stored_read_replaced_and_run_by_id) {
   char *proc = it_name("dummy"), *mets = workspace(1), *out, *id, *wf;
   it_server_t *srv = dummy_server(proc);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   const char *script = it_fmt("%s -I OCR-D-IMG -O W1\n", task(proc));
   json_t *o;
   cr_assert_eq(upload(&a, "POST", "/workflow", script, &out), 201, "%s", out);
@@ -278,7 +254,7 @@ Test(workflows, scripts_are_stored_read_replaced_and_run_by_id) {
 Test(workflows, each_run_error_answers_as_ocrd_does) {
   char *proc = it_name("dummy"), *mets = workspace(1), *out;
   it_server_t *srv = dummy_server(proc);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   const char *ok = it_fmt("%s -I OCR-D-IMG -O E1\n", task(proc));
   const char *args[] = {"-X", "POST", NULL};
   cr_expect_eq(upload(&a, "POST", "/workflow/run?mets_path=/no/such/mets.xml", ok, &out), 404);
@@ -316,7 +292,7 @@ Test(workflows, a_restart_of_the_api_mid_workflow_loses_no_job_and_runs_none_twi
   char *marker = it_fmt("%s/runs", it_tmpdir()), *wf;
   const char *envp[] = {it_fmt("PROC_GATE=%s", gate), it_fmt("PROC_MARKER=%s", marker), NULL};
   it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), NULL, envp);
-  api_t a = api_start(NULL);
+  it_api_t a = it_api_start(NULL);
   wf = run(&a, mets, "",
            it_fmt("%s -I OCR-D-IMG -O R1\n%s -I R1 -O R2\n%s -I R2 -O R3\n", task(proc), task(proc),
                   task(proc)),
@@ -332,7 +308,7 @@ Test(workflows, a_restart_of_the_api_mid_workflow_loses_no_job_and_runs_none_twi
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'CACHED'", 0), 2,
                "released without an API");
   /* a new API picks the workflow up where the table says it is */
-  a = api_start(NULL);
+  a = it_api_start(NULL);
   cr_assert(run_ends(wf, "SUCCESS"));
   cr_expect_eq(it_file_lines(marker), 3, "a job ran twice, or one was lost");
   cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'"

@@ -586,6 +586,26 @@ it_server_t *it_mqproc_spawn(const char *name, const char *const *args) {
   return spawn_argv(name, argv, NULL);
 }
 
+it_api_t it_api_start(const char *const *extra) {
+  const char *args[40] = {"processing-api", "--queue",          it_amqp_url(),
+                          "--database",     it_db_url(),        "--http",
+                          "127.0.0.1:0",    "--sweep-interval", "300"};
+  size_t n = 9;
+  it_api_t a = {0};
+  char *line;
+  for (; extra != NULL && *extra != NULL && n < 39; extra++)
+    args[n++] = *extra;
+  args[n] = NULL;
+  a.proc = it_mqproc_spawn("api", args);
+  cr_assert(it_server_wait_log(a.proc, "serving OCR-D's Processing Server API", 60000),
+            "processing-api did not start");
+  for (size_t i = 0; (line = it_server_line(a.proc, i)) != NULL; i++)
+    if (strstr(line, "Processing Server API on") != NULL && strstr(line, "(port ") != NULL)
+      a.port = atoi(strstr(line, "(port ") + 6);
+  cr_assert_gt(a.port, 0);
+  return a;
+}
+
 it_server_t *it_program_spawn(const char *name, const char *const *argv, const char *const *envp) {
   return spawn_argv(name, argv, envp);
 }

@@ -116,6 +116,13 @@ it_server_t *it_server_spawn(const char *processor, const char *exec, const char
 /* Runs `mqproc ARGS...` (NULL-terminated) as a child whose output is read like a server's
  * log (it_server_wait_log, it_server_stop, ...); name tags its log file. */
 it_server_t *it_mqproc_spawn(const char *name, const char *const *args);
+/* `mqproc processing-api` on this test's queue and store (a port of its own, a quick
+ * sweep), extra arguments after (NULL-terminated, may be NULL); waits until it serves. */
+typedef struct it_api {
+  it_server_t *proc;
+  int port;
+} it_api_t;
+it_api_t it_api_start(const char *const *extra);
 /* Runs argv (argv[0] a path, NULL-terminated; envp as above) as a child whose output is
  * read like a server's log: e.g. a C processor's own `processing-server`. */
 it_server_t *it_program_spawn(const char *name, const char *const *argv, const char *const *envp);
