@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
   *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(message yaml argv dirq url)
+[ ${#targets[@]} -gt 0 ] || targets=(message yaml argv dirq url ocrd_argv)
 if ! command -v clang >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   echo "fuzz.sh: installing clang and libclang-rt-14-dev (libFuzzer)" >&2
   apt-get install -y --no-install-recommends clang libclang-rt-14-dev >/dev/null

@@ -19,7 +19,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   build-essential cmake pkg-config
   librabbitmq-dev libpq-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev
-  libmicrohttpd-dev libsqlite3-dev libxml2-dev
+  libmicrohttpd-dev libsqlite3-dev libxml2-dev libpcre2-dev
 )
 # the private RabbitMQ + PostgreSQL of scripts/services.sh, and publishing over AMQP
 RABBITMQ_PACKAGES=(rabbitmq-server postgresql amqp-tools curl iproute2 procps)
@@ -49,6 +49,14 @@ done
 PACKAGES=("${BUILD_PACKAGES[@]}")
 [ "$group" = build ] || PACKAGES+=("${RABBITMQ_PACKAGES[@]}")
 [ "$group" != tests ] || PACKAGES+=("${TEST_PACKAGES[@]}")
+# OCR-D core's own processors and METS server, run from ../shared/ocrd (when it is there) by
+# the tests that check mqproc against them: Debian's python3 packages they import
+OCRD_PACKAGES_FILE=$(dirname "${BASH_SOURCE[0]}")/../../shared/ocrd/packages.txt
+if [ "$group" = tests ] && [ -f "$OCRD_PACKAGES_FILE" ]; then
+  while read -r p; do
+    [ -n "$p" ] && PACKAGES+=("$p")
+  done <"$OCRD_PACKAGES_FILE"
+fi
 
 if [ "$list_only" = 1 ]; then
   printf '%s\n' "${PACKAGES[@]}"

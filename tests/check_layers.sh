@@ -2,11 +2,10 @@
 # ctest: bash tests/check_layers.sh <srcdir> <builddir>
 # src/ is in layers, one folder each, and a file may include only headers of its own layer
 # or of the layers before it (docs/architecture.md, "Layers"):
-#   base loop codec broker store runner delivery ops http server, then the library's entry
-#   point src/mqproc.{c,h}, then cli/ (the mqproc program)
+#   base loop codec broker store runner delivery ops http server, then entry/ (the
+#   library's entry point), then cli/ (the mqproc program)
 # It fails when a file includes a header of a later layer, when a header a file includes
-# from src/ is in no layer, and when a source file lies in src/ outside a folder (but the
-# entry point).
+# from src/ is in no layer, and when a source file lies in src/ outside a folder.
 set -euo pipefail
 
 SRC=${1:?usage: check_layers.sh <srcdir> <builddir>}
@@ -22,7 +21,6 @@ rank() { # rank LAYER -> its index, or nothing
 layer_of() { # layer_of PATH (relative to src/) -> its layer's name
   case $1 in
   */*) echo "${1%%/*}" ;;
-  mqproc.c | mqproc.h) echo entry ;;
   *) echo "" ;;
   esac
 }

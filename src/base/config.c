@@ -146,6 +146,11 @@ static const mqproc__opt_t OPTS[] = {
     {ROW_STR("ocrd-log-level", "MQPROC_OCRD_LOG_LEVEL", ocrd_log_level, "DEBUG"),
      .only = MQPROC__FOR_GENERIC,
      .help = "the --log-level given to OCR-D processors (OCR-D's worker passes DEBUG)"},
+    {ROW_BOOL("ocrd-check-output", "MQPROC_OCRD_CHECK_OUTPUT", ocrd_check_output, "true"),
+     .only = MQPROC__FOR_GENERIC,
+     .help = "after an OCR-D processor exits 0, check that the METS (or its METS server) lists a "
+             "file in each output group for each page the job names: a try whose output is "
+             "missing fails, naming the pages (false: for a processor that skips pages)"},
     {ROW_STR("workspace-root", "MQPROC_WORKSPACE_ROOT", workspace_root, NULL),
      .help = "directory of workspaces: a message's workspace_id W means the METS <root>/W/mets.xml "
              "(without it, workspace_id messages are dead-lettered)"},

@@ -84,6 +84,7 @@ typedef struct mqproc__config {
   mqproc__isolation_t isolation;   /* --isolation thread|process: where a C processor runs */
   mqproc__ocrd_cli_t ocrd_cli;     /* --ocrd-cli auto|true|false: OCR-D's processor arguments */
   char *ocrd_log_level;            /* --ocrd-log-level: their --log-level */
+  int ocrd_check_output;           /* --ocrd-check-output: an OCR-D try's output is checked */
   char *workspace_root;            /* --workspace-root: METS of workspace_id = root/id/mets.xml */
   mqproc__ocrd_mets_server_t ocrd_mets_server; /* --ocrd-mets-server socket|tcp|off */
   char *ocrd_sockets_dir;          /* --ocrd-sockets-dir: where OCR-D's METS server sockets are */

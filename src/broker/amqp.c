@@ -10,7 +10,7 @@
  * our consumer instead of leaving it silently idle) and connection.blocked (RabbitMQ says
  * when a resource alarm blocks publishers: publish() then refuses at once with
  * MQPROC_EBROKER_BLOCKED instead of writing into a socket nobody reads). Every call that
- * may block on the socket runs under a deadline (write_guard.h, --broker-timeout).
+ * may block on the socket runs under a deadline (amqp_write_guard.h, --broker-timeout).
  *
  * Writes wait in a buffer under the socket (broker/amqp_wbuf.h, plain TCP) and leave
  * together when the server's loop flushes, before it sleeps: a turn's publishes and acks

@@ -1,5 +1,5 @@
 /* Connecting to AMQP brokers, shared by the server's backend (broker/amqp.c) and the
- * operators' client (ops/amqp.c):
+ * operators' client (broker/client.c):
  *   - a broker list: --queue takes several URLs separated by commas (the nodes of a
  *     cluster), tried in a fresh shuffled order on every (re)connect;
  *   - TLS: an amqps:// URL connects over TLS (rabbitmq-c's OpenSSL socket), checked

@@ -1,4 +1,4 @@
-/* A deadline for blocking socket calls (see write_guard.h for why and how). */
+/* A deadline for blocking socket calls (see amqp_write_guard.h for why and how). */
 #include "broker/amqp_write_guard.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* The directory queue's on-disk format (docs/dir-queue.md), shared by the dir:// broker
- * backend (broker/dir.c) and the operators' client (ops/amqp.c: submit, retry, depths).
+ * backend (broker/dir.c) and the operators' client (broker/client.c: submit, retry, depths).
  *
  * A spool directory (dir:///spool) holds one directory per queue, as a vhost holds queues:
  *   QUEUE/tmp/     files being written: a producer writes here, then renames into new/

@@ -1,7 +1,9 @@
 /* The operator commands' shared parts (see admin.h) and their dispatch. */
 #include "admin.h"
 
+#include <limits.h>
 #include <pwd.h>
+#include <unistd.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,17 @@ static const mqproc__opt_t *find(const mqproc__opt_t *opts, const char *name, si
         (shrt == 0 && strlen(opts->name) == len && strncmp(opts->name, name, len) == 0))
       return opts;
   return NULL;
+}
+
+/* Records an option's value; -1 after printing why not (more than ARGS_MAX options). */
+static int add(args_t *a, const char *name, const char *val) {
+  if (a->n >= ARGS_MAX) {
+    fprintf(stderr, "mqproc %s: more than %d options\n", a->cmd, ARGS_MAX);
+    return -1;
+  }
+  a->names[a->n] = name;
+  a->vals[a->n++] = val;
+  return 0;
 }
 
 /* --NAME-file (or its environment variable): read the URL from the file when no stronger
@@ -54,11 +67,7 @@ static int url_from_file(args_t *a, const char *name, int slot, const char *cmd)
             cmd, file_opt, path);
   snprintf(text[slot], sizeof(text[slot]), "%s", url); /* the reader caps it at 8 KiB */
   free(url);
-  if (a->n >= ARGS_MAX)
-    return 2;
-  a->names[a->n] = u->name;
-  a->vals[a->n++] = text[slot];
-  return 0;
+  return add(a, u->name, text[slot]) != 0 ? 2 : 0;
 }
 
 int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **argv,
@@ -71,8 +80,8 @@ int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **ar
     const char *s = argv[i], *eq, *val = NULL;
     const mqproc__opt_t *o;
     if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-      a->names[a->n] = "help";
-      a->vals[a->n++] = "";
+      if (add(a, "help", "") != 0)
+        return 2;
       continue;
     }
     if (strncmp(s, "--", 2) == 0 && s[2] != '\0') {
@@ -82,8 +91,11 @@ int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **ar
     } else if (s[0] == '-' && s[1] != '\0' && s[2] == '\0') {
       o = find(opts, NULL, 0, s[1]);
     } else {
-      if (a->npos < ARGS_MAX)
-        a->pos[a->npos++] = s;
+      if (a->npos >= ARGS_MAX) {
+        fprintf(stderr, "mqproc %s: more than %d arguments\n", cmd, ARGS_MAX);
+        return 2;
+      }
+      a->pos[a->npos++] = s;
       continue;
     }
     if (o == NULL) {
@@ -100,12 +112,8 @@ int mqproc__args_parse(args_t *a, const mqproc__opt_t *opts, int argc, char **ar
       fprintf(stderr, "mqproc %s: --%s takes no value\n", cmd, o->name);
       return 2;
     }
-    if (a->n >= ARGS_MAX) {
-      fprintf(stderr, "mqproc %s: too many options\n", cmd);
+    if (add(a, o->name, val != NULL ? val : "") != 0)
       return 2;
-    }
-    a->names[a->n] = o->name;
-    a->vals[a->n++] = val != NULL ? val : "";
   }
   if (mqproc__has(a, "help"))
     return 0;
@@ -237,6 +245,42 @@ const char *mqproc__arg_nth(const args_t *a, const char *name, int k) {
     if (!strcmp(a->names[i], name) && k-- == 0)
       return a->vals[i];
   return NULL;
+}
+
+/* Adds the names of list (comma-separated) to h (n names, used bytes of its text so far);
+ * -1 after printing why not. */
+static int add_hosts(const args_t *a, const char *list, mqproc__http_hosts_t *h, size_t *n,
+                     size_t *used) {
+  for (const char *p = list; *p != '\0';) {
+    size_t len = strcspn(p, ",");
+    if (len > 0 && (*n == MQPROC__HTTP_HOSTS_MAX || *used + len + 1 > sizeof(h->buf))) {
+      fprintf(stderr, "mqproc %s: --http-host: at most %d names (%zu bytes)\n", a->cmd,
+              MQPROC__HTTP_HOSTS_MAX, sizeof(h->buf));
+      return -1;
+    }
+    if (len > 0) {
+      h->names[(*n)++] = memcpy(h->buf + *used, p, len);
+      h->buf[*used + len] = '\0';
+      *used += len + 1;
+    }
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
+int mqproc__arg_http_hosts(const args_t *a, mqproc__http_hosts_t *h) {
+  size_t n = 0, used = 0;
+  const char *v;
+  if (mqproc__arg_nth(a, "http-host", 0) == NULL) {
+    if ((v = mqproc__arg(a, "http-host")) != NULL && add_hosts(a, v, h, &n, &used) < 0)
+      return -1;
+  } else {
+    for (int i = 0; (v = mqproc__arg_nth(a, "http-host", i)) != NULL; i++)
+      if (add_hosts(a, v, h, &n, &used) < 0)
+        return -1;
+  }
+  h->names[n] = NULL;
+  return 0;
 }
 
 void mqproc__args_usage(const char *usage, const mqproc__opt_t *opts) {
@@ -556,7 +600,39 @@ int mqproc__admin_main(int argc, char **argv) {
     return mqproc__cmd_processing_api(argc - 2, argv + 2);
   if (!strcmp(cmd, "results"))
     return mqproc__cmd_results(argc - 2, argv + 2);
+  if (!strcmp(cmd, "mets-server"))
+    return mqproc__cmd_mets_server(argc - 2, argv + 2);
   if (!strcmp(cmd, "pause") || !strcmp(cmd, "resume") || !strcmp(cmd, "drain"))
     return mqproc__cmd_control(cmd, argc - 2, argv + 2);
   return -1;
+}
+
+const mqproc__opt_choice_t mqproc__mets_server_choices[] = {{"off", MQPROC__METS_SERVERS_OFF},
+                                                            {"mqproc", MQPROC__METS_SERVERS_MQPROC},
+                                                            {"ocrd", MQPROC__METS_SERVERS_OCRD},
+                                                            {NULL, 0}};
+
+int mqproc__admin_mets_servers(const args_t *a, mqproc__mets_servers_t *out, char *program,
+                               char *dir) {
+  int kind = mqproc__arg_enum(a, "mets-server");
+  ssize_t n;
+  if (kind < 0)
+    return -1;
+  memset(out, 0, sizeof(*out));
+  out->kind = (mqproc__mets_servers_kind_t)kind;
+  out->database = mqproc__arg(a, "database");
+  out->ocrd_command =
+      mqproc__arg(a, "ocrd-command") != NULL ? mqproc__arg(a, "ocrd-command") : "ocrd";
+  snprintf(dir, PATH_MAX, "/tmp/mqproc-mets-%d", (int)geteuid());
+  out->sockets_dir =
+      mqproc__arg(a, "mets-sockets-dir") != NULL ? mqproc__arg(a, "mets-sockets-dir") : dir;
+  /* its servers are this very program's `mets-server` */
+  if ((n = readlink("/proc/self/exe", program, PATH_MAX - 1)) <= 0) {
+    fprintf(stderr, "mqproc %s: cannot find this program (/proc/self/exe): %s\n", a->cmd,
+            strerror(errno));
+    return -1;
+  }
+  program[n] = '\0';
+  out->program = program;
+  return 0;
 }

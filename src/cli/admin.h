@@ -9,9 +9,31 @@
 #include <stddef.h>
 
 #include "base/config.h"
+#include "ops/ocrd.h"
 #include "ops/ops.h"
 
 /* ---- arguments ---------------------------------------------------------------------- */
+
+/* The rows of the commands that dispatch OCR-D jobs (processing-api, submit --workflow):
+ * which METS servers hold their workspaces (mqproc__admin_mets_servers). */
+extern const mqproc__opt_choice_t mqproc__mets_server_choices[];
+#define MQPROC__OPTS_METS_SERVERS                                                                  \
+  {.name = "mets-server",                                                                          \
+   .env = "MQPROC_METS_SERVER",                                                                    \
+   .type = MQPROC__OPT_ENUM,                                                                       \
+   .choices = mqproc__mets_server_choices,                                                         \
+   .def = "mqproc",                                                                                \
+   .help = "the METS server each workspace's jobs go through: mqproc (`mqproc mets-server`), "     \
+           "ocrd (OCR-D's `ocrd workspace server start`, --ocrd-command) or off (none: OCR-D "     \
+           "processors write mets.xml, one at a time per workspace)"},                             \
+      {.name = "mets-sockets-dir",                                                                 \
+       .env = "MQPROC_METS_SOCKETS_DIR",                                                           \
+       .help = "DIR of the METS servers' sockets, which the processing servers must reach "        \
+               "(default /tmp/mqproc-mets-UID)"},                                                  \
+  {                                                                                                \
+    .name = "ocrd-command", .env = "MQPROC_OCRD_COMMAND",                                          \
+    .help = "OCR-D's CLI for --mets-server=ocrd (default ocrd)"                                    \
+  }
 
 /* An operator command's options are rows of the server's type (base/config.h's
  * mqproc__opt_t): .name, .env (read when the option is not given), .help, .shrt (-c) and
@@ -62,8 +84,23 @@ extern const mqproc__opt_choice_t mqproc__job_states[];
   { .name = "state", .type = MQPROC__OPT_ENUM, .choices = mqproc__job_states, .help = h }
 /* The i-th value of a repeatable option (NULL past the end). */
 const char *mqproc__arg_nth(const args_t *a, const char *name, int i);
+/* The METS servers the options above ask for, into out (its strings point into a, bufs: a
+ * PATH_MAX buffer each for the program and the default directory); -1 after printing why
+ * not. */
+int mqproc__admin_mets_servers(const args_t *a, mqproc__mets_servers_t *out, char *program,
+                               char *dir);
 /* Prints usage and the option list. */
 void mqproc__args_usage(const char *usage, const mqproc__opt_t *opts);
+
+/* --http-host (repeatable, each value a name or a comma-separated list; not given:
+ * MQPROC_HTTP_HOST's list): the names a Host may give, as mqproc__http_start() takes them. */
+#define MQPROC__HTTP_HOSTS_MAX 32
+typedef struct mqproc__http_hosts {
+  const char *names[MQPROC__HTTP_HOSTS_MAX + 1]; /* NULL-terminated */
+  char buf[2048];                                /* their text */
+} mqproc__http_hosts_t;
+/* Fills h from a; -1 after printing why not (more names, or more text, than h holds). */
+int mqproc__arg_http_hosts(const args_t *a, mqproc__http_hosts_t *h);
 
 /* A command with subcommands (`jobs list`, `dead-letters requeue`): each subcommand its
  * name, its usage and the options of the command's catalog it takes. */
@@ -145,6 +182,7 @@ int mqproc__cmd_stats(int argc, char **argv);
 int mqproc__cmd_dashboard(int argc, char **argv);
 int mqproc__cmd_processing_api(int argc, char **argv);            /* processing_api.c */
 int mqproc__cmd_results(int argc, char **argv);                   /* results.c */
+int mqproc__cmd_mets_server(int argc, char **argv);               /* mets_server.c */
 int mqproc__cmd_control(const char *wish, int argc, char **argv); /* pause resume drain */
 
 /* The operator commands: the exit code, or -1 when argv[1] is not one of them. */

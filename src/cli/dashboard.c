@@ -59,8 +59,6 @@ static const char USAGE[] =
     "SIGTERM or SIGINT stops it.\n";
 
 #define READY_DEADLINE_MS 900
-#define HOSTS_MAX 32
-#define HOSTS_BUF 2048
 
 /* A /readyz call waiting for the ping's answer or its deadline. */
 typedef struct ready {
@@ -143,42 +141,6 @@ static void handle(void *ud, mqproc__http_req_t *req) {
                             "not found (a dashboard has no /metrics: scrape the servers)\n");
 }
 
-/* Adds the names of list (comma-separated) to hosts[*n], their text at buf + *used;
- * -1 after printing why not. */
-static int add_hosts(const char *list, char **hosts, size_t *n, char *buf, size_t *used) {
-  for (const char *p = list; *p != '\0';) {
-    size_t len = strcspn(p, ",");
-    if (len > 0 && (*n == HOSTS_MAX || *used + len + 1 > HOSTS_BUF)) {
-      fprintf(stderr, "mqproc dashboard: --http-host: at most %d names\n", HOSTS_MAX);
-      return -1;
-    }
-    if (len > 0) {
-      hosts[(*n)++] = memcpy(buf + *used, p, len);
-      buf[*used + len] = '\0';
-      *used += len + 1;
-    }
-    p += len + (p[len] == ',');
-  }
-  return 0;
-}
-
-/* The --http-host names (else MQPROC_HTTP_HOST's) into hosts, NULL-terminated, their text
- * in buf; -1 after printing why not. */
-static int http_hosts(const args_t *a, char **hosts, char *buf) {
-  size_t n = 0, used = 0;
-  const char *v;
-  if (mqproc__arg_nth(a, "http-host", 0) == NULL) {
-    if ((v = mqproc__arg(a, "http-host")) != NULL && add_hosts(v, hosts, &n, buf, &used) < 0)
-      return -1;
-  } else {
-    for (int i = 0; (v = mqproc__arg_nth(a, "http-host", i)) != NULL; i++)
-      if (add_hosts(v, hosts, &n, buf, &used) < 0)
-        return -1;
-  }
-  hosts[n] = NULL;
-  return 0;
-}
-
 /* --http-session-ttl in seconds (0: the default); -1 after printing why not. */
 static int session_ttl(const args_t *a) {
   const char *v = mqproc__arg(a, "http-session-ttl");
@@ -203,7 +165,7 @@ int mqproc__cmd_dashboard(int argc, char **argv) {
   args_t a;
   dashboard_t db = {0};
   char err[MQPROC_ERR_LEN], host[256] = "localhost", via[300], title[340];
-  char *hosts[HOSTS_MAX + 1], hosts_buf[HOSTS_BUF];
+  mqproc__http_hosts_t hosts;
   const char *addr;
   mqproc__dash_cfg_t cfg;
   mqproc__tls_t tls;
@@ -227,7 +189,7 @@ int mqproc__cmd_dashboard(int argc, char **argv) {
   gethostname(host, sizeof(host) - 1);
   snprintf(via, sizeof(via), "dashboard@%s", host);
   snprintf(title, sizeof(title), "mqproc: the fleet (%s)", via);
-  if (mqproc__admin_tls(&a, &tls) < 0 || http_hosts(&a, hosts, hosts_buf) < 0 ||
+  if (mqproc__admin_tls(&a, &tls) < 0 || mqproc__arg_http_hosts(&a, &hosts) < 0 ||
       (ttl = session_ttl(&a)) < 0)
     return 2;
   cfg = (mqproc__dash_cfg_t){.database = mqproc__arg(&a, "database"),
@@ -241,8 +203,8 @@ int mqproc__cmd_dashboard(int argc, char **argv) {
                              .tls = tls};
   if ((rc = mqproc__loop_new(&db.loop, err)) != MQPROC_OK ||
       (rc = mqproc__dash_new(&db.dash, db.loop, &cfg, err)) != MQPROC_OK ||
-      (rc = mqproc__http_start(&db.http, db.loop, addr, (const char *const *)hosts, handle, &db,
-                               err)) != MQPROC_OK) {
+      (rc = mqproc__http_start(&db.http, db.loop, addr, hosts.names, handle, &db, err)) !=
+          MQPROC_OK) {
     fprintf(stderr, "mqproc dashboard: %s\n", err);
     mqproc__dash_free(db.dash);
     mqproc__loop_free(db.loop);

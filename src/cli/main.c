@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "mqproc.h"
+#include "entry/entry.h"
 #include "cli/admin.h"
 #include "base/util.h"
 

@@ -3,6 +3,7 @@
  * own client (`ocrd network client …`) and anything written against the Processing Server
  * work against an mqproc deployment; MongoDB's part is the job table's (docs/ocrd.md).
  * /healthz: 200 while it runs; /readyz: 200 while the store answers. */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ static const mqproc__opt_t OPTS[] = {
     {.name = "callback-timeout-ms",
      .env = "MQPROC_CALLBACK_TIMEOUT_MS",
      .help = "timeout of one workflow callback POST (default 10000)"},
+    MQPROC__OPTS_METS_SERVERS,
     {0}};
 
 static const char USAGE[] =
@@ -201,12 +203,12 @@ static long num_opt(const args_t *a, const char *name, long def, long lo, long h
 static int serve(const args_t *a, mqproc__api_cfg_t *cfg, const char *addr, long body_max) {
   papi_t p = {0};
   char err[MQPROC_ERR_LEN], *url = NULL;
-  const char *hosts[33] = {0}, *v;
+  mqproc__http_hosts_t hosts;
   int rc;
-  for (int i = 0; i < 32 && (v = mqproc__arg_nth(a, "http-host", i)) != NULL; i++)
-    hosts[i] = v;
+  if (mqproc__arg_http_hosts(a, &hosts) < 0)
+    return 2;
   if ((rc = mqproc__loop_new(&p.loop, err)) != MQPROC_OK ||
-      (rc = mqproc__http_start(&p.http, p.loop, addr, hosts, handle, &p, err)) != MQPROC_OK ||
+      (rc = mqproc__http_start(&p.http, p.loop, addr, hosts.names, handle, &p, err)) != MQPROC_OK ||
       (url = result_url(a, addr, mqproc__http_port(p.http))) == NULL ||
       (cfg->result_url = url, (rc = mqproc__api_new(&p.api, p.loop, cfg, err)) != MQPROC_OK)) {
     fprintf(stderr, "mqproc processing-api: %s\n",
@@ -236,6 +238,8 @@ int mqproc__cmd_processing_api(int argc, char **argv) {
   json_t *tools = json_object();
   mqproc__api_cfg_t cfg;
   mqproc__tls_t tls;
+  mqproc__mets_servers_t mets;
+  char program[PATH_MAX], sockets[PATH_MAX];
   const char *v;
   long body_max, sweep_ms, cb_ms;
   int rc;
@@ -254,7 +258,8 @@ int mqproc__cmd_processing_api(int argc, char **argv) {
   else if ((body_max = num_opt(&a, "max-body", 1048576, 1024, 1L << 30)) < 0 ||
            (sweep_ms = num_opt(&a, "sweep-interval", 2000, 100, 3600000)) < 0 ||
            (cb_ms = num_opt(&a, "callback-timeout-ms", 10000, 1, 3600000)) < 0 ||
-           mqproc__admin_tls(&a, &tls) < 0)
+           mqproc__admin_tls(&a, &tls) < 0 ||
+           mqproc__admin_mets_servers(&a, &mets, program, sockets) < 0)
     ;
   else
     rc = 0;
@@ -281,6 +286,7 @@ int mqproc__cmd_processing_api(int argc, char **argv) {
                             .tools = tools,
                             .tls = tls,
                             .sweep_ms = (int)sweep_ms,
+                            .mets = mets,
                             .cb = {.timeout_ms = cb_ms, .retries = 3, .backoff_ms = 500}};
   rc = serve(&a, &cfg, mqproc__arg(&a, "http") != NULL ? mqproc__arg(&a, "http") : "127.0.0.1:8000",
              body_max);

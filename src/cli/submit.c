@@ -2,6 +2,7 @@
  * confirms and the mandatory flag, print their job ids, and with --wait wait for their
  * final states in the job table. With the database, each job's row is written first, in
  * state QUEUED (ops/submit.h), so `jobs show`, `stats` and `jobs cancel` see it at once. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ static const mqproc__opt_t OPTS[] = {
      .help = "AMQP priority 0-255 (orders delivery only on a queue declared with --max-priority, "
              "up to that value; a dir:// queue orders by 0-99, above 99 counts as 99)"},
     {.name = "job-id", .help = "job id (default: a random UUID; with --count, ID-1 ... ID-N)"},
-    {.name = "header", .help = "AMQP header k=v, repeatable"},
+    {.name = "header", .help = "AMQP header k=v, repeatable (at most 32)"},
     {.name = "format",
      .type = MQPROC__OPT_ENUM,
      .def = "json",
@@ -63,6 +64,7 @@ static const mqproc__opt_t OPTS[] = {
      .help = "wait for the final states: exit 0 all SUCCESS, 1 any FAILED/CANCELLED"},
     {.name = "timeout",
      .help = "with --wait: give up after this many seconds (exit 2; default 3600)"},
+    MQPROC__OPTS_METS_SERVERS,
     {0}};
 
 static void uuid(char out[37]) {
@@ -266,11 +268,15 @@ static int wait_run(const args_t *a, const mqproc__ocrd_env_t *e, const char *wf
   const char *t = mqproc__arg(a, "timeout"), *vals[1] = {wf};
   time_t deadline = time(NULL) + (t != NULL ? atol(t) : 3600);
   char err[512];
-  for (;;) {
+  json_t *idle = json_object();
+  for (int turn = 0;; turn++) {
     mqproc__ores_t *r;
     int rc = -1;
     if (mqproc__ocrd_settle(e, NULL, err) < 0)
       fprintf(stderr, "mqproc submit: release pass: %s\n", err);
+    /* as the API's sweep: a METS server that died is started again */
+    if (turn % 10 == 0 && mqproc__mets_servers_sweep(e, idle, err) < 0)
+      fprintf(stderr, "mqproc submit: METS servers: %s\n", err);
     r = mqproc__admin_q(e->db, "SELECT state FROM mqproc_workflow_jobs WHERE job_id = $1",
                         "SELECT state FROM mqproc_workflow_jobs WHERE job_id = ?1", 1, vals);
     if (r != NULL && mqproc__ores_rows(r) == 1 && !mqproc__ores_null(r, 0, 0))
@@ -278,10 +284,15 @@ static int wait_run(const args_t *a, const mqproc__ocrd_env_t *e, const char *wf
     mqproc__ores_free(r);
     if (rc >= 0) {
       fprintf(stderr, "mqproc submit: workflow job %s %s\n", wf, rc == 0 ? "SUCCESS" : "FAILED");
+      /* OCR-D's own METS servers stop when told: two sweeps that find them idle */
+      for (int i = 0; i < 2 && e->mets != NULL && e->mets->kind == MQPROC__METS_SERVERS_OCRD; i++)
+        mqproc__mets_servers_sweep(e, idle, err);
+      json_decref(idle);
       return rc;
     }
     if (time(NULL) >= deadline) {
       fprintf(stderr, "mqproc submit: timed out: workflow job %s has not ended\n", wf);
+      json_decref(idle);
       return 2;
     }
     nanosleep(&(struct timespec){0, 200 * 1000000}, NULL);
@@ -293,7 +304,9 @@ static int wait_run(const args_t *a, const mqproc__ocrd_env_t *e, const char *wf
 static int submit_workflow(const args_t *a) {
   const char *file = mqproc__arg(a, "workflow"), *mets = mqproc__arg(a, "mets");
   mqproc__ocrd_answer_t ans = {0};
-  mqproc__ocrd_env_t e = {.exchange = mqproc__arg(a, "exchange")};
+  mqproc__mets_servers_t servers;
+  char program[PATH_MAX], sockets[PATH_MAX];
+  mqproc__ocrd_env_t e = {.exchange = mqproc__arg(a, "exchange"), .mets = &servers};
   mqproc__ocrd_wf_run_t r = {
       .mets = mets, .page_id = mqproc__arg(a, "page-id"), .page_wise = mqproc__has(a, "page-wise")};
   json_t *ids, *list, *v;
@@ -304,6 +317,10 @@ static int submit_workflow(const args_t *a) {
   FILE *f;
   if (mets == NULL || (abs = realpath(mets, NULL)) == NULL) {
     fprintf(stderr, "mqproc submit: --workflow needs --mets PATH of an existing METS\n");
+    return 2;
+  }
+  if (mqproc__admin_mets_servers(a, &servers, program, sockets) < 0) {
+    free(abs);
     return 2;
   }
   r.mets = abs;
@@ -382,9 +399,13 @@ int mqproc__cmd_submit(int argc, char **argv) {
     fprintf(stderr, "mqproc submit: --count: expected a number >= 1\n");
     return 2;
   }
-  for (int i = 0; (v = mqproc__arg_nth(&a, "header", i)) != NULL && n_headers < 32; i++) {
+  for (int i = 0; (v = mqproc__arg_nth(&a, "header", i)) != NULL; i++) {
     if (strchr(v, '=') == NULL) {
       fprintf(stderr, "mqproc submit: --header: expected key=value, got '%s'\n", v);
+      return 2;
+    }
+    if (n_headers == MQPROC__ARRAY_LEN(headers)) {
+      fprintf(stderr, "mqproc submit: --header: at most %zu\n", MQPROC__ARRAY_LEN(headers));
       return 2;
     }
     headers[n_headers++] = v;

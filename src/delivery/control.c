@@ -6,7 +6,7 @@
  * early ack of a long-running job is a timer armed at the claim and handled here.
  *
  * These functions change a delivery's state only where it waits, then let the machine
- * run on (mqproc__delivery_advance); the struct and states are in delivery_int.h.
+ * run on (mqproc__delivery_advance); the struct and states are in int.h.
  */
 #include "delivery/int.h"
 

@@ -106,14 +106,26 @@ static int shown_request(mqproc__delivery_t *d) {
   return d->request_shown != NULL ? MQPROC_OK : MQPROC_ENOMEM;
 }
 
-/* Whether the message's sender runs no METS server although it names a callback of its
- * own (MQPROC__HEADER_METS_SERVER: none). */
-static int no_mets_server(const char *headers_json) {
+/* The METS server the message's sender holds its workspace in (MQPROC__HEADER_METS_SERVER,
+ * ocrd_argv.h): 0 when the header is absent; 1 with *url NULL for "none", else a copy of
+ * the URL or socket path; -1 when the value is neither (err says why). */
+static int named_mets_server(const char *headers_json, char **url, char *err) {
   json_t *h = headers_json != NULL ? json_loads(headers_json, 0, NULL) : NULL;
-  const char *v = json_string_value(json_object_get(h, MQPROC__HEADER_METS_SERVER));
-  int none = v != NULL && strcmp(v, "none") == 0;
+  json_t *jv = json_object_get(h, MQPROC__HEADER_METS_SERVER);
+  const char *v = json_string_value(jv);
+  int rc = 1;
+  *url = NULL;
+  if (jv == NULL)
+    rc = 0;
+  else if (v == NULL || !mqproc__ocrd_mets_server_named(v))
+    rc = mqproc__err(err, -1,
+                     "header %s is neither \"none\", a socket's absolute path nor an http(s):// "
+                     "URL (at most %d bytes)",
+                     MQPROC__HEADER_METS_SERVER, MQPROC__METS_SERVER_URL_MAX);
+  else if (strcmp(v, "none") != 0 && (*url = mqproc__strdup(v)) == NULL)
+    rc = -2;
   json_decref(h);
-  return none;
+  return rc;
 }
 
 /* A job that is not OCR-D's may come without job_id and created_time: they are made here.
@@ -223,12 +235,18 @@ static int step_decode(mqproc__delivery_t *d) {
         d->msg->workspace_id);
     return 1;
   }
-  /* a job of OCR-D's Processing Server goes through the METS server it started for it (not
-   * one of mqproc processing-api's, which runs none) */
-  rc = no_mets_server(d->headers_json)
-           ? MQPROC_OK
-           : mqproc__ocrd_mets_server_url(d->msg, d->mets_path, cfg(d)->ocrd_mets_server,
-                                          cfg(d)->ocrd_sockets_dir, &d->mets_server_url, err);
+  /* a job goes through the METS server its sender names (mqproc processing-api and submit
+   * --workflow), else that OCR-D's Processing Server started for it */
+  rc = named_mets_server(d->headers_json, &d->mets_server_url, err);
+  if (rc == -2)
+    return mqproc__delivery_wait_timer(d, S_DEFER, 1000); /* out of memory: give it back */
+  if (rc == -1) {
+    mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
+    return 1;
+  }
+  rc = rc == 1 ? MQPROC_OK
+               : mqproc__ocrd_mets_server_url(d->msg, d->mets_path, cfg(d)->ocrd_mets_server,
+                                              cfg(d)->ocrd_sockets_dir, &d->mets_server_url, err);
   if (rc == MQPROC_EINVAL) {
     mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;

@@ -48,7 +48,7 @@ void mqproc__delivery_slot_free(mqproc__delivery_t *d);
  * (a --claim-ahead pass), -1 when it is no such delivery. */
 int64_t mqproc__delivery_ahead_waited_ms(const mqproc__delivery_t *d, int64_t now);
 /* Such a delivery's job is released for another server without costing an attempt (the
- * automatic window's hand-back, server_flow.c); 0 when d is no such delivery. */
+ * automatic window's hand-back, server/flow.c); 0 when d is no such delivery. */
 int mqproc__delivery_hand_back(mqproc__delivery_t *d);
 /* The broker connected, went away, or (un)blocked publishing: a delivery waiting to
  * publish tries again. */

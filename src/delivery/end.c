@@ -2,7 +2,7 @@
  * outcome and the outbox mark in one write, then the ack), FAIL (requeue or FAILED),
  * GIVE_UP (out of attempts), RELEASE (shutdown) and FENCED (a newer attempt owns the job).
  * Part of the machine in delivery.c (its diagram is there); what follows them, sending the
- * outcome, is in delivery_out.c.
+ * outcome, is in out.c.
  */
 #include "delivery/int.h"
 

@@ -1,5 +1,5 @@
 /* Internal to the delivery, shared by its two files: delivery.c (the state machine, the
- * processing protocol) and delivery_ctl.c (what acts on a delivery from outside the
+ * processing protocol) and control.c (what acts on a delivery from outside the
  * machine: creation, start, lease renewal, --ack-after, shutdown, accessors, free). The
  * rest of mqproc uses delivery.h only.
  *
@@ -53,7 +53,7 @@ typedef enum dstate {
 #undef DSTATE_ENUM
 } dstate_t;
 
-/* Their names, in the order above (delivery_wait.c). */
+/* Their names, in the order above (wait.c). */
 extern const char *const mqproc__delivery_state_names[];
 
 #define STORE_BACKOFF_MIN_MS 250
@@ -144,8 +144,8 @@ struct mqproc__delivery {
  * back to the server (delivery.c). */
 void mqproc__delivery_advance(mqproc__delivery_t *d);
 
-/* The machine's shared helpers (delivery_wait.c), used by its steps in delivery.c and
- * delivery_out.c (the states that send an outcome: dead letter, result, callbacks,
+/* The machine's shared helpers (wait.c), used by its steps in delivery.c and
+ * out.c (the states that send an outcome: dead letter, result, callbacks,
  * settle). Each sets d->state and returns what a step returns (1 go on, 0 wait). */
 int mqproc__delivery_has_callbacks(const mqproc__msg_t *m);
 int mqproc__delivery_stale(const mqproc__delivery_t *d);
@@ -164,19 +164,19 @@ int mqproc__delivery_broker_down(mqproc__delivery_t *d, const char *why);
 int mqproc__delivery_broker_blocked(mqproc__delivery_t *d);
 void mqproc__delivery_to_dead_letter(mqproc__delivery_t *d, dstate_t then, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* How the last try ended, as the store records it (delivery_end.c). */
+/* How the last try ended, as the store records it (end.c). */
 mqproc__try_end_t mqproc__delivery_try_end(const mqproc__delivery_t *d);
 /* The job's log file for the store: its path once a try of this delivery wrote there, else
  * NULL (the row keeps the path it has: a file an earlier attempt made, or none). */
 const char *mqproc__delivery_log_path(const mqproc__delivery_t *d);
-/* The states that record the attempt's end (delivery_end.c). */
+/* The states that record the attempt's end (end.c). */
 int mqproc__delivery_step_succeed(mqproc__delivery_t *d);
 int mqproc__delivery_step_cancel(mqproc__delivery_t *d);
 int mqproc__delivery_step_fail(mqproc__delivery_t *d);
 int mqproc__delivery_step_give_up(mqproc__delivery_t *d);
 int mqproc__delivery_step_release(mqproc__delivery_t *d);
 int mqproc__delivery_step_fenced(mqproc__delivery_t *d);
-/* The states that send the outcome (delivery_out.c). */
+/* The states that send the outcome (out.c). */
 int mqproc__delivery_step_dead_letter(mqproc__delivery_t *d);
 int mqproc__delivery_step_publish(mqproc__delivery_t *d);
 int mqproc__delivery_step_published(mqproc__delivery_t *d);
@@ -185,7 +185,7 @@ int mqproc__delivery_step_callback_record(mqproc__delivery_t *d);
 int mqproc__delivery_step_settle(mqproc__delivery_t *d, int ack);
 /* The confirm of the publish d waits for (DEAD_WAIT~, PUBLISH_WAIT~) arrived. */
 void mqproc__delivery_confirmed(mqproc__delivery_t *d, int status);
-/* Arms the --ack-after timer of a freshly claimed delivery, if configured (delivery_ctl.c). */
+/* Arms the --ack-after timer of a freshly claimed delivery, if configured (control.c). */
 void mqproc__delivery_arm_ack_timer(mqproc__delivery_t *d);
 
 static inline const char *jid(const mqproc__delivery_t *d) {

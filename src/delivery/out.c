@@ -1,7 +1,7 @@
 /* The states of a delivery that send an outcome: the dead letter, the result message,
  * the callbacks, and the settling ack or nack (or, for a delivery acked before, the
  * outbox mark's end). Part of the machine in delivery.c (its diagram is there); shared
- * helpers are in delivery_int.h.
+ * helpers are in int.h.
  */
 #include "delivery/int.h"
 

@@ -78,7 +78,7 @@ int64_t mqproc__policy_defer_ms(int64_t lease_left_ms, int lease_ms, uint32_t rn
  * goes back to base. Long jobs never starve a slot (the claimed-ahead job is ready long
  * before), so they keep the base window and a fleet shares its queue as before; long jobs
  * right behind short ones, claimed ahead by a deep window, are handed back once one has
- * waited a second for a slot (server_flow.c). */
+ * waited a second for a slot (server/flow.c). */
 #define MQPROC__DEPTH_MAX 64
 int mqproc__policy_depth_grow(int depth, int base, int concurrency);
 int mqproc__policy_depth_shrink(int depth, int base);

@@ -1,4 +1,4 @@
-/* What the delivery machine's states share (delivery.c, delivery_out.c): store requests
+/* What the delivery machine's states share (delivery.c, out.c): store requests
  * and their answers, the waits on timers, the broker being away or blocking, the turn to
  * the dead letter. Each helper sets d->state and returns what a step returns (1: go on
  * with the new state, 0: wait for an event).

@@ -13,10 +13,17 @@
  * the per-client and overall limits (http.h). It closes by shutdown(2): MHD sees the end
  * of the stream on its next run and closes the connection itself. The sweep runs after
  * MHD_run, not at accept, so a burst of connections whose requests are already in their
- * socket buffers is served, not cut. */
+ * socket buffers is served, not cut.
+ *
+ * Unix sockets ("unix:PATH"): the socket is bound and listened on here and handed to MHD
+ * (MHD_OPTION_LISTEN_SOCKET). Its clients have no address, so the per-client limits tell
+ * them apart by their process (SO_PEERCRED), the Host check is skipped (a browser cannot
+ * reach a socket file, and Python's requests sends the path as Host), and the socket file
+ * is removed on stop only while it is still the one bound here (device and inode). */
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -25,6 +32,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "mqproc/mqproc.h"
@@ -33,6 +43,8 @@
 /* An open connection (MHD's socket context). */
 typedef struct conn {
   struct sockaddr_storage peer; /* its client address (the port is not compared) */
+  pid_t pid;                    /* on a Unix socket: the client's process (SO_PEERCRED) */
+  uid_t uid;                    /* and its user */
   int fd;
   int waiting;              /* no whole request yet: since since_ms */
   int closing;              /* shut down by the sweep; MHD closes it on its next run */
@@ -53,6 +65,15 @@ struct mqproc__http {
   conn_t *conns, *conns_tail;  /* every open connection */
   int head_timeout_ms;
   size_t body_max; /* a body other than a small form, kept up to this (0: refused) */
+  /* the forms it parses (mqproc__http_set_form_max) */
+  int form_fields;
+  size_t form_value_max, form_body_max;
+  int form_with_body; /* forms parsed into fields although bodies are kept */
+  /* on a Unix socket (ADDR "unix:PATH"): its path and its file, removed on stop while it
+   * is still this one */
+  char *unix_path;
+  dev_t unix_dev;
+  ino_t unix_ino;
 };
 
 #define FORM_FIELDS 8
@@ -67,7 +88,7 @@ struct mqproc__http_req {
   int has_body;                   /* a body that is not a small form: refused with 413 */
   struct MHD_PostProcessor *form; /* a POST's application/x-www-form-urlencoded body */
   size_t form_bytes;
-  char *names[FORM_FIELDS], *values[FORM_FIELDS];
+  char **names, **values; /* h->form_fields of each */
   int nfields;
   int dispatched, suspended;
   char *body; /* the body when the server keeps bodies (mqproc__http_set_body_max) */
@@ -75,6 +96,8 @@ struct mqproc__http_req {
   struct MHD_Response *response; /* ready to queue */
   int status;
   mqproc__http_req_t *next_waiting;
+  mqproc__http_done_cb done; /* called once the request has ended (mqproc__http_on_done) */
+  void *done_ud;
 };
 
 static void schedule(mqproc__http_t *h);
@@ -126,10 +149,19 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **ctx,
     if (fd == NULL || (c = calloc(1, sizeof(*c))) == NULL)
       return; /* untracked: MHD's own idle timeout still ends it */
     c->fd = fd->connect_fd;
-    if (addr != NULL && addr->client_addr != NULL)
+    if (h->unix_path != NULL) { /* no address: the peer's process tells clients apart */
+      struct ucred cred;
+      socklen_t len = sizeof(cred);
+      c->peer.ss_family = AF_UNIX;
+      if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        c->pid = cred.pid;
+        c->uid = cred.uid;
+      }
+    } else if (addr != NULL && addr->client_addr != NULL) {
       memcpy(&c->peer, addr->client_addr,
              addr->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                       : sizeof(struct sockaddr_in));
+    }
     c->waiting = 1;
     c->since_ms = mqproc__now_ms();
     c->prev = h->conns_tail;
@@ -155,6 +187,8 @@ static conn_t *conn_of(struct MHD_Connection *mc) {
 static int same_client(const conn_t *a, const conn_t *b) {
   if (a->peer.ss_family != b->peer.ss_family)
     return 0;
+  if (a->peer.ss_family == AF_UNIX) /* one process; an unknown one (0) is its own client */
+    return a->pid != 0 && a->pid == b->pid && a->uid == b->uid;
   if (a->peer.ss_family == AF_INET6)
     return !memcmp(&((const struct sockaddr_in6 *)&a->peer)->sin6_addr,
                    &((const struct sockaddr_in6 *)&b->peer)->sin6_addr, sizeof(struct in6_addr));
@@ -250,7 +284,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
   for (i = 0; i < r->nfields && strcmp(r->names[i], key) != 0; i++)
     ;
   if (i == r->nfields) {
-    if (i == FORM_FIELDS || (r->names[i] = strdup(key)) == NULL)
+    if (i == r->h->form_fields || (r->names[i] = strdup(key)) == NULL)
       return MHD_NO;
     r->values[i] = NULL;
     r->nfields++;
@@ -258,7 +292,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
   {
     size_t have = r->values[i] != NULL ? strlen(r->values[i]) : 0;
     char *v;
-    if (off != have || have + size > FORM_VALUE_MAX ||
+    if (off != have || have + size > r->h->form_value_max ||
         (v = realloc(r->values[i], have + size + 1)) == NULL)
       return MHD_NO;
     memcpy(v + have, data, size);
@@ -288,9 +322,37 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     r->h = h;
     r->conn = conn;
     snprintf(r->method, sizeof(r->method), "%s", method);
-    if (is_form(conn, method) && h->body_max == 0) /* (a server keeping bodies keeps them whole) */
-      r->form = MHD_create_post_processor(conn, 1024, on_field, r);
+    /* a server keeping bodies keeps forms whole, and parses them too when it said so */
+    if (is_form(conn, method) && (h->body_max == 0 || h->form_with_body) &&
+        ((r->names = calloc((size_t)h->form_fields, sizeof(char *))) == NULL ||
+         (r->values = calloc((size_t)h->form_fields, sizeof(char *))) == NULL ||
+         (r->form = MHD_create_post_processor(conn, 1024, on_field, r)) == NULL)) {
+      free(r->names);
+      free(r->values);
+      free(r->path);
+      free(r);
+      return MHD_NO;
+    }
     *con_cls = r;
+    return MHD_YES;
+  }
+  if (*upload_size > 0 && r->form != NULL && h->form_with_body) { /* a form, kept and parsed */
+    r->form_bytes += *upload_size;
+    if (r->form_bytes > h->form_body_max ||
+        MHD_post_process(r->form, upload_data, *upload_size) != MHD_YES)
+      r->has_body = 1;
+    else if (r->body_len + *upload_size <= h->body_max) {
+      char *more = realloc(r->body, r->body_len + *upload_size + 1);
+      if (more == NULL) {
+        r->has_body = 1;
+      } else {
+        memcpy(more + r->body_len, upload_data, *upload_size);
+        r->body = more;
+        r->body_len += *upload_size;
+        r->body[r->body_len] = '\0';
+      }
+    }
+    *upload_size = 0;
     return MHD_YES;
   }
   if (*upload_size > 0 && r->form == NULL && h->body_max > 0) { /* a body kept whole */
@@ -309,7 +371,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
   }
   if (*upload_size > 0) { /* a piece of a body: a small form, or dropped */
     r->form_bytes += *upload_size;
-    if (r->form == NULL || r->form_bytes > FORM_BODY_MAX ||
+    if (r->form == NULL || r->form_bytes > h->form_body_max ||
         MHD_post_process(r->form, upload_data, *upload_size) != MHD_YES)
       r->has_body = 1;
     *upload_size = 0;
@@ -334,7 +396,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     } else if (r->has_body) {
       mqproc__http_reply_text(r, 413, "text/plain; charset=utf-8",
                               "no request body here but a small form\n");
-    } else if (!host_ok(h, host)) {
+    } else if (h->unix_path == NULL && !host_ok(h, host)) { /* (no page reaches a socket file) */
       char text[400];
       snprintf(text, sizeof(text),
                "refused: '%.200s' is not a name of this server (an IP address, localhost and the "
@@ -367,13 +429,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   mqproc__http_req_t *r = *con_cls;
   conn_t *c = conn_of(conn);
   (void)cls;
-  (void)why;
   if (c != NULL && !c->waiting) { /* kept alive: its next request has a deadline too */
     c->waiting = 1;
     c->since_ms = mqproc__now_ms();
   }
   if (r == NULL)
     return;
+  if (r->suspended) /* (MHD ends suspended connections only when it stops) */
+    unlink_waiting(r);
+  if (r->done != NULL)
+    r->done(r->done_ud, why == MHD_REQUEST_TERMINATED_COMPLETED_OK);
   if (r->response != NULL)
     MHD_destroy_response(r->response);
   if (r->form != NULL)
@@ -383,9 +448,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r->names[i]);
     free(r->values[i]);
   }
+  free(r->names);
+  free(r->values);
   free(r->path);
   free(r);
   *con_cls = NULL;
+}
+
+void mqproc__http_on_done(mqproc__http_req_t *req, mqproc__http_done_cb cb, void *ud) {
+  req->done = cb;
+  req->done_ud = ud;
 }
 
 void mqproc__http_reply(mqproc__http_req_t *r, int status, const char *content_type, char *body,
@@ -488,10 +560,26 @@ void mqproc__http_set_body_max(mqproc__http_t *h, size_t max) {
   h->body_max = max;
 }
 
+void mqproc__http_set_form_max(mqproc__http_t *h, int fields, size_t value_max, size_t body_max) {
+  h->form_fields = fields;
+  h->form_value_max = value_max;
+  h->form_body_max = body_max;
+  h->form_with_body = 1;
+}
+
 void mqproc__http_peer(const mqproc__http_req_t *r, char *out, size_t n) {
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+  const union MHD_ConnectionInfo *ci;
+  const struct sockaddr *sa;
+  if (r->h->unix_path != NULL) { /* a process on this host */
+    const conn_t *c = conn_of(r->conn);
+    if (c != NULL && c->pid != 0)
+      snprintf(out, n, "pid %ld (uid %ld)", (long)c->pid, (long)c->uid);
+    else
+      snprintf(out, n, "a local process");
+    return;
+  }
+  ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  sa = ci != NULL ? ci->client_addr : NULL;
   snprintf(out, n, "?");
   if (sa != NULL)
     getnameinfo(
@@ -557,20 +645,112 @@ static void free_http(mqproc__http_t *h) {
   for (char **p = h->hosts; p != NULL && *p != NULL; p++)
     free(*p);
   free(h->hosts);
+  free(h->unix_path);
   free(h);
+}
+
+/* ---- Unix sockets ---------------------------------------------------------------------- */
+
+/* Whether a server answers on the socket file at sun (a socket left by a process that died
+ * answers no more: ECONNREFUSED). */
+static int socket_in_use(const struct sockaddr_un *sun) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+  if (fd < 0)
+    return 1;
+  r = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+  close(fd);
+  return r == 0 || errno != ECONNREFUSED;
+}
+
+/* A listening socket bound to path (a stale socket file there is replaced; anything else
+ * that is there is left alone and refused), mode mqproc__file_mode(). The fd, or -1 with
+ * err. */
+static int listen_unix(mqproc__http_t *h, const char *path, char *err) {
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  struct stat st;
+  int fd;
+  if (path[0] == '\0' || strlen(path) >= sizeof(sun.sun_path))
+    return mqproc__err(err, -1, "unix:%.300s: expected a path of 1 to %zu bytes", path,
+                       sizeof(sun.sun_path) - 1);
+  memcpy(sun.sun_path, path, strlen(path) + 1);
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return mqproc__err(err, -1, "unix:%.300s: there is a file there that is no socket", path);
+    if (socket_in_use(&sun))
+      return mqproc__err(err, -1, "unix:%.300s: a server listens there already", path);
+    unlink(path); /* a dead server's */
+  }
+  if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+    return mqproc__err(err, -1, "unix:%.300s: %s", path, strerror(errno));
+  if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
+      chmod(path, mqproc__file_mode()) != 0 || lstat(path, &st) != 0 || listen(fd, 64) != 0) {
+    int e = errno;
+    close(fd);
+    return mqproc__err(err, -1, "unix:%.300s: cannot listen: %s", path, strerror(e));
+  }
+  h->unix_dev = st.st_dev;
+  h->unix_ino = st.st_ino;
+  if ((h->unix_path = strdup(path)) == NULL) {
+    unlink(path);
+    close(fd);
+    return mqproc__err(err, -1, "out of memory");
+  }
+  return fd;
+}
+
+/* Removes the socket file if it is still the one this server made. */
+static void unlink_unix(const mqproc__http_t *h) {
+  struct stat st;
+  if (h->unix_path != NULL && lstat(h->unix_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+      st.st_dev == h->unix_dev && st.st_ino == h->unix_ino)
+    unlink(h->unix_path);
+}
+
+/* MHD on addr (HOST:PORT, or unix:PATH: a socket of ours); NULL with err. */
+static struct MHD_Daemon *start_daemon(mqproc__http_t *h, const char *addr, char *err) {
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+  struct sockaddr_storage ss;
+  struct MHD_Daemon *d;
+  int fd = -1;
+  if (!strncmp(addr, "unix:", 5)) {
+    if ((fd = listen_unix(h, addr + 5, err)) < 0)
+      return NULL;
+  } else if (resolve(addr, &ss, err) != MQPROC_OK) {
+    return NULL;
+  } else if (ss.ss_family == AF_INET6) {
+    flags |= MHD_USE_IPv6;
+  }
+  d = fd >= 0
+          ? MHD_start_daemon(flags, 0, NULL, NULL, on_access, h, MHD_OPTION_LISTEN_SOCKET, fd,
+                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)MQPROC__HTTP_MAX_CONNECTIONS,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                             (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END)
+          : MHD_start_daemon(flags, 0, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR,
+                             (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+                             (unsigned)MQPROC__HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                             10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
+  if (d == NULL) {
+    if (fd >= 0) {
+      unlink_unix(h);
+      close(fd);
+    }
+    mqproc__err(err, MQPROC_ESYS, "--http %s: cannot listen (in use, or not an address here)",
+                addr);
+  }
+  return d; /* (MHD closes the socket it was given when it stops) */
 }
 
 int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *addr,
                        const char *const *hosts, mqproc__http_handler handler, void *ud,
                        char *err) {
-  struct sockaddr_storage ss;
   mqproc__http_t *h;
   const union MHD_DaemonInfo *info;
-  int rc;
   *out = NULL;
-  if ((rc = resolve(addr, &ss, err)) != MQPROC_OK)
-    return rc;
-  if ((h = calloc(1, sizeof(*h))) == NULL || names_of(h, addr, hosts) != MQPROC_OK) {
+  if ((h = calloc(1, sizeof(*h))) == NULL ||
+      names_of(h, !strncmp(addr, "unix:", 5) ? "" : addr, hosts) != MQPROC_OK) {
     if (h != NULL)
       free_http(h);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
@@ -579,24 +759,21 @@ int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *a
   h->handler = handler;
   h->ud = ud;
   h->head_timeout_ms = head_timeout_ms();
-  h->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                              (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-                          0, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)MQPROC__HTTP_MAX_CONNECTIONS,
-                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                          (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
-  if (h->d == NULL) {
+  h->form_fields = FORM_FIELDS;
+  h->form_value_max = FORM_VALUE_MAX;
+  h->form_body_max = FORM_BODY_MAX;
+  if ((h->d = start_daemon(h, addr, err)) == NULL) {
+    int rc = err != NULL && strstr(err, "expected") != NULL ? MQPROC_EINVAL : MQPROC_ESYS;
     free_http(h);
-    return mqproc__err(err, MQPROC_ESYS,
-                       "--http %s: cannot listen (in use, or not an address here)", addr);
+    return rc;
   }
   info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
   h->fd = info != NULL ? info->epoll_fd : -1;
-  info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+  info = h->unix_path == NULL ? MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
   h->port = info != NULL ? info->port : 0;
   if (h->fd < 0 || mqproc__loop_io(loop, h->fd, on_readable, h) != MQPROC_OK) {
     MHD_stop_daemon(h->d);
+    unlink_unix(h);
     free_http(h);
     return mqproc__err(err, MQPROC_ESYS, "--http %s: cannot watch its epoll fd", addr);
   }
@@ -619,5 +796,6 @@ void mqproc__http_stop(mqproc__http_t *h) {
   if (h->timer != 0)
     mqproc__loop_timer_cancel(h->loop, h->timer);
   MHD_stop_daemon(h->d); /* closes every connection: their contexts are freed */
+  unlink_unix(h);
   free_http(h);
 }

@@ -40,10 +40,14 @@ typedef void (*mqproc__http_handler)(void *ud, mqproc__http_req_t *req);
 #define MQPROC__HTTP_READY_MAX 32
 #define MQPROC__HTTP_READS_MAX 32
 
-/* Listens on addr ("HOST:PORT", "[V6]:PORT"); MQPROC_EINVAL/EIO with err. A request whose
- * Host names neither an IP address, nor localhost, nor addr's host, nor one of hosts
+/* Listens on addr ("HOST:PORT", "[V6]:PORT", or "unix:PATH": a Unix socket made there,
+ * mode 0600 (0660 with --group-access), in place of a socket file no server answers on;
+ * removed on stop while it is still this server's); MQPROC_EINVAL/ESYS with err. A request
+ * whose Host names neither an IP address, nor localhost, nor addr's host, nor one of hosts
  * (NULL-terminated, copied; NULL: none) is refused with 421 (DNS rebinding); a request
- * without Host (HTTP/1.0) is served. */
+ * without Host (HTTP/1.0) is served; on a Unix socket Host is not looked at (a web page
+ * cannot reach a socket file; clients send what they like: Python's requests sends the
+ * path). The per-client limits count a Unix socket's clients by their process. */
 int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *addr,
                        const char *const *hosts, mqproc__http_handler handler, void *ud, char *err);
 /* Answers what waits with 503 and stops listening. NULL is ignored. */
@@ -67,8 +71,17 @@ const char *mqproc__http_body(const mqproc__http_req_t *req, size_t *len);
 /* Keeps request bodies of up to max bytes (a larger one is answered 413 before the
  * handler sees it); 0, the default: only a small form. */
 void mqproc__http_set_body_max(mqproc__http_t *h, size_t max);
+/* The forms it parses into fields: at most fields fields, value_max bytes each, body_max in
+ * all (defaults 8, 1024, 4096); beyond, 413. A server that keeps bodies and calls this
+ * gets both the body and the fields of a form. */
+void mqproc__http_set_form_max(mqproc__http_t *h, int fields, size_t value_max, size_t body_max);
 /* The client's address, numeric. */
 void mqproc__http_peer(const mqproc__http_req_t *req, char *out, size_t n);
+
+/* Calls cb(ud, sent) once req has ended, after its answer was sent (sent 1) or its
+ * connection closed first (sent 0), from the loop; req is gone then. */
+typedef void (*mqproc__http_done_cb)(void *ud, int sent);
+void mqproc__http_on_done(mqproc__http_req_t *req, mqproc__http_done_cb cb, void *ud);
 
 /* Sends the answer: body (malloc()ed, taken; NULL for none) of len bytes. */
 void mqproc__http_reply(mqproc__http_req_t *req, int status, const char *content_type, char *body,

@@ -59,10 +59,12 @@ struct mqproc__api {
   json_t *tools;
   mqproc__tls_t tls;
   mqproc__callback_opts_t cb;
-  mqproc__auth_t *auth; /* NULL: the submitting routes are open */
-  mqproc__odb_t *db;    /* the worker's */
-  mqproc__qclient_t *q; /* the worker's */
-  time_t q_failed;      /* when connecting to the queue failed last */
+  mqproc__mets_servers_t mets; /* its strings borrowed from the caller's configuration */
+  json_t *mets_idle;           /* OCR-D's METS servers a sweep found idle (the worker's) */
+  mqproc__auth_t *auth;        /* NULL: the submitting routes are open */
+  mqproc__odb_t *db;           /* the worker's */
+  mqproc__qclient_t *q;        /* the worker's */
+  time_t q_failed;             /* when connecting to the queue failed last */
   task_t *head, *tail, *running;
   int waiting; /* request tasks queued or running */
   int sweep_queued;
@@ -193,10 +195,13 @@ static void run_task(void *ud) {
                            .ws_root = api->ws_root,
                            .result_url = api->result_url,
                            .cb = &api->cb,
+                           .mets = &api->mets,
                            .publish_failed = &publish_failed};
   if (t->route == R_SWEEP) {
     if (mqproc__ocrd_settle(&e, NULL, err) < 0)
       MQPROC__WARN("processing API: sweep: %s", err);
+    if (mqproc__mets_servers_sweep(&e, api->mets_idle, err) < 0)
+      MQPROC__WARN("processing API: sweep of the METS servers: %s", err);
   } else if (t->route == R_PING) {
     mqproc__ores_t *r = mqproc__odb_q(api->db, "SELECT 1", NULL, 0, NULL, err);
     t->ans.status = r != NULL ? 200 : 503;
@@ -508,6 +513,11 @@ int mqproc__api_new(mqproc__api_t **out, mqproc__loop_t *loop, const mqproc__api
     return rc;
   }
   api->loop = loop;
+  api->mets = cfg->mets;
+  if ((api->mets_idle = json_object()) == NULL) {
+    mqproc__api_free(api);
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  }
   api->tools = json_incref(cfg->tools);
   api->tls = cfg->tls;
   api->cb = cfg->cb;
@@ -547,6 +557,7 @@ void mqproc__api_free(mqproc__api_t *api) {
   mqproc__qclient_close(api->q);
   mqproc__auth_free(api->auth);
   json_decref(api->tools);
+  json_decref(api->mets_idle);
   free(api->database);
   free(api->queue);
   free(api->exchange);

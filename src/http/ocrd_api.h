@@ -30,20 +30,22 @@
 #include "delivery/callback.h"
 #include "http/http.h"
 #include "loop/loop.h"
+#include "ops/ocrd.h"
 
 typedef struct mqproc__api mqproc__api_t;
 
 typedef struct mqproc__api_cfg {
-  const char *database;       /* the job store URL */
-  const char *queue;          /* the queue URL (AMQP or dir://) */
-  const char *exchange;       /* NULL: ocrd-network-default */
-  const char *ws_root;        /* --workspace-root, NULL: workspace_id is unknown */
-  const char *result_url;     /* the internal callback URL put in every job (NULL: none) */
-  const char *admin_token;    /* FILE: its token guards the submitting routes; NULL: open */
-  json_t *tools;              /* --ocrd-tool's {name: tool} (borrowed; may be NULL) */
-  mqproc__tls_t tls;          /* for amqps:// (its strings borrowed) */
-  int sweep_ms;               /* the release sweep's interval */
-  mqproc__callback_opts_t cb; /* the workflow callbacks (its lists borrowed) */
+  const char *database;        /* the job store URL */
+  const char *queue;           /* the queue URL (AMQP or dir://) */
+  const char *exchange;        /* NULL: ocrd-network-default */
+  const char *ws_root;         /* --workspace-root, NULL: workspace_id is unknown */
+  const char *result_url;      /* the internal callback URL put in every job (NULL: none) */
+  const char *admin_token;     /* FILE: its token guards the submitting routes; NULL: open */
+  json_t *tools;               /* --ocrd-tool's {name: tool} (borrowed; may be NULL) */
+  mqproc__tls_t tls;           /* for amqps:// (its strings borrowed) */
+  int sweep_ms;                /* the release sweep's interval */
+  mqproc__callback_opts_t cb;  /* the workflow callbacks (its lists borrowed) */
+  mqproc__mets_servers_t mets; /* the workspaces' METS servers (its strings borrowed) */
 } mqproc__api_cfg_t;
 
 int mqproc__api_new(mqproc__api_t **out, mqproc__loop_t *loop, const mqproc__api_cfg_t *cfg,

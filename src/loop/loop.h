@@ -21,7 +21,8 @@
  *
  * Signals: mqproc__loop_new() blocks SIGCHLD, SIGTERM, SIGINT, SIGHUP in the calling
  * thread (call it before any thread exists) and reads them from a signalfd; it ignores
- * SIGPIPE. Children must restore both (see runner_proc.c).
+ * SIGPIPE. Children must restore both (mqproc__child_reset_signals() in runner/common.c;
+ * an --exec try's processor: runner/spawn/helper.c).
  */
 #ifndef MQPROC_LOOP_H
 #define MQPROC_LOOP_H

@@ -26,16 +26,34 @@
 #include "delivery/callback.h"
 #include "store/odb.h"
 
+/* The METS servers the jobs of a workspace go through (ocrd_mets_servers.c): mqproc's own
+ * (`mqproc mets-server`), OCR-D's (`ocrd workspace server start`), or none (the processors
+ * write mets.xml, one at a time per workspace under its lock). */
+typedef enum mqproc__mets_servers_kind {
+  MQPROC__METS_SERVERS_OFF,
+  MQPROC__METS_SERVERS_MQPROC,
+  MQPROC__METS_SERVERS_OCRD,
+} mqproc__mets_servers_kind_t;
+
+typedef struct mqproc__mets_servers {
+  mqproc__mets_servers_kind_t kind;
+  const char *program;      /* the mqproc program (MQPROC) */
+  const char *ocrd_command; /* OCR-D's CLI, split like sh words (OCRD; "ocrd") */
+  const char *sockets_dir;  /* where their sockets are: <dir>/<safe_filename(workspace)>.sock */
+  const char *database;     /* the job store, which mqproc's servers watch to know when to stop */
+} mqproc__mets_servers_t;
+
 /* What every call works with. */
 typedef struct mqproc__ocrd_env {
-  mqproc__odb_t *db;                 /* the store (blocking) */
-  mqproc__qclient_t *q;              /* the queue; NULL: released jobs wait for a server's sweep */
-  const char *exchange;              /* NULL: ocrd-network-default */
-  const json_t *tools;               /* --ocrd-tool: {"name": tool, ...}; NULL: none */
-  const char *ws_root;               /* --workspace-root: workspace_id W is ROOT/W/mets.xml */
-  const char *result_url;            /* the internal callback URL put in every job (NULL: none) */
-  const char *actor;                 /* who submits, for the audit (user@host, api:ADDR) */
-  const mqproc__callback_opts_t *cb; /* the workflow callbacks' timeout and policy */
+  mqproc__odb_t *db;                  /* the store (blocking) */
+  mqproc__qclient_t *q;               /* the queue; NULL: released jobs wait for a server's sweep */
+  const char *exchange;               /* NULL: ocrd-network-default */
+  const json_t *tools;                /* --ocrd-tool: {"name": tool, ...}; NULL: none */
+  const char *ws_root;                /* --workspace-root: workspace_id W is ROOT/W/mets.xml */
+  const char *result_url;             /* the internal callback URL put in every job (NULL: none) */
+  const char *actor;                  /* who submits, for the audit (user@host, api:ADDR) */
+  const mqproc__callback_opts_t *cb;  /* the workflow callbacks' timeout and policy */
+  const mqproc__mets_servers_t *mets; /* NULL, or kind OFF: no METS servers */
   int *publish_failed; /* NULL, or set to 1 when a publish failed (the caller may make its
                           queue client again: the connection may be gone) */
 } mqproc__ocrd_env_t;
@@ -143,6 +161,31 @@ void mqproc__ocrd_wf_run(const mqproc__ocrd_env_t *e, const mqproc__ocrd_wf_run_
 /* GET /workflow/job-simple/{id} (simple) and /workflow/job/{id}; 404. */
 void mqproc__ocrd_wf_status(const mqproc__ocrd_env_t *e, const char *id, int simple,
                             mqproc__ocrd_answer_t *a);
+
+/* ---- METS servers (ocrd_mets_servers.c) ------------------------------------------------- */
+
+/* The socket of the METS server of mets's workspace: <sockets_dir>/<safe_filename(its
+ * directory)>.sock, malloc()ed (NULL: out of memory). */
+char *mqproc__mets_server_of(const mqproc__mets_servers_t *k, const char *mets);
+/* Makes sure a METS server of kind k holds the workspace of mets (key: its jobs' workspace
+ * in the job table), starting one when nothing answers on its socket, and waits until it
+ * answers: 0 with *url (its socket, malloc()ed), or -1 with err (512 bytes). Blocking. */
+int mqproc__mets_servers_keep(const mqproc__mets_servers_t *k, const char *mets, const char *key,
+                              char **url, char *err);
+/* The x-mqproc-mets-server header (key=value, into hdr of n bytes) of the jobs of
+ * workspace (a METS path, or a workspace_id under e->ws_root): its server's socket, the
+ * server kept (above); "none" without METS servers. 0, or -1 with err. */
+int mqproc__ocrd_mets_header(const mqproc__ocrd_env_t *e, const char *workspace, char *hdr,
+                             size_t n, char *err);
+/* The API's sweep: a server is kept for every workspace with jobs to run (one that died is
+ * started again); OCR-D's own servers (which do not stop by themselves) of workspaces whose
+ * jobs all ended are stopped once two sweeps in a row found them so (idle: the sweeps'
+ * memory, a JSON object the caller owns). 0, or -1 with err. */
+int mqproc__mets_servers_sweep(const mqproc__ocrd_env_t *e, json_t *idle, char *err);
+/* Whether a job of any of the workspaces keys (NULL-terminated; the job table's workspace
+ * column) is QUEUED, RUNNING or CACHED: what `mqproc mets-server --workspace` watches. 1,
+ * 0, or -1 with err (512 bytes). Blocking. */
+int mqproc__mets_workspace_busy(mqproc__odb_t *db, const char *const *keys, char *err);
 
 /* ---- METS and page ids (ocrd_mets.c) ---------------------------------------------------- */
 

@@ -23,8 +23,9 @@ json_t *mqproc__ocrd_tool_of(const mqproc__ocrd_env_t *e, const char *p);
 /* The processing message of a PYJobInput-like request in, without job_id (new). */
 json_t *mqproc__ocrd_message(const mqproc__ocrd_env_t *e, const char *p, const json_t *in);
 /* Publishes a job released or submitted QUEUED (its row's republish cleared once
- * confirmed; else logged: a server's sweep sends it). */
+ * confirmed; else logged: a server's sweep sends it), with its workspace's
+ * x-mqproc-mets-server header (mqproc__ocrd_mets_header). */
 void mqproc__ocrd_publish(const mqproc__ocrd_env_t *e, const char *job_id, const char *processor,
-                          const void *body, size_t len);
+                          const void *body, size_t len, const char *mets_header);
 
 #endif

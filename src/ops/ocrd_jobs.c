@@ -310,10 +310,6 @@ static char *mets_of(const mqproc__ocrd_env_t *e, const json_t *in, mqproc__ocrd
 
 /* The processing message of a request (without job_id), as OCR-D's Processing Server
  * makes it for its workers. */
-/* Its jobs' header: this API runs no METS server, so its servers change mets.xml themselves
- * although the message names internal_callback_url (runner/ocrd_argv.h). */
-static const char *const no_mets_server[] = {MQPROC__HEADER_METS_SERVER "=none"};
-
 json_t *mqproc__ocrd_message(const mqproc__ocrd_env_t *e, const char *p, const json_t *in) {
   static const char *const copied[] = {"path_to_mets", "workspace_id",      "page_id",
                                        "callback_url", "result_queue_name", NULL};
@@ -684,7 +680,7 @@ int mqproc__ocrd_job_row(const mqproc__ocrd_env_t *e, const mqproc__ocrd_new_t *
 /* One job of the batch: its id, state (held back by a dependency or an overlap with a
  * holder), message and rows; the job becomes a holder. body: its message (malloc()ed). */
 static int submit_one(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, size_t i, holder_t *h,
-                      size_t *nh, char **body, size_t *len, char *err) {
+                      size_t *nh, char **body, size_t *len, const char *const *hdr, char *err) {
   mqproc__ocrd_new_t *j = &jobs[i];
   const json_t *outs = json_object_get(j->msg, "output_file_grps");
   int cached = !dep_done(e, j->depends_on, jobs, i);
@@ -705,7 +701,7 @@ static int submit_one(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, siz
                             .format = "yaml",
                             .exchange = e->exchange,
                             .priority = -1,
-                            .headers = no_mets_server,
+                            .headers = hdr,
                             .n_headers = 1,
                             .created_time =
                                 json_integer_value(json_object_get(j->msg, "created_time"))};
@@ -723,8 +719,9 @@ static int submit_one(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, siz
 }
 
 void mqproc__ocrd_publish(const mqproc__ocrd_env_t *e, const char *job_id, const char *processor,
-                          const void *body, size_t len) {
+                          const void *body, size_t len, const char *mets_header) {
   char err[MQPROC_ERR_LEN];
+  const char *const hdr[] = {mets_header};
   mqproc__ops_job_t row = {.job_id = job_id,
                            .processor = processor,
                            .body = body,
@@ -732,7 +729,7 @@ void mqproc__ocrd_publish(const mqproc__ocrd_env_t *e, const char *job_id, const
                            .format = "yaml",
                            .exchange = e->exchange,
                            .priority = -1,
-                           .headers = no_mets_server,
+                           .headers = hdr,
                            .n_headers = 1,
                            .created_time = -1};
   /* unpublished, its row keeps republish set: a server's sweep sends it after the grace */
@@ -748,7 +745,8 @@ int mqproc__ocrd_submit(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, s
                         mqproc__ocrd_before_commit_cb before, void *ud, char *err) {
   size_t nh = 0;
   holder_t *h = NULL;
-  char **bodies = calloc(n + 1, sizeof(char *));
+  char **bodies = calloc(n + 1, sizeof(char *)), mets_header[MQPROC__METS_SERVER_URL_MAX + 64];
+  const char *const hdr[] = {mets_header};
   size_t *lens = calloc(n + 1, sizeof(size_t));
   int rc = -1;
   err[0] = '\0';
@@ -756,6 +754,9 @@ int mqproc__ocrd_submit(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, s
     snprintf(err, 512, "out of memory");
     goto out;
   }
+  /* the workspace's METS server runs before any of its jobs can */
+  if (mqproc__ocrd_mets_header(e, jobs[0].workspace, mets_header, sizeof(mets_header), err) != 0)
+    goto out;
   if (mqproc__ocrd_lock(e, jobs[0].workspace, err) != 0)
     goto out;
   if ((h = holders_of(e, jobs[0].workspace, n, &nh, err)) == NULL) {
@@ -763,7 +764,7 @@ int mqproc__ocrd_submit(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, s
     goto out;
   }
   for (size_t i = 0; i < n; i++)
-    if (submit_one(e, jobs, i, h, &nh, &bodies[i], &lens[i], err) != 0) {
+    if (submit_one(e, jobs, i, h, &nh, &bodies[i], &lens[i], hdr, err) != 0) {
       mqproc__odb_rollback(e->db);
       goto out;
     }
@@ -773,7 +774,7 @@ int mqproc__ocrd_submit(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, s
   }
   for (size_t i = 0; i < n; i++)
     if (!strcmp(jobs[i].state, "QUEUED"))
-      mqproc__ocrd_publish(e, jobs[i].job_id, jobs[i].processor, bodies[i], lens[i]);
+      mqproc__ocrd_publish(e, jobs[i].job_id, jobs[i].processor, bodies[i], lens[i], mets_header);
   rc = 0;
 out:
   for (size_t i = 0; h != NULL && i < nh; i++) {

@@ -18,6 +18,7 @@
 #include "ops/ocrd.h"
 #include "ops/ocrd_int.h"
 #include "ops/submit.h"
+#include "runner/ocrd_argv.h"
 
 /* One job of a workspace that holds or waits for pages. */
 typedef struct wjob {
@@ -215,7 +216,7 @@ static int decide(const mqproc__ocrd_env_t *e, pass_t *p, char *err) {
 
 /* A released job's message, its request as stored (read only now: a workspace may hold
  * many waiting jobs and few are released at a time). */
-static void publish_released(const mqproc__ocrd_env_t *e, const wjob_t *j) {
+static void publish_released(const mqproc__ocrd_env_t *e, const wjob_t *j, const char *hdr) {
   const char *vals[1] = {j->id};
   char err[512];
   size_t len;
@@ -226,13 +227,14 @@ static void publish_released(const mqproc__ocrd_env_t *e, const wjob_t *j) {
   body = r != NULL && mqproc__ores_rows(r) == 1 ? mqproc__ores_bytes(r, 0, 0, &len) : NULL;
   mqproc__ores_free(r);
   if (body != NULL) /* (else a server's sweep sends it: its republish mark is set) */
-    mqproc__ocrd_publish(e, j->id, j->processor, body, len);
+    mqproc__ocrd_publish(e, j->id, j->processor, body, len, hdr);
   free(body);
 }
 
 static int settle_workspace(const mqproc__ocrd_env_t *e, const char *ws, char *err) {
   pass_t p = {0};
   int changed = -1;
+  char hdr[MQPROC__METS_SERVER_URL_MAX + 64], why[512];
   if (mqproc__ocrd_lock(e, ws, err) != 0)
     return -1;
   if (load(e, ws, &p, err) == 0 && dep_states(e, &p, err) == 0)
@@ -241,9 +243,15 @@ static int settle_workspace(const mqproc__ocrd_env_t *e, const char *ws, char *e
     changed = -1;
   if (changed <= 0) /* nothing to keep, or it failed */
     mqproc__odb_rollback(e->db);
-  for (size_t i = 0; changed > 0 && i < p.n; i++)
-    if (p.jobs[i].released)
-      publish_released(e, &p.jobs[i]);
+  /* the released jobs go through the workspace's METS server: kept running (a row keeps its
+   * header for a server's republish when the server cannot be had now) */
+  if (changed > 0 && mqproc__ocrd_mets_header(e, ws, hdr, sizeof(hdr), why) != 0) {
+    MQPROC__WARN("workspace %s: released jobs not published now: %s", ws, why);
+  } else {
+    for (size_t i = 0; changed > 0 && i < p.n; i++)
+      if (p.jobs[i].released)
+        publish_released(e, &p.jobs[i], hdr);
+  }
   pass_free(&p);
   return changed;
 }

@@ -97,7 +97,8 @@ static task_t *parse_script(const char *content, size_t len, size_t *n, char *wh
       snprintf(why, wn, "Failed parsing task description '%.200s': %s", line,
                *n == TASKS_MAX ? "too many tasks" : e);
       mqproc__argv_free(w);
-      (*n)++; /* its half-made json is freed with the rest */
+      if (*n < TASKS_MAX)
+        (*n)++; /* its half-made json is freed with the rest (no task past the last one) */
       tasks_free(t, *n);
       free(copy);
       return NULL;

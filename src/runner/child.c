@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -81,6 +82,7 @@ static int lift(int fd) {
 
 void mqproc__child_init(mqproc__child_t *c) {
   c->plan.in_fd = c->plan.log_fd = -1;
+  c->ep = -1;
   c->pid = 0;
   c->out_fd = c->log_fd = -1;
   c->kept = -1;
@@ -124,6 +126,19 @@ int mqproc__child_start(mqproc__child_t *c, pid_t helper) {
 }
 
 /* ---- its output ----------------------------------------------------------------------- */
+
+/* The pipe is done with: out of the helper's epoll set first. Closing the fd alone does
+ * not take it out while another process holds the same pipe: a processor that a vfork
+ * let the helper run on beside does, from its execve until the kernel has closed its
+ * CLOEXEC fds; the set would go on reporting the pipe as a try's that is freed by then. */
+static void close_out(mqproc__child_t *c) {
+  if (c->out_fd < 0)
+    return;
+  if (c->ep >= 0)
+    epoll_ctl(c->ep, EPOLL_CTL_DEL, c->out_fd, NULL);
+  close(c->out_fd);
+  c->out_fd = -1;
+}
 
 /* Writes all of buf to fd (the log); errors are ignored: a full disk must not hang us. */
 static void write_all(int fd, const char *buf, size_t n) {
@@ -177,8 +192,7 @@ static int spill(mqproc__child_t *c) {
  * the rest of its output thrown away. */
 static void cut_off(mqproc__child_t *c) {
   mqproc__child_kill(c, SIGKILL);
-  close(c->out_fd);
-  c->out_fd = -1;
+  close_out(c);
 }
 
 /* n bytes of output into the log. */
@@ -218,8 +232,7 @@ int mqproc__child_read(mqproc__child_t *c, char *buf, size_t size) {
   if (n < 0 && errno == EAGAIN)
     return -1;
   if (n <= 0) { /* EOF (or an error no later read would cure) */
-    close(c->out_fd);
-    c->out_fd = -1;
+    close_out(c);
     return 0;
   }
   copy(c, buf, (size_t)n);
@@ -234,10 +247,7 @@ void mqproc__child_reaped(mqproc__child_t *c, int wstatus, char *buf, size_t siz
    * read, nothing waited for, and not more than DRAIN_READS reads */
   for (int i = 0; i < DRAIN_READS && mqproc__child_read(c, buf, size) > 0; i++)
     ;
-  if (c->out_fd >= 0) {
-    close(c->out_fd);
-    c->out_fd = -1;
-  }
+  close_out(c);
   if (c->log_full)
     c->wstatus = SIGXFSZ; /* the try ends as killed by SIGXFSZ, as RLIMIT_FSIZE would */
 }
@@ -265,8 +275,7 @@ size_t mqproc__child_tail(const mqproc__child_t *c, char *out, int *cut) {
 void mqproc__child_free(mqproc__child_t *c) {
   if (c == NULL)
     return;
-  if (c->out_fd >= 0)
-    close(c->out_fd);
+  close_out(c);
   if (c->log_fd >= 0 && c->log_fd != c->plan.log_fd)
     close(c->log_fd);
   if (c->plan.log_fd >= 0)

@@ -51,6 +51,9 @@ typedef struct mqproc__child {
   uint64_t id; /* the server's number for the try */
   mqproc__child_plan_t plan;
   int stopped; /* the server killed it: its end is no failure of its own, no tail */
+  int ep;      /* the epoll set watching out_fd, or -1: out_fd leaves it before it is
+                  closed (a processor's execve holds a copy of it for a moment, and a
+                  closed fd's registration lives on while a copy does) */
   /* read-only */
   pid_t pid;           /* the processor and its group's id; 0 when it never ran */
   int out_fd;          /* the read end of its stdout+stderr (non-blocking); -1 once

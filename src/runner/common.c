@@ -1,9 +1,9 @@
 /* What the runner backends share: the job log (and a try's output kept in memory until it
  * succeeds: the worker and command runners' memfd, what makes the file when it is needed),
  * the texts a try ends with, and starting a child process safely from the multi-threaded
- * server (runner_int.h says how). Used by
- * runner_proc.c (a command per try), runner_worker.c (pre-started worker processes) and
- * runner_thread.c (the job log, the function's result).
+ * server (int.h says how). Used by
+ * proc.c (a command per try), worker.c (pre-started worker processes) and
+ * thread.c (the job log, the function's result).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -167,7 +167,7 @@ void mqproc__runner_log_finish(mqproc__run_result_t *res, int memfd, size_t max,
 int mqproc__env_passes(const char *kv, char *const *pass) {
   static const char *const always[] = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR"};
   static const char *const ours[] = {"MQPROC_JOB_ID", "MQPROC_ATTEMPT", "MQPROC_TRY",
-                                     "MQPROC_LOG_FILE"};
+                                     "MQPROC_LOG_FILE", "MQPROC_WORKSPACE_LOCK"};
   size_t n = strcspn(kv, "=");
   if (kv[n] != '=')
     return 0;

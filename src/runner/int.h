@@ -1,4 +1,4 @@
-/* What the runner backends share (runner_common.c): the texts a try ends with, and the
+/* What the runner backends share (common.c): the texts a try ends with, and the
  * pieces of starting a child process from a multi-threaded server.
  *
  * Starting a child: everything the child needs is prepared before fork (it may not
@@ -35,7 +35,7 @@ void mqproc__runner_describe_crash(int wstatus, mqproc__run_result_t *r);
 void mqproc__runner_function_result(int rc, const char *why, int64_t duration_ms,
                                     mqproc__run_result_t *r);
 
-/* ---- a try's output kept in memory (runner_common.c) ------------------------------- */
+/* ---- a try's output kept in memory (common.c) --------------------------------------- */
 
 /* Whether n bytes at s may be stored as a job's log text: UTF-8 without NUL bytes (else
  * the bytes go to the file as they are). */
@@ -107,7 +107,7 @@ void mqproc__child_report_text(const mqproc__child_report_t *rep, char *out, siz
 /* Moves fd to at least min (CLOEXEC), closing the original; returns the new fd, or -1 with
  * err set (the original is closed then too). */
 int mqproc__runner_lift_fd(int fd, int min, char *err);
-/* The same with errno (runner_sys.c: libc only, as are the next three). */
+/* The same with errno (spawn/sys.c: libc only, as are the next three). */
 int mqproc__fd_lift(int fd, int min);
 /* The whole content of the file fd, NUL-terminated (*len without the NUL), malloc'ed: 0,
  * or -1 with errno. */

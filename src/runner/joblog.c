@@ -110,7 +110,7 @@ const char *mqproc__joblog_why(int e) {
 
 /* Opened without blocking (a FIFO a processor planted there would wait for a reader: the
  * server's loop with it) and following no link; then it must be a regular file of ours
- * with one link, and O_NONBLOCK is cleared again (runner_sys.c). */
+ * with one link, and O_NONBLOCK is cleared again (spawn/sys.c). */
 static int open_in(int sfd, const char *dir, const char *sub, const char *name, char *err) {
   int fd = mqproc__joblog_file_open(sfd, name, euid());
   if (fd < 0)

@@ -36,48 +36,65 @@ static char *dir_of(const char *path) {
   return mqproc__strndup(path, (size_t)(slash - path));
 }
 
-/* Appends s (taking ownership) to the array; a NULL s means out of memory. */
-static int push(char **v, size_t *n, char *s) {
-  if (s == NULL)
-    return -1;
-  v[(*n)++] = s;
-  return 0;
+/* A command line being built: a NULL-terminated array of malloc()ed strings that grows
+ * with each word, so no count of the words has to be kept by hand; bad once a word or
+ * the array could not be allocated (v is then freed whole). */
+typedef struct {
+  char **v;
+  size_t n, cap;
+  int bad;
+} words_t;
+
+/* Appends s, taking ownership; a NULL s means out of memory. */
+static void push(words_t *w, char *s) {
+  if (s != NULL && w->n + 1 >= w->cap) { /* room for s and the NULL after it */
+    size_t cap = 2 * w->cap + 16;
+    char **v = mqproc__realloc(w->v, cap * sizeof(char *));
+    if (v == NULL) {
+      free(s);
+      s = NULL;
+    } else {
+      w->v = v;
+      w->cap = cap;
+    }
+  }
+  if (s == NULL) {
+    w->bad = 1;
+    return;
+  }
+  w->v[w->n++] = s;
+  w->v[w->n] = NULL;
+}
+
+/* Appends an option and its value (value taken, as by push()). */
+static void push_opt(words_t *w, const char *flag, char *value) {
+  push(w, mqproc__strdup(flag));
+  push(w, value);
 }
 
 int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *mets,
                       const char *log_level, const char *mets_server_url, char ***out, char *err) {
-  size_t nb = 0, n = 0;
-  char **v;
-  int bad = 0;
-  while (base[nb] != NULL)
-    nb++;
-  if ((v = mqproc__calloc(nb + 16, sizeof(char *))) == NULL)
-    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-  for (size_t i = 0; i < nb; i++)
-    bad |= push(v, &n, mqproc__strdup(base[i]));
-  bad |= push(v, &n, mqproc__strdup("--working-dir")) | push(v, &n, dir_of(mets));
-  bad |= push(v, &n, mqproc__strdup("--mets")) | push(v, &n, mqproc__strdup(mets));
-  bad |= push(v, &n, mqproc__strdup("--log-level")) | push(v, &n, mqproc__strdup(log_level));
+  words_t w = {0};
+  for (size_t i = 0; base[i] != NULL; i++)
+    push(&w, mqproc__strdup(base[i]));
+  push_opt(&w, "--working-dir", dir_of(mets));
+  push_opt(&w, "--mets", mqproc__strdup(mets));
+  push_opt(&w, "--log-level", mqproc__strdup(log_level));
   if (msg->page_id != NULL)
-    bad |= push(v, &n, mqproc__strdup("--page-id")) | push(v, &n, mqproc__strdup(msg->page_id));
-  bad |= push(v, &n, mqproc__strdup("--input-file-grp")) |
-         push(v, &n, join_grps(msg->input_file_grps));
+    push_opt(&w, "--page-id", mqproc__strdup(msg->page_id));
+  push_opt(&w, "--input-file-grp", join_grps(msg->input_file_grps));
   if (msg->output_file_grps != NULL)
-    bad |= push(v, &n, mqproc__strdup("--output-file-grp")) |
-           push(v, &n, join_grps(msg->output_file_grps));
+    push_opt(&w, "--output-file-grp", join_grps(msg->output_file_grps));
   /* json.dumps(parameters), as OCR-D's worker writes it */
-  bad |= push(v, &n, mqproc__strdup("--parameter")) |
-         push(v, &n, mqproc__json_python(msg->parameters));
+  push_opt(&w, "--parameter", mqproc__json_python(msg->parameters));
   /* the METS server last, as run_cli() appends it */
   if (mets_server_url != NULL)
-    bad |= push(v, &n, mqproc__strdup("--mets-server-url")) |
-           push(v, &n, mqproc__strdup(mets_server_url));
-  v[n] = NULL;
-  if (bad) {
-    mqproc__argv_free(v);
+    push_opt(&w, "--mets-server-url", mqproc__strdup(mets_server_url));
+  if (w.bad) {
+    mqproc__argv_free(w.v);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
-  *out = v;
+  *out = w.v;
   return MQPROC_OK;
 }
 
@@ -181,4 +198,15 @@ int mqproc__ocrd_mets_server_url(const mqproc__msg_t *msg, const char *mets,
     free(name);
   }
   return *out != NULL ? MQPROC_OK : mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+}
+
+int mqproc__ocrd_mets_server_named(const char *v) {
+  size_t n = strlen(v);
+  if (n == 0 || n > MQPROC__METS_SERVER_URL_MAX)
+    return 0;
+  for (const unsigned char *c = (const unsigned char *)v; *c != '\0'; c++)
+    if (*c < 0x20 || *c == 0x7f)
+      return 0;
+  return strcmp(v, "none") == 0 || v[0] == '/' || strncmp(v, "http://", 7) == 0 ||
+         strncmp(v, "https://", 8) == 0;
 }

@@ -32,10 +32,18 @@ int mqproc__ocrd_argv(char *const *base, const mqproc__msg_t *msg, const char *m
  *   /tcp_mets (MQPROC_EINVAL when it does not end so: then the endpoint is unknown);
  * OFF none. A message without internal_callback_url, or without a METS, gets none.
  * *out malloc()ed. */
-/* The AMQP header of a message whose sender runs no METS server for its workspace although it
- * sets internal_callback_url (value "none"): mqproc processing-api's jobs, which its own
- * servers report back to it; such a job changes mets.xml itself. */
+/* The header of a message whose sender names the METS server that holds its workspace
+ * (mqproc processing-api's and `mqproc submit --workflow`'s jobs): the server's Unix
+ * socket (an absolute path) or http(s):// URL, passed to the processor as
+ * --mets-server-url; "none": there is none although internal_callback_url is set (the
+ * processor writes mets.xml itself, under the workspace's lock). A message without it gets
+ * what mqproc__ocrd_mets_server_url() derives. */
 #define MQPROC__HEADER_METS_SERVER "x-mqproc-mets-server"
+#define MQPROC__METS_SERVER_URL_MAX 1024
+
+/* Whether v is a value that header may have: "none", an absolute path or an http(s):// URL
+ * of at most MQPROC__METS_SERVER_URL_MAX bytes, without control characters. */
+int mqproc__ocrd_mets_server_named(const char *v);
 
 int mqproc__ocrd_mets_server_url(const mqproc__msg_t *msg, const char *mets,
                                  mqproc__ocrd_mets_server_t mode, const char *sockets_dir,

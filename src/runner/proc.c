@@ -38,21 +38,31 @@
 #include <unistd.h>
 
 #include "base/argv.h"
-#include "runner/joblog.h"
 #include "base/log.h"
-#include "runner/ocrd_argv.h"
+#include "base/util.h"
+#include "base/wslock.h"
 #include "runner/child.h"
 #include "runner/int.h"
+#include "runner/joblog.h"
+#include "runner/ocrd_argv.h"
+#include "runner/ocrd_check.h"
 #include "runner/spawn/spawner.h"
-#include "base/util.h"
+
+/* A try waiting for its workspace's lock looks again after this long, doubled up to
+ * LOCK_LOOK_MAX_MS (at once when a try of this server on the same METS ends). */
+#define LOCK_LOOK_MS 50
+#define LOCK_LOOK_MAX_MS 1000
 
 typedef struct proc_runner {
   struct mqproc__runner base; /* first: klass */
   char **argv;                /* the --exec words */
   int ocrd_cli;               /* append OCR-D's processor arguments per job */
   char *ocrd_log_level;
-  char **pass_env;            /* --pass-env: NAME or PREFIX* */
-  mqproc__spawner_t *spawner; /* started with the first try */
+  char **pass_env;             /* --pass-env: NAME or PREFIX* */
+  int ocrd_check;              /* check an OCR-D try's output after its exit 0 (ocrd_check.h) */
+  int lock_said;               /* the log said once that tries lock their workspace */
+  struct mqproc__run *waiting; /* tries waiting for a workspace's lock */
+  mqproc__spawner_t *spawner;  /* started with the first try */
 } proc_runner_t;
 
 /* The processor's stdin: the message as JSON, plus its AMQP headers under "headers" (a
@@ -93,14 +103,39 @@ struct mqproc__run {
   proc_runner_t *runner;
   mqproc__run_done_cb done;
   void *ud;
+  /* until the processor is started: all it gets (owned; plan points into them) */
+  mqproc__child_plan_t plan;
+  char *path, **env, **job_argv;
+  int in_fd;
+  /* an OCR-D try without a METS server takes its workspace's lock first (base/wslock.h)
+   * and holds it until the try ended: tries of one workspace run one at a time */
+  char *lock_path;  /* its METS; NULL: no lock */
+  int lock_fd;      /* held; -1 */
+  int pending;      /* waiting for the lock: nothing runs yet */
+  int killed;       /* killed (the signal) while pending */
+  uint64_t look;    /* the next look at the lock */
+  int64_t look_ms;  /* the wait before that look */
+  int64_t since_ms; /* waiting since */
+  struct mqproc__run *next_waiting;
+  /* after an exit 0: the output check, on a work thread, and the result it may change */
+  mqproc__ocrd_check_t *check;
+  int checking;
+  mqproc__run_result_t res;
 };
 
 /* ---- the child's environment, built in the parent ---------------------------------- */
 
+/* The job variables the child gets after the allowed part of environ (owned). The last,
+ * MQPROC_WORKSPACE_LOCK=METS, tells an OCR-D try that the runner holds the workspace lock
+ * (base/wslock.h) on its METS for it: a processor that takes that lock itself (mqproc's
+ * ocrd-dummy) must not wait for it. It is always there ("" when no lock is held), so the
+ * count of owned entries is fixed. */
+#define JOB_VARS 5
+
 /* The allowed part of environ + the MQPROC_* job variables. */
-static char **build_env(const mqproc__run_spec_t *spec, char *const *pass) {
+static char **build_env(const mqproc__run_spec_t *spec, char *const *pass, const char *lock_path) {
   size_t k = 0;
-  char **env = mqproc__runner_env(pass, 4);
+  char **env = mqproc__runner_env(pass, JOB_VARS);
   if (env == NULL)
     return NULL;
   while (env[k] != NULL)
@@ -109,10 +144,11 @@ static char **build_env(const mqproc__run_spec_t *spec, char *const *pass) {
   env[k++] = mqproc__asprintf("MQPROC_ATTEMPT=%d", spec->attempt);
   env[k++] = mqproc__asprintf("MQPROC_TRY=%d", spec->try_no);
   env[k++] = mqproc__asprintf("MQPROC_LOG_FILE=%s", spec->log_path);
+  env[k++] = mqproc__asprintf("MQPROC_WORKSPACE_LOCK=%s", lock_path != NULL ? lock_path : "");
   env[k] = NULL;
-  for (size_t i = k - 4; i < k; i++) {
+  for (size_t i = k - JOB_VARS; i < k; i++) {
     if (env[i] == NULL) {
-      for (size_t j = k - 4; j < k; j++)
+      for (size_t j = k - JOB_VARS; j < k; j++)
         free(env[j]);
       free(env);
       return NULL;
@@ -127,7 +163,7 @@ static void free_env(char **env) {
     return;
   while (env[n] != NULL)
     n++;
-  for (size_t i = n - 4; i < n; i++)
+  for (size_t i = n - JOB_VARS; i < n; i++)
     free(env[i]);
   free(env);
 }
@@ -257,51 +293,87 @@ static int spawn_failed(const char *prog, int log_fd, const mqproc__child_report
 }
 
 static void on_end(void *ud, const mqproc__spawn_end_t *end);
+static void on_time_limit(mqproc__loop_t *loop, void *ud);
+
+/* Everything the processor gets, prepared at the try's start (the spec is the caller's
+ * only until start returns): run->plan with the program found, its environment, argv
+ * (job_argv, taken; NULL: the --exec words), in_fd (taken). */
+static int prepare(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t *spec,
+                   char **job_argv, int in_fd, char *err) {
+  mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
+  run->job_argv = job_argv;
+  run->in_fd = in_fd;
+  run->plan = (mqproc__child_plan_t){.argv = job_argv != NULL ? job_argv : r->argv,
+                                     .in_fd = in_fd,
+                                     .log_fd = run->log_fd,
+                                     .max_log_bytes = spec->max_log_bytes,
+                                     .log_inline_max = run->log_kept ? spec->log_inline_max : 0,
+                                     .log_dir = spec->log_dir,
+                                     .log_sub = spec->log_sub,
+                                     .log_name = spec->log_name};
+  if ((run->path = resolve_program(r->argv[0], &rep.err, NULL)) == NULL)
+    return spawn_failed(r->argv[0], run->log_fd, &rep, err);
+  if ((run->env = build_env(spec, r->pass_env, run->lock_path)) == NULL)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  run->plan.path = run->path;
+  run->plan.envp = run->env;
+  if (getrlimit(RLIMIT_CORE, &run->plan.core) < 0)
+    run->plan.core = (struct rlimit){0, 0};
+  return MQPROC_OK;
+}
+
+/* What prepare() made, once the helper has it (or the try will not run). */
+static void unprepare(mqproc__run_t *run) {
+  free(run->path);
+  free_env(run->env);
+  mqproc__argv_free(run->job_argv);
+  if (run->in_fd >= 0)
+    close(run->in_fd);
+  run->path = NULL;
+  run->env = run->job_argv = NULL;
+  run->in_fd = -1;
+}
 
 /* Has the spawn helper start the processor and returns at once (the loop never waits for
  * an execve); a step before the processor's execve that failed comes back as the try's
- * end (on_end). Everything the processor gets is prepared here. */
-static int spawn(proc_runner_t *r, mqproc__run_t *run, const mqproc__run_spec_t *spec,
-                 char *const *argv, int in_fd, int log_fd, char *err) {
-  mqproc__child_plan_t plan = {.argv = argv,
-                               .in_fd = in_fd,
-                               .log_fd = log_fd,
-                               .max_log_bytes = spec->max_log_bytes,
-                               .log_inline_max = run->log_kept ? spec->log_inline_max : 0,
-                               .log_dir = spec->log_dir,
-                               .log_sub = spec->log_sub,
-                               .log_name = spec->log_name};
+ * end (on_end). The time limit starts now. */
+static int launch(mqproc__run_t *run, char *err) {
+  proc_runner_t *r = run->runner;
   mqproc__child_report_t rep = {MQPROC__STAGE_EXEC, 0};
-  char *path, **env;
   int failed;
   if (r->spawner == NULL && mqproc__spawner_new(&r->spawner, run->loop, err) != MQPROC_OK)
     return MQPROC_ERUNNER_SPAWN;
-  if ((path = resolve_program(r->argv[0], &rep.err, NULL)) == NULL)
-    return spawn_failed(r->argv[0], log_fd, &rep, err);
-  if ((env = build_env(spec, r->pass_env)) == NULL) {
-    free(path);
+  /* the time limit's timer first: once the processor runs, nothing may fail */
+  if (run->time_limit_ms > 0 &&
+      (run->timer = mqproc__loop_timer(run->loop, run->time_limit_ms, on_time_limit, run)) == 0)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  failed = mqproc__spawner_spawn(r->spawner, &run->plan, on_end, run, &run->id, &rep) < 0;
+  unprepare(run);
+  if (failed) {
+    if (run->timer != 0)
+      mqproc__loop_timer_cancel(run->loop, run->timer);
+    run->timer = 0;
+    return spawn_failed(r->argv[0], run->log_fd, &rep, err);
   }
-  plan.path = path;
-  plan.envp = env;
-  if (getrlimit(RLIMIT_CORE, &plan.core) < 0)
-    plan.core = (struct rlimit){0, 0};
-  failed = mqproc__spawner_spawn(r->spawner, &plan, on_end, run, &run->id, &rep) < 0;
-  free(path);
-  free_env(env);
-  return failed ? spawn_failed(r->argv[0], log_fd, &rep, err) : MQPROC_OK;
+  run->started_ms = mqproc__now_ms();
+  return MQPROC_OK;
 }
 
 /* ---- the try ------------------------------------------------------------------------ */
 
 static void run_free(mqproc__run_t *run) {
+  unprepare(run);
   if (run->log_fd >= 0)
     close(run->log_fd);
+  if (run->lock_fd >= 0)
+    close(run->lock_fd);
+  free(run->lock_path);
+  mqproc__ocrd_check_free(run->check);
   free(run);
 }
 
 /* Where the ended try's output is (res): its file, or the memfd's text moved into res or
- * into the file now (runner_common.c: a failure's, on the loop: at most --log-inline-max
+ * into the file now (common.c: a failure's, on the loop: at most --log-inline-max
  * bytes); lost when the helper could not make the file (log_failed: res says so). */
 static void settle_log(mqproc__run_t *run, mqproc__run_result_t *res, int log_failed) {
   if (!run->log_kept)
@@ -315,36 +387,81 @@ static void settle_log(mqproc__run_t *run, mqproc__run_result_t *res, int log_fa
     run->log_fd = -1;
 }
 
+/* The try is over: its result goes to the caller, the run is freed. */
+static void finish(mqproc__run_t *run, mqproc__run_result_t *res, int log_failed) {
+  settle_log(run, res, log_failed);
+  run->done(run->ud, res);
+  run_free(run);
+}
+
+static void check_work(void *ud) {
+  mqproc__run_t *run = ud;
+  mqproc__ocrd_check_run(run->check);
+}
+
+/* The output check is done: a try whose output is missing failed (said in its log too). */
+static void check_after(mqproc__loop_t *loop, void *ud) {
+  mqproc__run_t *run = ud;
+  (void)loop;
+  if (run->check->failed) {
+    run->res.status = MQPROC_ERUNNER_FAILED;
+    snprintf(run->res.error, sizeof(run->res.error), "%s", run->check->why);
+    dprintf(run->log_fd, "mqproc: %s\n", run->check->why);
+    MQPROC__WARN("%s", run->check->why);
+  }
+  finish(run, &run->res, 0);
+}
+
+static void look_at_lock(mqproc__loop_t *loop, void *ud);
+
+/* The tries waiting for lock_path look again at once (its holder let go). */
+static void wake_waiters(proc_runner_t *r, const char *lock_path) {
+  for (mqproc__run_t *w = r->waiting; w != NULL; w = w->next_waiting)
+    if (w->look != 0 && strcmp(w->lock_path, lock_path) == 0) {
+      mqproc__loop_timer_cancel(w->loop, w->look);
+      w->look = mqproc__loop_timer(w->loop, 0, look_at_lock, w);
+    }
+}
+
 /* The try ended: the helper reaped its processor and killed what its group left behind. */
 static void on_end(void *ud, const mqproc__spawn_end_t *end) {
   mqproc__run_t *run = ud;
-  mqproc__run_result_t res;
+  mqproc__run_result_t *res = &run->res;
   int log_failed = end->step_failed && end->step.stage == MQPROC__STAGE_JOBLOG;
-  memset(&res, 0, sizeof(res));
+  memset(res, 0, sizeof(*res));
   if (run->timer != 0)
     mqproc__loop_timer_cancel(run->loop, run->timer);
-  res.duration_ms = mqproc__loop_now(run->loop) - run->started_ms;
+  run->timer = 0;
+  res->duration_ms = mqproc__loop_now(run->loop) - run->started_ms;
   if (log_failed) { /* the processor ran (and was killed): its output is lost */
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s/%s", run->log_dir, run->log_sub, run->log_name);
-    snprintf(res.error, sizeof(res.error),
+    snprintf(res->error, sizeof(res->error),
              "cannot open job log %.300s: %.120s (the try's output is lost)", path,
              mqproc__joblog_why(end->step.err));
-    res.status = MQPROC_ERUNNER_FAILED;
-    res.exit_code = -1;
+    res->status = MQPROC_ERUNNER_FAILED;
+    res->exit_code = -1;
   } else if (end->step_failed) { /* it never ran */
-    res.status = spawn_failed(run->prog, run->log_fd, &end->step, res.error);
-    res.exit_code = -1;
+    res->status = spawn_failed(run->prog, run->log_fd, &end->step, res->error);
+    res->exit_code = -1;
   } else if (run->timed_out && WIFSIGNALED(end->wstatus) && WTERMSIG(end->wstatus) == SIGKILL)
     /* a process that exited on its own just as the limit fired keeps its own status */
-    mqproc__runner_describe_timeout(run->time_limit_ms, &res);
+    mqproc__runner_describe_timeout(run->time_limit_ms, res);
   else
-    mqproc__runner_describe(end->wstatus, &res);
-  if (res.status != MQPROC_OK && end->tail_len > 0) /* why it failed, in its own words */
-    mqproc__runner_add_tail(&res, end->tail, end->tail_len, end->tail_cut);
-  settle_log(run, &res, log_failed);
-  run->done(run->ud, &res);
-  run_free(run);
+    mqproc__runner_describe(end->wstatus, res);
+  if (res->status != MQPROC_OK && end->tail_len > 0) /* why it failed, in its own words */
+    mqproc__runner_add_tail(res, end->tail, end->tail_len, end->tail_cut);
+  if (run->lock_fd >= 0) { /* the next try of the workspace may go */
+    close(run->lock_fd);
+    run->lock_fd = -1;
+    wake_waiters(run->runner, run->lock_path);
+  }
+  if (res->status == MQPROC_OK && run->check != NULL && !log_failed &&
+      mqproc__loop_work(run->loop, check_work, check_after, run) == MQPROC_OK) {
+    run->checking = 1;
+    return; /* check_after() finishes it */
+  }
+  finish(run, res, log_failed);
 }
 
 /* The time limit: kill the group now; on_end reports the timeout once the helper has
@@ -359,6 +476,107 @@ static void on_time_limit(mqproc__loop_t *loop, void *ud) {
                (long long)run->time_limit_ms);
   mqproc__spawner_kill(run->runner->spawner, run->id, SIGKILL);
 }
+
+/* ---- the workspace's lock, for an OCR-D try without a METS server ------------------- */
+
+static void unlink_waiting(mqproc__run_t *run) {
+  for (mqproc__run_t **p = &run->runner->waiting; *p != NULL; p = &(*p)->next_waiting)
+    if (*p == run) {
+      *p = run->next_waiting;
+      break;
+    }
+  run->next_waiting = NULL;
+  run->pending = 0;
+}
+
+/* A try that never ran ends: why (a failure to lock or to start, or a kill) in its log. */
+static void end_unstarted(mqproc__run_t *run, int killed, const char *why) {
+  mqproc__run_result_t *res = &run->res;
+  memset(res, 0, sizeof(*res));
+  res->duration_ms = mqproc__loop_now(run->loop) - run->since_ms;
+  if (killed) {
+    mqproc__runner_describe(killed & 0x7f, res); /* as if it had died of the signal */
+    snprintf(res->error + strlen(res->error), sizeof(res->error) - strlen(res->error),
+             " while waiting for the lock on its workspace's METS %.300s", run->lock_path);
+  } else {
+    res->status = MQPROC_ERUNNER_SPAWN;
+    res->exit_code = -1;
+    snprintf(res->error, sizeof(res->error), "%s", why);
+  }
+  dprintf(run->log_fd, "mqproc: %s\n", res->error);
+  finish(run, res, 0);
+}
+
+/* Another holds the lock: look again later (at once when a try of ours lets it go). */
+static int wait_for_lock(mqproc__run_t *run, char *err) {
+  proc_runner_t *r = run->runner;
+  run->look_ms = run->look_ms == 0                     ? LOCK_LOOK_MS
+                 : 2 * run->look_ms > LOCK_LOOK_MAX_MS ? LOCK_LOOK_MAX_MS
+                                                       : 2 * run->look_ms;
+  if ((run->look = mqproc__loop_timer(run->loop, run->look_ms, look_at_lock, run)) == 0)
+    return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  if (!run->pending) {
+    run->pending = 1;
+    run->next_waiting = r->waiting;
+    r->waiting = run;
+  }
+  return MQPROC_OK;
+}
+
+static void look_at_lock(mqproc__loop_t *loop, void *ud) {
+  mqproc__run_t *run = ud;
+  char err[MQPROC_ERR_LEN];
+  int rc;
+  (void)loop;
+  run->look = 0;
+  if (run->killed) {
+    unlink_waiting(run);
+    end_unstarted(run, run->killed, NULL);
+    return;
+  }
+  rc = mqproc__wslock(run->lock_path, 0, &run->lock_fd, err);
+  if (rc == 1 && wait_for_lock(run, err) == MQPROC_OK)
+    return;
+  unlink_waiting(run);
+  if (rc == 0) {
+    dprintf(run->log_fd,
+            "mqproc: waited %lld ms for the lock on the workspace's METS %s (no METS server: "
+            "OCR-D tries of one workspace run one at a time)\n",
+            (long long)(mqproc__loop_now(run->loop) - run->since_ms), run->lock_path);
+    if (launch(run, err) == MQPROC_OK)
+      return;
+  }
+  end_unstarted(run, 0, err);
+}
+
+/* The lock of run's workspace, taken now when it is free: MQPROC_OK (taken, or waited
+ * for: run->pending), or an error (the METS cannot be locked) with err. */
+static int take_lock(mqproc__run_t *run, char *err) {
+  proc_runner_t *r = run->runner;
+  int rc = mqproc__wslock(run->lock_path, 0, &run->lock_fd, err);
+  if (!r->lock_said) {
+    r->lock_said = 1;
+    MQPROC__INFO("OCR-D jobs without a METS server run one at a time per workspace, under a lock "
+                 "on its METS (%s, ...): page-wise parallelism needs a METS server (docs/ocrd.md)",
+                 run->lock_path);
+  }
+  if (rc < 0 && access(run->lock_path, F_OK) != 0 && errno == ENOENT) {
+    /* nothing to lock, nothing to overwrite: the processor says what it misses */
+    dprintf(run->log_fd, "mqproc: no METS at %s: the try runs without the workspace lock\n",
+            run->lock_path);
+    return MQPROC_OK;
+  }
+  if (rc < 0) {
+    dprintf(run->log_fd, "mqproc: %s\n", err);
+    return MQPROC_ERUNNER_SPAWN;
+  }
+  if (rc == 0)
+    return MQPROC_OK;
+  MQPROC__DEBUG("waiting for the lock on %s: another try of the workspace runs", run->lock_path);
+  return wait_for_lock(run, err);
+}
+
+/* ---- starting a try ----------------------------------------------------------------- */
 
 static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc__run_spec_t *spec,
                       mqproc__run_done_cb done, void *ud, mqproc__run_t **out, char *err) {
@@ -380,55 +598,71 @@ static int proc_start(mqproc__runner_t *base, mqproc__loop_t *loop, const mqproc
   run->done = done;
   run->ud = ud;
   run->prog = r->argv[0];
+  run->in_fd = run->lock_fd = -1;
+  run->since_ms = mqproc__loop_now(loop);
   if ((log_fd = run->log_kept
                     ? mqproc__runner_log_memfd(head, (size_t)head_len, err)
                     : mqproc__runner_open_log_at(spec->log_dir, spec->log_sub, spec->log_name, head,
                                                  head_len, err)) < 0 ||
-      (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
-    goto out_free;
+      (log_fd = mqproc__runner_lift_fd(log_fd, MQPROC__CHILD_MIN_FD, err)) < 0) {
+    free(run);
+    return rc;
+  }
+  run->log_fd = log_fd;
   if ((in_fd = stdin_memfd(spec, err)) < 0 ||
       (in_fd = mqproc__runner_lift_fd(in_fd, MQPROC__CHILD_MIN_FD, err)) < 0)
-    goto out_close;
+    goto out_free;
   if (r->ocrd_cli) {
     if (spec->mets_path == NULL) {
+      close(in_fd);
       rc = mqproc__err(err, MQPROC_ERUNNER_SPAWN, "an OCR-D processor needs a METS");
-      goto out_close;
+      goto out_free;
     }
     if ((rc = mqproc__ocrd_argv(r->argv, spec->msg, spec->mets_path, r->ocrd_log_level,
-                                spec->mets_server_url, &job_argv, err)) != MQPROC_OK)
-      goto out_close;
+                                spec->mets_server_url, &job_argv, err)) != MQPROC_OK) {
+      close(in_fd);
+      goto out_free;
+    }
+    /* without a METS server, the try writes mets.xml: one try of a workspace at a time */
+    if (spec->mets_server_url == NULL && (run->lock_path = mqproc__strdup(spec->mets_path)) == NULL)
+      rc = MQPROC_ENOMEM;
+    if (r->ocrd_check &&
+        (run->check = mqproc__ocrd_check_new(spec->msg, spec->mets_path, spec->mets_server_url)) ==
+            NULL &&
+        spec->msg->output_file_grps != NULL && json_array_size(spec->msg->output_file_grps) > 0)
+      rc = MQPROC_ENOMEM;
+    if (rc == MQPROC_ENOMEM) {
+      mqproc__argv_free(job_argv);
+      close(in_fd);
+      mqproc__err(err, rc, "out of memory");
+      goto out_free;
+    }
   }
-  /* the time limit's timer first: once the processor runs, nothing may fail */
-  if (run->time_limit_ms > 0 &&
-      (run->timer = mqproc__loop_timer(loop, run->time_limit_ms, on_time_limit, run)) == 0) {
-    mqproc__argv_free(job_argv);
-    rc = mqproc__err(err, MQPROC_ENOMEM, "out of memory");
-    goto out_close;
-  }
-  rc = spawn(r, run, spec, job_argv != NULL ? job_argv : r->argv, in_fd, log_fd, err);
-  mqproc__argv_free(job_argv);
-  if (rc != MQPROC_OK) {
-    if (run->timer != 0)
-      mqproc__loop_timer_cancel(loop, run->timer);
-    goto out_close;
-  }
-  close(in_fd);
-  run->started_ms = mqproc__now_ms();
-  run->log_fd = log_fd;
+  if ((rc = prepare(r, run, spec, job_argv, in_fd, err)) != MQPROC_OK ||
+      (run->lock_path != NULL && (rc = take_lock(run, err)) != MQPROC_OK) ||
+      (!run->pending && (rc = launch(run, err)) != MQPROC_OK))
+    goto out_free;
   *out = run;
   return MQPROC_OK;
-out_close:
-  if (in_fd >= 0)
-    close(in_fd);
-  if (log_fd >= 0)
-    close(log_fd);
 out_free:
-  free(run);
+  if (run->pending)
+    unlink_waiting(run);
+  if (run->look != 0)
+    mqproc__loop_timer_cancel(loop, run->look);
+  run_free(run); /* closes log_fd, in_fd and what prepare() made */
   return rc;
 }
 
 static void proc_kill(mqproc__runner_t *base, mqproc__run_t *run, int sig) {
   proc_runner_t *r = (proc_runner_t *)base;
+  if (run->pending) { /* it never ran: it ends on the loop's next turn, killed */
+    run->killed = sig;
+    mqproc__loop_timer_cancel(run->loop, run->look);
+    run->look = mqproc__loop_timer(run->loop, 0, look_at_lock, run);
+    return;
+  }
+  if (run->checking)
+    return; /* the processor has ended */
   mqproc__spawner_kill(r->spawner, run->id, sig);
 }
 
@@ -456,6 +690,7 @@ int mqproc__runner_proc_new(mqproc__runner_t **out, char *const *argv,
   if (r == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   r->ocrd_cli = opts != NULL && opts->ocrd_cli;
+  r->ocrd_check = r->ocrd_cli && opts->ocrd_check;
   if (mqproc__argv_copy(argv, &r->argv) < 0 || r->argv == NULL ||
       mqproc__argv_copy(opts != NULL ? opts->pass_env : NULL, &r->pass_env) < 0 ||
       (r->ocrd_cli && (r->ocrd_log_level = mqproc__strdup(opts->ocrd_log_level)) == NULL)) {

@@ -1,12 +1,12 @@
 /* Runner interface: run one try of a job off the event loop and report how it ended.
  *
- * Backends: runner_proc.c (an external command: fork + execve of an argv array, the job
+ * Backends: proc.c (an external command: fork + execve of an argv array, the job
  * as JSON on stdin, output to the job's log file, in its own process group),
- * runner_thread.c (a C processing function on a worker thread: --isolation=thread) and
- * runner_worker.c (a C processing function in pre-started worker processes:
+ * thread.c (a C processing function on a worker thread: --isolation=thread) and
+ * worker.c (a C processing function in pre-started worker processes:
  * --isolation=process). The loop learns of the end through a child watch, a work
  * completion or a worker's reply; the runner never touches the broker or the store.
- * What the backends share is in runner_int.h.
+ * What the backends share is in int.h.
  */
 #ifndef MQPROC_RUNNER_H
 #define MQPROC_RUNNER_H
@@ -45,7 +45,7 @@ typedef struct mqproc__run_spec {
 } mqproc__run_spec_t;
 
 /* Room for a try's error text: the reason, and for a command the end of its output
- * (MQPROC__TAIL_SHOWN bytes at most, runner_int.h). */
+ * (MQPROC__TAIL_SHOWN bytes at most, int.h). */
 #define MQPROC__RUN_ERROR_LEN 2048
 
 typedef struct mqproc__run_result {
@@ -81,13 +81,14 @@ struct mqproc__runner {
 };
 
 typedef struct mqproc__proc_opts {
-  int ocrd_cli;               /* append OCR-D's processor arguments per job (ocrd_cli.h) */
+  int ocrd_cli;               /* append OCR-D's processor arguments per job (ocrd_argv.h) */
   const char *ocrd_log_level; /* their --log-level (copied) */
+  int ocrd_check;             /* check the output of an OCR-D try that exited 0 (ocrd_check.h) */
   char *const *pass_env;      /* --pass-env: NAME or PREFIX* (copied; NULL = none) */
 } mqproc__proc_opts_t;
 
 /* Whether the variable kv ("NAME=value") of the server's environment reaches processors
- * (runner_proc.c has the list); pass as mqproc__proc_opts_t.pass_env. */
+ * (common.c has the list); pass as mqproc__proc_opts_t.pass_env. */
 int mqproc__env_passes(const char *kv, char *const *pass);
 
 /* argv: NULL-terminated, copied. Fails with MQPROC_ECONFIG and the reason when argv[0]
@@ -103,7 +104,7 @@ int mqproc__runner_thread_new(mqproc__runner_t **out, const mqproc_processor_t *
 int mqproc__runner_worker_new(mqproc__runner_t **out, mqproc__loop_t *loop,
                               const mqproc_processor_t *processor, int n_workers,
                               char *const *pass_env, char *err);
-/* The worker process's main (`<program> __mqproc-worker`, runner_worker_main.c); returns
+/* The worker process's main (`<program> __mqproc-worker`, worker_main.c); returns
  * the exit code once the server closes its socket. */
 int mqproc__runner_worker_main(const mqproc_processor_t *processor);
 

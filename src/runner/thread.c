@@ -2,7 +2,7 @@
  * on one of --concurrency worker threads of the server, created once (the loop's pool),
  * with a mqproc_job_t (job.c) and reports back through the loop's work completion. The cheapest way
  * to run trusted code; a crash takes the server down and a thread cannot be stopped
- * (runner_worker.c isolates both). A job's first try keeps its output in memory (job.c):
+ * (worker.c isolates both). A job's first try keeps its output in memory (job.c):
  * when it succeeds within --log-inline-max the text goes back with the result (the store
  * keeps it in the job's row) and no file is made; a try that fails or outgrows it makes
  * the job's log file on the pool thread (a new file: on ext4 without a journal its inode

@@ -6,8 +6,8 @@
  * a forked copy that went on to run arbitrary code could deadlock on a lock another thread
  * held at the fork. So a worker is this very program started again (execve of
  * /proc/self/exe, argv {argv0, "__mqproc-worker"}), which mqproc_main() sends to
- * mqproc__runner_worker_main() (runner_worker_main.c) with the compiled-in processor.
- * Between fork and execve the child makes only async-signal-safe calls (runner_int.h).
+ * mqproc__runner_worker_main() (worker_main.c) with the compiled-in processor.
+ * Between fork and execve the child makes only async-signal-safe calls (int.h).
  * The worker gets: its socket as fd 3, stdin /dev/null, stdout and stderr = the server's
  * stderr (a job's own output goes to its log), no other fds, default signal dispositions
  * and an empty mask, PR_SET_PDEATHSIG = SIGKILL (it dies with the server), and its own
@@ -16,7 +16,7 @@
  *
  * One try: the request (JSON, METS path, worker id) is written into a memfd (never
  * blocks) and one SEQPACKET message carries a small header, the memfd and the job log fd
- * (runner_worker_int.h); the worker answers with one message {rc, duration, error}. A
+ * (worker_int.h); the worker answers with one message {rc, duration, error}. A
  * job's first try gets a memfd for its log instead of the file (no file is made for a try
  * that succeeds within --log-inline-max): the server reads it when the try ended, and
  * moves it into the job's log file when the try failed (a crash included).

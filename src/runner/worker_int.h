@@ -1,5 +1,5 @@
-/* The wire format between the worker runner (runner_worker.c, in the server) and its
- * worker processes (runner_worker_main.c), implemented in runner_worker_proto.c.
+/* The wire format between the worker runner (worker.c, in the server) and its
+ * worker processes (worker_main.c), implemented in worker_proto.c.
  *
  * One try = one request and one reply on the worker's SOCK_SEQPACKET socket (a message
  * arrives whole or not at all, and EOF says the peer is gone):

@@ -1,7 +1,7 @@
 /* The worker process of --isolation=process: `<program> __mqproc-worker`, started by
- * runner_worker.c (which says why and how) with its socket as fd 3. It runs one try at a
+ * worker.c (which says why and how) with its socket as fd 3. It runs one try at a
  * time for as long as the server keeps the socket open: receive a request
- * (runner_worker_int.h), build the same mqproc_job_t the thread runner would (the request
+ * (worker_int.h), build the same mqproc_job_t the thread runner would (the request
  * is parsed and validated again here: the server's parsed message cannot cross a process
  * boundary), call the processing function, reply with its return value, duration and
  * error text. EOF on the socket means the server is done with this worker: it exits 0.

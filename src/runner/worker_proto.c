@@ -1,5 +1,5 @@
 /* The wire format between the worker runner and its worker processes (described in
- * runner_worker_int.h): packing a try's request into a header and a payload, checking and
+ * worker_int.h): packing a try's request into a header and a payload, checking and
  * unpacking it on the other side, one SEQPACKET message carrying the header and two fds,
  * and the reply. Pure except for the socket calls; tests/unit/test_runner.c covers it.
  */

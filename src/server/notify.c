@@ -1,4 +1,4 @@
-/* systemd notifications (see sdnotify.h). The server keeps what it last told systemd
+/* systemd notifications (see notify.h). The server keeps what it last told systemd
  * (struct mqproc__sd, owned by the server) and says only what changed. */
 #include "server/notify.h"
 

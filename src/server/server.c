@@ -434,7 +434,7 @@ void mqproc__server_drain(mqproc__server_t *srv) {
     mqproc__fleet_finish(srv);
 }
 
-/* ---- what a delivery sees of the server (delivery_host.h) ---------------------------- */
+/* ---- what a delivery sees of the server (delivery/host.h) ---------------------------- */
 
 static mqproc__server_t *of(mqproc__delivery_host_t *h) {
   return (mqproc__server_t *)((char *)h - offsetof(mqproc__server_t, host));
@@ -528,7 +528,7 @@ static void fill_host(mqproc__server_t *srv) {
 }
 
 /* ---- setup (the parts that open the store, make the runner and read the limits are in
- * server_setup.c) --------------------------------------------------------------------- */
+ * setup.c) ---------------------------------------------------------------------------- */
 
 static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqproc_processor_t *proc,
                  char *err) {

@@ -75,11 +75,11 @@ typedef struct mqproc__server {
   int starved;          /* a slot starved with the window full since the tick */
   uint64_t slot_timer;  /* wakes the oldest delivery waiting for a slot */
   struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */
-  struct mqproc__sd *sd;       /* sdnotify.c: what systemd was told; NULL when not under it */
+  struct mqproc__sd *sd;       /* notify.c: what systemd was told; NULL when not under it */
   struct mqproc__on_failure *on_failure; /* on_failure.c: --on-failure; NULL without it */
   mqproc__metrics_t metrics;             /* what /metrics shows (metrics.h) */
   int db_ok;                             /* the last store request reached the database */
-  struct mqproc__serve *http;            /* http/serve.c: --http; NULL without it */
+  struct mqproc__serve *http;            /* routes.c: --http; NULL without it */
 } mqproc__server_t;
 
 /* Runs a processing server until SIGTERM/SIGINT; returns the process exit code.
@@ -128,7 +128,7 @@ void mqproc__server_depth_tick(mqproc__server_t *srv);
  * (an operator's `mqproc drain`). */
 void mqproc__server_drain(mqproc__server_t *srv);
 
-/* ---- setup steps (server_setup.c) ------------------------------------------------------ */
+/* ---- setup steps (setup.c) --------------------------------------------------------- */
 /* Opens (and with --migrate upgrades) the job store; at start it retries a database that
  * is away for up to 60 s, and a SIGTERM/SIGINT meanwhile sets srv->stopped_at_start. */
 int mqproc__server_open_store(mqproc__server_t *srv, char *err);

@@ -97,6 +97,7 @@ int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *
       srv->cfg->ocrd_cli == MQPROC__OCRD_CLI_TRUE ||
       (srv->cfg->ocrd_cli == MQPROC__OCRD_CLI_AUTO && mqproc__ocrd_is_processor(argv[0]));
   opts.ocrd_log_level = srv->cfg->ocrd_log_level;
+  opts.ocrd_check = srv->cfg->ocrd_check_output;
   opts.pass_env = srv->cfg->pass_env;
   srv->needs_mets = opts.ocrd_cli;
   srv->ocrd_processor = opts.ocrd_cli;

@@ -18,7 +18,7 @@ mqproc__odb_t *mqproc__odb_open(const char *url, int timeout_ms, char *err);
 /* Whether the connection is SQLite's. */
 int mqproc__odb_sqlite(const mqproc__odb_t *db);
 /* SQLite: tells the servers on this host that payload's (a processor's) wishes or cancels
- * changed (store/sqlite_notice.h); after the commit. (PostgreSQL: pg_notify in the
+ * changed (store/sqlite/notice.h); after the commit. (PostgreSQL: pg_notify in the
  * transaction.) */
 void mqproc__odb_sq_notice(mqproc__odb_t *db, const char *payload);
 /* Whether the connection can still be used (PostgreSQL: not lost). */

@@ -41,6 +41,8 @@ TestSuite(exec_supervision, .fini = it_cleanup);
  *   fail-*    writes 100 lines "<job id> line <n>", then exits 3
  *   fds-*     prints where each of its fds leads
  *   core-*    prints its core file limit (bytes)
+ *   stop-*    the first time: stops its parent, the spawn helper (SIGSTOP), and waits;
+ *             again: exits 0
  *   sig-*     prints its blocked and ignored signals (exec'd grep reads its own: dash
  *             blocks every signal around a fork, so its status read by a child may show
  *             that window)
@@ -58,6 +60,9 @@ static const char SCRIPT[] =
     "  fail-*) i=1; while [ $i -le 100 ]; do echo \"$MQPROC_JOB_ID line $i\"; i=$((i + 1)); "
     "done; exit 3 ;;\n"
     "  fds-*) ls -l /proc/$$/fd ;;\n"
+    "  stop-*) [ -e \"$PROC_DIR/$MQPROC_JOB_ID.once\" ] && exit 0; : > "
+    "\"$PROC_DIR/$MQPROC_JOB_ID.once\"; "
+    "kill -STOP $PPID; sleep 1000 ;;\n"
     "  core-*) grep 'core file' /proc/$$/limits ;;\n"
     "  sig-*) exec grep -E '^Sig(Blk|Ign)' /proc/self/status ;;\n"
     "esac\n"
@@ -224,6 +229,35 @@ Test(exec_supervision, a_killed_helper_ends_every_try_as_killed_with_its_group) 
                              1, jobs[i]),
                  1, "%s's first try ended as killed", jobs[i]);
   cr_expect_neq(it_child_of(it_server_pid(srv)), helper, "the dead helper is still there");
+  it_server_stop(srv);
+}
+
+/* Issue 38, F7: a processor stops its spawn helper (its parent; SIGSTOP cannot be blocked).
+ * Its try would never end, time limits would do nothing and the leases would be renewed
+ * for ever; the server's PINGs go unanswered, so it ends the helper and its tries (as
+ * killed, or as not started when the helper was stopped before it answered the SPAWN),
+ * and the retry runs under a new helper. */
+Test(exec_supervision, a_processor_that_stops_its_helper_does_not_wedge_the_server) {
+  char *proc = it_name("stophelper"), *results = it_name("stophelper-result");
+  const char *envp[] = {it_fmt("PROC_DIR=%s", proc_dir()), NULL};
+  pid_t helper;
+  it_server_t *srv;
+  it_declare(results);
+  srv = it_server_start(proc, script(), NULL, envp);
+  it_publish(proc, it_job_json(proc, "stop-1", result_extra(results)));
+  cr_assert(it_server_wait_log(srv, "job stop-1: attempt 1 try 1 started", WAIT_MS));
+  helper = it_child_of(it_server_pid(srv));
+  cr_assert_gt(helper, 0);
+  cr_assert(it_server_wait_log(
+      srv, it_fmt("spawn helper (pid %d) does not answer (stopped?)", (int)helper), WAIT_MS));
+  expect_result(results, "stop-1", "SUCCESS");
+  /* The processor may stop the helper before the helper said the try runs: then the
+   * server never learnt of it and ends it as not started; either way it failed. */
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_job_tries WHERE job_id = 'stop-1' AND "
+                           "try = 1 AND NOT ok",
+                           0),
+               1, "the first try did not end as failed");
+  cr_expect_neq(it_child_of(it_server_pid(srv)), helper, "the stopped helper is still there");
   it_server_stop(srv);
 }
 

@@ -191,14 +191,14 @@ Test(faults, a_server_frozen_past_its_lease_is_fenced_when_it_wakes) {
   }
 }
 
-Test(faults, a_job_longer_than_consumer_timeout_runs_once, .timeout = 420) {
+Test(faults, a_job_longer_than_consumer_timeout_runs_once) {
   char *proc = it_name("ct"), *results = it_name("ct-result");
   char *marker = it_fmt("%s/marker", it_tmpdir());
   const char *extra[] = {"--ack-after=20", "--heartbeat=10", NULL}, *envp[4];
   it_server_t *srv;
   long ready, unacked;
   it_declare(results);
-  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(envp, marker, "180", NULL));
+  srv = it_server_start(proc, it_proc("proc.sh"), extra, proc_env(envp, marker, "90", NULL));
   it_publish(proc, it_job_json(proc, "ct-1", it_fmt("{\"result_queue_name\": \"%s\"}", results)));
   cr_assert(it_server_wait_log(srv, "job ct-1: still running after 20 s; delivery acked", WAIT_MS));
   it_queue_counts(proc, &ready, &unacked);

@@ -312,7 +312,7 @@ Test(mets_server, an_ocrd_processor_gets_the_socket_of_a_processing_server_job) 
   char *icb = test_http_url(ps, "/result_callback");
   /* the sockets' directory as the Processing Server has it: OCR-D's own variable */
   const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()),
-                        "OCRD_NETWORK_SOCKETS_ROOT_DIR=/run/ocrd-sockets/", NULL};
+                        "OCRD_NETWORK_SOCKETS_ROOT_DIR=/run/ocrd-sockets/", NO_CHECK, NULL};
   const char *extra[] = {"--workspace-root=/srv/ws", NULL};
   it_server_t *srv;
   it_declare(results);
@@ -342,7 +342,7 @@ Test(mets_server, with_use_tcp_mets_the_processor_gets_the_processing_servers_tc
   char *proc = it_name("tcp"), *results = it_name("tcp-result");
   test_http_t *ps = test_http_start(200);
   char *icb = test_http_url(ps, "/result_callback"), *want = test_http_url(ps, "/tcp_mets");
-  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NULL};
+  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NO_CHECK, NULL};
   const char *extra[] = {"--ocrd-mets-server=tcp", NULL};
   it_server_t *srv;
   it_declare(results);
@@ -365,7 +365,7 @@ Test(mets_server, with_off_no_processor_gets_a_mets_server) {
   char *proc = it_name("off"), *results = it_name("off-result");
   test_http_t *ps = test_http_start(200);
   char *icb = test_http_url(ps, "/result_callback");
-  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NULL};
+  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NO_CHECK, NULL};
   const char *extra[] = {"--ocrd-mets-server=off", NULL};
   it_server_t *srv;
   it_declare(results);
@@ -394,7 +394,7 @@ Test(mets_server, ocrd_dummy_changes_the_mets_only_through_the_mets_server) {
   char *before = it_read_file(mets);
   test_http_t *ps = test_http_start(200);
   char *icb = test_http_url(ps, "/result_callback");
-  const char *envp[] = {it_fmt("OCRD_NETWORK_SOCKETS_ROOT_DIR=%s", socks), NULL};
+  const char *envp[] = {it_fmt("OCRD_NETWORK_SOCKETS_ROOT_DIR=%s", socks), NO_CHECK, NULL};
   fake_t fake = fake_start(ws, socket_of(socks, ws));
   it_server_t *srv;
   struct stat st;

@@ -32,7 +32,7 @@ static void expect_argv(const char *results, const char *job, const char *const 
 
 Test(ocrd, an_ocrd_processor_gets_ocrds_exact_command_line) {
   char *proc = it_name("cli"), *results = it_name("cli-result");
-  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NULL};
+  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NO_CHECK, NULL};
   const char *extra[] = {"--ocrd-log-level=INFO", NULL};
   const char *want[] = {"--working-dir",
                         "/data/ws1",
@@ -60,7 +60,7 @@ Test(ocrd, an_ocrd_processor_gets_ocrds_exact_command_line) {
 
 Test(ocrd, workspace_ids_resolve_below_the_workspace_root) {
   char *proc = it_name("ws"), *results = it_name("ws-result");
-  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NULL};
+  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NO_CHECK, NULL};
   const char *extra[] = {"--workspace-root=/srv/workspaces", NULL};
   const char *want[] = {"--working-dir",
                         "/srv/workspaces/ws-7",
@@ -86,7 +86,7 @@ Test(ocrd, workspace_ids_resolve_below_the_workspace_root) {
 
 Test(ocrd, a_workspace_id_without_a_root_is_dead_lettered) {
   char *proc = it_name("noroot"), *dead = it_fmt("%s.dead", it_name("noroot"));
-  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NULL};
+  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NO_CHECK, NULL};
   it_server_t *srv = it_server_start(proc, it_proc("ocrd-argv-recorder"), NULL, envp);
   it_msg_t m;
   it_publish(proc, it_fmt("{\"job_id\": \"nr-1\", \"processor_name\": \"%s\", \"created_time\": "
@@ -100,7 +100,7 @@ Test(ocrd, a_workspace_id_without_a_root_is_dead_lettered) {
 
 Test(ocrd, ocrd_cli_false_runs_an_ocrd_named_command_as_it_is) {
   char *proc = it_name("plain"), *results = it_name("plain-result");
-  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NULL};
+  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NO_CHECK, NULL};
   const char *extra[] = {"--ocrd-cli=false", NULL};
   const char *want[] = {NULL};
   it_server_t *srv;

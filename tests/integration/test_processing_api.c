@@ -65,7 +65,7 @@ Test(processing_api, a_submitted_job_is_queued_in_the_table_before_any_server_se
 
 Test(processing_api, a_queued_job_is_cancelled_by_id_alone_and_never_runs) {
   char *proc = it_name("rowc"), *out;
-  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NULL};
+  const char *envp[] = {it_fmt("PROC_ARGV_DIR=%s", it_tmpdir()), NO_CHECK, NULL};
   it_server_t *srv;
   json_t *job;
   it_declare(proc);

@@ -281,7 +281,7 @@ Test(processors, a_server_killed_with_sigkill_takes_its_processor_along) {
   it_server_stop(srv); /* already reaped: only frees */
 }
 
-/* The spawn helper (runner_spawner.c) killed while a try runs: the try ends as killed,
+/* The spawn helper (runner/spawn/spawner.c) killed while a try runs: the try ends as killed,
  * its processor and the processor's child go with it, and the next try runs under a new
  * helper. */
 Test(processors, a_killed_spawn_helper_ends_its_try_and_a_new_helper_runs_the_next) {

@@ -103,6 +103,9 @@ char *it_sql(const char *sql, int n, ...);
 long it_sql_long(const char *sql, int n, ...);
 
 /* ---- processing servers as children ------------------------------------------------- */
+/* For envp: an OCR-D stand-in (one that records its argv, or that talks to a fake METS
+ * server) leaves no output the server's check after exit 0 would find. */
+#define NO_CHECK "MQPROC_OCRD_CHECK_OUTPUT=false"
 typedef struct it_server it_server_t;
 /* Starts `mqproc processing-server --processor NAME --exec CMD` (exec NULL: the example
  * C processor `ocrd-example processing-server --processor NAME`) with --queue, --database

@@ -1,4 +1,4 @@
-/* Unit tests for src/argv.c: sh-like word splitting without expansion. */
+/* Unit tests for src/base/argv.c: sh-like word splitting without expansion. */
 #include <criterion/criterion.h>
 #include <string.h>
 

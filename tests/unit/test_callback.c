@@ -1,4 +1,4 @@
-/* Unit tests for src/callback.c: mqproc__callback_post against the test HTTP listener, its
+/* Unit tests for src/delivery/callback.c: mqproc__callback_post against the test HTTP listener, its
  * address policy, and the CIDR lists it checks. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

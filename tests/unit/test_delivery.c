@@ -1,5 +1,5 @@
 /* Unit: one delivery's state machine (src/delivery*.c) driven alone, with fakes for
- * everything it sees of the world (delivery_host.h): no server, no broker, no database, no
+ * everything it sees of the world (delivery/host.h): no server, no broker, no database, no
  * network, no sleeps.
  *
  * The fakes:
@@ -16,7 +16,7 @@
  *   records;
  * - the runner's start records the try and returns a fake run; the test ends the try by
  *   calling its done with a result; kill records the signal;
- * - the loop is a real one (src/loop.h): timers (backoff, defer, --ack-after) and the
+ * - the loop is a real one (src/loop/loop.h): timers (backoff, defer, --ack-after) and the
  *   callback thread run on it; run_until() runs it until a condition holds, with a
  *   deadline, and the delays are made tiny through the configuration (retry_backoff_ms 1;
  *   a lease of 0 s for the defer). The one wait that cannot be shortened is --ack-after's
@@ -30,7 +30,7 @@
  * nothing one test traces is seen by another. The check therefore runs every scenario
  * again, in order, inside ONE test (delivery/every_state_is_entered), each with a fresh
  * fixture, and compares the union of the states they traced with DELIVERY_STATES, the
- * machine's own list (delivery_int.h: included for that list only, so that a state added
+ * machine's own list (delivery/int.h: included for that list only, so that a state added
  * to the machine without a scenario fails this test). That test prints which scenarios
  * entered each state. Every scenario is thus a function, run by its own Test and by the
  * coverage test.

@@ -1,4 +1,4 @@
-/* Unit tests for src/log.c: secret masking and the line format (--log-level and
+/* Unit tests for src/base/log.c: secret masking and the line format (--log-level and
  * --log-format are option rows: unit/test_config.c). */
 #include <criterion/criterion.h>
 #include <fcntl.h>

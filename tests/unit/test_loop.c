@@ -1,4 +1,4 @@
-/* Unit tests for the loop's work threads (src/loop.c): a fixed pool runs every piece of
+/* Unit tests for the loop's work threads (src/loop/loop.c): a fixed pool runs every piece of
  * work once and hands each back to the loop's thread (after()), also when many end at the
  * same moment (under the sanitizers, a pool thread touching work the loop already freed
  * shows up here); one-off threads likewise. The hand-offs are batched: a batch of finished

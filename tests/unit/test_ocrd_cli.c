@@ -1,4 +1,4 @@
-/* Unit: OCR-D's processor command line (ocrd_cli.c), compared with what OCR-D core's
+/* Unit: OCR-D's processor command line (runner/ocrd_argv.c), compared with what OCR-D core's
  * worker runs. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Unit: a C processor's OCR-D command line at the library's entry (runner/ocrd_run.c,
- * mqproc.c): --dump-json with and without a declared tool description, and a program built
+ * entry/entry.c): --dump-json with and without a declared tool description, and a program built
  * against 0.1.0's header, whose mqproc_processor_t ends before ocrd_tool_json. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>

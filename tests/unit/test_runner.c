@@ -1,6 +1,6 @@
-/* Unit tests for what the runners share (src/runner_common.c: the texts a try ends with,
+/* Unit tests for what the runners share (src/runner/common.c: the texts a try ends with,
  * the fd helpers; the spawn helper where policy refuses executable memfds) and for the worker
- * runner's wire format (src/runner_worker_proto.c: pack/unpack, and one request with its two fds
+ * runner's wire format (src/runner/worker_proto.c: pack/unpack, and one request with its two fds
  * over a real socketpair). */
 #include <criterion/criterion.h>
 #include <errno.h>

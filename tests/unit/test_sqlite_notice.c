@@ -1,4 +1,4 @@
-/* Unit tests for the operators' notices of an SQLite store (store/sqlite_notice.c), on a
+/* Unit tests for the operators' notices of an SQLite store (store/sqlite/notice.c), on a
  * real file and a real loop: a watching server hears each line appended after it started
  * watching (not the older ones), in order, also after the sender started the file again;
  * a payload that is no single line is refused. */

@@ -1,4 +1,4 @@
-/* Unit: the write deadline (write_guard.c) really ends a write nobody reads. */
+/* Unit: the write deadline (broker/amqp_write_guard.c) really ends a write nobody reads. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>

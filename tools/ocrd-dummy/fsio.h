@@ -34,7 +34,9 @@ int dummy_copy_atomic(const char *src, const char *dst, char *err);
 int dummy_mkdir(const char *path, char *err);
 
 /* Opens path and takes an exclusive flock() on it, again if the file was replaced while
- * waiting; *fd holds the lock until it is closed. */
+ * waiting; *fd holds the lock until it is closed. When the mqproc server that started this
+ * run holds that lock for it (MQPROC_WORKSPACE_LOCK names the file), *fd is the file
+ * unlocked: the server's lock covers the run. */
 int dummy_lock(const char *path, int *fd, char *err);
 
 /* Test hook: when set, called by dummy_write_atomic() between the fsync() and the rename();

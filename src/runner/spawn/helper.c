@@ -48,6 +48,11 @@
 
 #define PDEATH_SIG SIGUSR2 /* the server died (or a processor says so: checked) */
 
+/* What an epoll event is about: a try's output pipe by the try's id (never its address: an
+ * event must not reach a try that has ended), or one of the helper's own fds. */
+#define EV_REQ UINT64_MAX
+#define EV_SIG (UINT64_MAX - 1)
+
 typedef struct helper {
   pid_t server, self;
   int req_fd, ev_fd, sig_fd, ep;
@@ -273,7 +278,7 @@ static void spawn(helper_t *h, size_t got, int *fds, int nfds) {
   size_t len = q->inline_len;
   mqproc__child_t *c = NULL;
   struct epoll_event ev = {.events = EPOLLIN};
-  if (nfds != (len > 0 ? 2 : 3) || len != got - sizeof(*q)) {
+  if (nfds != (len > 0 ? 2 : 3) || len != got - sizeof(*q) || q->id >= EV_SIG) {
     spawn_failed(h, q->id, MQPROC__STAGE_FORK, EINVAL);
     return;
   }
@@ -304,12 +309,14 @@ static void spawn(helper_t *h, size_t got, int *fds, int nfds) {
   }
   c->next = h->tries;
   h->tries = c;
-  ev.data.ptr = c;
+  ev.data.u64 = c->id;
   if (epoll_ctl(h->ep, EPOLL_CTL_ADD, c->out_fd, &ev) < 0) {
     /* its output could not be copied: it must not run unwatched */
     c->step = (mqproc__child_report_t){MQPROC__STAGE_PIPE, errno};
     c->step_failed = 1;
     mqproc__child_kill(c, SIGKILL);
+  } else {
+    c->ep = h->ep; /* the pipe leaves the set before it is closed */
   }
   report_started(h, c);
 }
@@ -332,6 +339,11 @@ static void serve(helper_t *h) {
         c->stopped = 1; /* the server ends it (time limit, cancel, shutdown): it knows why */
         mqproc__child_kill(c, h->req.q.sig);
       }
+    } else if (h->req.q.kind == MQPROC__HELPER_PING) {
+      memset(&h->msg.ev, 0, sizeof(h->msg.ev));
+      h->msg.ev.kind = MQPROC__HELPER_PONG;
+      h->msg.ev.id = h->req.q.id;
+      report(h, sizeof(h->msg.ev));
     }
     for (int i = 0; i < nfds; i++)
       if (fds[i] >= 0)
@@ -422,22 +434,24 @@ __attribute__((noreturn)) void mqproc__helper_main(pid_t server, int req_fd, int
   keep_only(req_fd, ev_fd, h->sig_fd);
   if ((h->ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
     _exit(1);
-  ev.data.ptr = &h->req_fd;
+  ev.data.u64 = EV_REQ;
   if (epoll_ctl(h->ep, EPOLL_CTL_ADD, req_fd, &ev) < 0)
     _exit(1);
-  ev.data.ptr = &h->sig_fd;
+  ev.data.u64 = EV_SIG;
   if (epoll_ctl(h->ep, EPOLL_CTL_ADD, h->sig_fd, &ev) < 0)
     _exit(1);
   for (;;) {
     struct epoll_event evs[64];
     int n = epoll_wait(h->ep, evs, 64, -1);
     for (int i = 0; i < n; i++) {
-      if (evs[i].data.ptr == &h->req_fd)
+      mqproc__child_t *c;
+      if (evs[i].data.u64 == EV_REQ)
         serve(h);
-      else if (evs[i].data.ptr == &h->sig_fd)
+      else if (evs[i].data.u64 == EV_SIG)
         on_signals(h);
-      else /* one read per turn and try: a flood does not starve the others */
-        mqproc__child_read(evs[i].data.ptr, h->out, sizeof(h->out));
+      else if ((c = find_id(h, evs[i].data.u64)) != NULL)
+        /* one read per turn and try: a flood does not starve the others */
+        mqproc__child_read(c, h->out, sizeof(h->out));
     }
     if (h->chld) {
       h->chld = 0;

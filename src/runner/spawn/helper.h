@@ -4,11 +4,12 @@
  * SPAWN {id, limits} with the job's memfd and the log's fd, followed in the same message
  * by the payload (the program's path, argv, envp, and the job log's dir, sub and name when
  * log_inline_max > 0, each NUL-terminated), or with a third fd, a memfd holding it, when
- * it is larger than MQPROC__HELPER_INLINE; or KILL {id, sig}. Events, helper → server:
- * STARTED {id, pid} once a try's processor runs; ENDED {id, wait status, a failed step,
- * the output's tail} once it was reaped, its group killed and its output copied. A try
- * that never ran gets ENDED alone. Tries are named by the server's id, never by pid: a
- * request for a try that has ended is ignored. */
+ * it is larger than MQPROC__HELPER_INLINE; KILL {id, sig}; or PING {id}. Events, helper →
+ * server: STARTED {id, pid} once a try's processor runs; ENDED {id, wait status, a failed
+ * step, the output's tail} once it was reaped, its group killed and its output copied;
+ * PONG {id} for each PING (a helper that stops answering is hung: a processor can
+ * SIGSTOP its parent). A try that never ran gets ENDED alone. Tries are named by the server's id,
+ * never by pid: a request for a try that has ended is ignored. */
 #ifndef MQPROC_RUNNER_HELPER_H
 #define MQPROC_RUNNER_HELPER_H
 
@@ -20,8 +21,8 @@
 #define MQPROC__HELPER_FDS 3          /* the job, the log, the payload's memfd (large ones) */
 #define MQPROC__HELPER_INLINE (32768) /* larger payloads go in a memfd */
 
-enum { MQPROC__HELPER_SPAWN = 1, MQPROC__HELPER_KILL = 2 };
-enum { MQPROC__HELPER_STARTED = 1, MQPROC__HELPER_ENDED = 2 };
+enum { MQPROC__HELPER_SPAWN = 1, MQPROC__HELPER_KILL = 2, MQPROC__HELPER_PING = 3 };
+enum { MQPROC__HELPER_STARTED = 1, MQPROC__HELPER_ENDED = 2, MQPROC__HELPER_PONG = 3 };
 
 typedef struct mqproc__helper_req {
   uint32_t kind;

@@ -1,5 +1,5 @@
-/* The spawn helper's static program (spawn_helper/main.c), built first and embedded here
- * as it is: the server writes these bytes to a sealed memfd and execs it (runner_spawner.c),
+/* The spawn helper's static program (helper_main.c), built first and embedded here
+ * as it is: the server writes these bytes to a sealed memfd and execs it (spawner.c),
  * so no install path has to be found and the helper always matches its library. */
 #include "runner/spawn/helper.h"
 

@@ -1,6 +1,6 @@
-/* The spawn helper as a program of its own (runner_helper.h): linked statically against
- * libc alone, embedded in libmqproc (runner_helper_image.c) and exec'd by the server from
- * a memfd (runner_spawner.c), so that what it forks per try is a process of a few
+/* The spawn helper as a program of its own (helper.h): linked statically against
+ * libc alone, embedded in libmqproc (helper_image.c) and exec'd by the server from
+ * a memfd (spawner.c), so that what it forks per try is a process of a few
  * mappings, not a copy of the server's.
  *
  *     mqproc-spawn-helper SERVER_PID REQ_FD EV_FD

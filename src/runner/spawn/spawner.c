@@ -23,14 +23,14 @@
 
 extern char **environ;
 
-#define ANSWER_TIMEOUT_MS 10000 /* a helper that does not start a try by then is hung */
-#define STOP_GRACE_MS 2000      /* a helper told to stop has killed its tries by then */
+#define STOP_GRACE_MS 2000    /* a helper told to stop has killed its tries by then */
+#define PING_EVERY_MS 2000    /* while tries run, the helper is asked to answer a PING */
+#define PING_TIMEOUT_MS 10000 /* one that has not answered by then is hung */
 
 typedef struct pending {
   uint64_t id;
-  pid_t pid;       /* the processor, once the helper said it runs */
-  int answered;    /* the helper said it runs, or that it ended */
-  int64_t sent_ms; /* when it was asked for */
+  pid_t pid;    /* the processor, once the helper said it runs */
+  int answered; /* the helper said it runs, or that it ended */
   mqproc__spawner_end_cb cb;
   void *ud;
   struct pending *next;
@@ -51,7 +51,9 @@ struct mqproc__spawner {
   uint64_t last_id;
   pending_t *runs;    /* tries that have not ended */
   pending_t *orphans; /* tries whose helper died: ended on the next loop turn */
-  uint64_t orphan_timer, answer_timer;
+  uint64_t orphan_timer, ping_timer;
+  uint64_t ping_seq, ping_out; /* the last PING's id; ping_out: the one unanswered, or 0 */
+  int64_t ping_sent_ms;
   queued_t *queue, **queue_end; /* requests waiting for room on req_fd, in order */
   char event[MQPROC__HELPER_EVENT_MAX];
 };
@@ -141,9 +143,10 @@ static void helper_gone(mqproc__spawner_t *s, const char *why) {
   helper_stop(s);
   kill_groups(runs);
   s->runs = NULL;
-  if (s->answer_timer != 0)
-    mqproc__loop_timer_cancel(s->loop, s->answer_timer);
-  s->answer_timer = 0;
+  if (s->ping_timer != 0)
+    mqproc__loop_timer_cancel(s->loop, s->ping_timer);
+  s->ping_timer = 0;
+  s->ping_out = 0;
   while (runs != NULL) {
     pending_t *r = runs;
     runs = r->next;
@@ -292,27 +295,46 @@ static void on_event(mqproc__loop_t *loop, int fd, void *ud) {
       r->answered = 1;
     } else if (ev.kind == MQPROC__HELPER_ENDED) {
       ended(s, &ev, (size_t)n);
+    } else if (ev.kind == MQPROC__HELPER_PONG && ev.id == s->ping_out) {
+      s->ping_out = 0;
     }
   }
   if (fd >= 0 && fd == s->ev_fd) /* EOF: the helper is gone; its exit watch tells the rest */
     mqproc__loop_io(s->loop, fd, NULL, NULL);
 }
 
-/* The helper has not said for ANSWER_TIMEOUT_MS that a try it was asked for runs: hung. */
-static void on_answer_timer(mqproc__loop_t *loop, void *ud) {
+static int request(mqproc__spawner_t *s, char *msg, size_t len, const int *fds, int nfds);
+
+/* While tries run, a PING every PING_EVERY_MS; a helper that leaves one unanswered for
+ * PING_TIMEOUT_MS is hung: it is killed and its tries end. The helper serves requests in
+ * order and answers a SPAWN before it reads the next request, so a PONG also says that
+ * every try asked for before it was answered: one watch covers a helper that never starts
+ * a try and one that a processor stopped (SIGSTOP to its parent: its tries would never
+ * end, time limits would do nothing, and the server would renew their leases for ever). */
+static void on_ping_timer(mqproc__loop_t *loop, void *ud) {
   mqproc__spawner_t *s = ud;
-  int64_t oldest = INT64_MAX, now = mqproc__loop_now(loop);
-  s->answer_timer = 0;
-  for (pending_t *r = s->runs; r != NULL; r = r->next)
-    if (!r->answered && r->sent_ms < oldest)
-      oldest = r->sent_ms;
-  if (oldest == INT64_MAX)
+  int64_t now = mqproc__loop_now(loop);
+  mqproc__helper_req_t *q;
+  s->ping_timer = 0;
+  if (s->pid == 0 || s->runs == NULL) { /* nothing to watch: the next spawn starts it again */
+    s->ping_out = 0;
     return;
-  if (now - oldest >= ANSWER_TIMEOUT_MS)
-    helper_gone(s, "does not answer");
-  else
-    s->answer_timer =
-        mqproc__loop_timer(loop, ANSWER_TIMEOUT_MS - (now - oldest), on_answer_timer, s);
+  }
+  if (s->ping_out != 0) {
+    if (now - s->ping_sent_ms >= PING_TIMEOUT_MS) {
+      helper_gone(s, "does not answer (stopped?)");
+      return;
+    }
+  } else if ((q = mqproc__calloc(1, sizeof(*q))) != NULL) {
+    q->kind = MQPROC__HELPER_PING;
+    q->id = s->ping_out = ++s->ping_seq;
+    s->ping_sent_ms = now;
+    if (request(s, (char *)q, sizeof(*q), NULL, 0) < 0) {
+      helper_gone(s, "does not answer");
+      return;
+    }
+  }
+  s->ping_timer = mqproc__loop_timer(loop, PING_EVERY_MS, on_ping_timer, s);
 }
 
 /* ---- what the server says --------------------------------------------------------------- */
@@ -462,13 +484,12 @@ int mqproc__spawner_spawn(mqproc__spawner_t *s, const mqproc__child_plan_t *plan
     return -1;
   }
   r->id = *id = ++s->last_id;
-  r->sent_ms = mqproc__loop_now(s->loop);
   r->cb = cb;
   r->ud = ud;
   r->next = s->runs;
   s->runs = r;
-  if (s->answer_timer == 0)
-    s->answer_timer = mqproc__loop_timer(s->loop, ANSWER_TIMEOUT_MS, on_answer_timer, s);
+  if (s->ping_timer == 0)
+    s->ping_timer = mqproc__loop_timer(s->loop, PING_EVERY_MS, on_ping_timer, s);
   return 0;
 }
 
@@ -529,8 +550,8 @@ void mqproc__spawner_free(mqproc__spawner_t *s) {
   kill_groups(s->runs);
   if (s->orphan_timer != 0)
     mqproc__loop_timer_cancel(s->loop, s->orphan_timer);
-  if (s->answer_timer != 0)
-    mqproc__loop_timer_cancel(s->loop, s->answer_timer);
+  if (s->ping_timer != 0)
+    mqproc__loop_timer_cancel(s->loop, s->ping_timer);
   free_list(s->runs);
   free_list(s->orphans);
   free(s);

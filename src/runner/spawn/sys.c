@@ -1,6 +1,6 @@
-/* The pieces of the runner that need nothing but libc (runner_int.h declares them): the
- * spawn helper, a static program of its own (spawn_helper/main.c), is built from this
- * file, runner_helper.c and runner_child.c alone. */
+/* The pieces of the runner that need nothing but libc (runner/int.h declares them): the
+ * spawn helper, a static program of its own (helper_main.c), is built from this
+ * file, helper.c and runner/child.c alone. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

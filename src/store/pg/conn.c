@@ -1,7 +1,7 @@
 /* PostgreSQL job store: the synchronous connection of start-up (open, migrate; `mqproc
  * migrate`), the schema, and what both connections share: connection parameters with
  * bounded timeouts, the SQLSTATE classes, UTF-8 clean text. The loop's connection is the
- * asynchronous engine (store/pg_engine.c), which takes this one over once it is open.
+ * asynchronous engine (engine.c), which takes this one over once it is open.
  */
 #include <libpq-fe.h>
 #include <stdio.h>

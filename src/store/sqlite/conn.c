@@ -1,6 +1,6 @@
 /* SQLite job store, part three: the schema, `migrate`, the check at start (the schema's
  * version, no network filesystem, and for a server a database it can write), on a
- * connection of their own before the loop runs, as store/pg_conn.c does for PostgreSQL;
+ * connection of their own before the loop runs, as store/pg/conn.c does for PostgreSQL;
  * the write check the engine also runs before it ends an outage (mqproc__sq_probe). */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The SQLite store's engine (store/sqlite_int.h): a thread with its own connection. The
+/* The SQLite store's engine (int.h): a thread with its own connection. The
  * loop queues requests; the thread takes every request queued meanwhile and runs them in
  * one BEGIN IMMEDIATE transaction (the write lock taken up front, so busy_timeout applies
  * and several servers on one file wait their turn instead of failing with SQLITE_BUSY),

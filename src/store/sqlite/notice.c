@@ -1,4 +1,4 @@
-/* The operators' notices of an SQLite store: see sqlite_notice.h. */
+/* The operators' notices of an SQLite store: see notice.h. */
 #include "store/sqlite/notice.h"
 
 #include <errno.h>

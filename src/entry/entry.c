@@ -1,9 +1,9 @@
 /* Command line: `processing-server`, `migrate`, `--help`, `--version`, shared by the
  * mqproc program (any command as processor) and by C processors (mqproc_main); a C
  * processor also answers `__mqproc-worker`, the worker process --isolation=process starts
- * (runner_worker.c), and OCR-D's processor options (`-m mets.xml -I A -O B`: one job run
+ * (runner/worker.c), and OCR-D's processor options (`-m mets.xml -I A -O B`: one job run
  * here, runner/ocrd_run.c). */
-#include "mqproc.h"
+#include "entry/entry.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -58,7 +58,8 @@ static void usage_generic(FILE *out) {
       "  pause|resume|drain PROCESSOR: stop taking jobs, take them again, finish and exit\n"
       "  dashboard          the status page of the whole fleet, taking no jobs\n"
       "  results            QUEUE: read (or --peek at) a result queue's messages\n"
-      "  processing-api     OCR-D's Processing Server API over the job table\n\n"
+      "  processing-api     OCR-D's Processing Server API over the job table\n"
+      "  mets-server        OCR-D's METS server for one workspace, journaled\n\n"
       "The options of a first start (all of them: mqproc processing-server --help):\n");
   mqproc__config_help_rows(out, MQPROC__CLI_GENERIC, FIRST_OPTS);
 }
@@ -156,7 +157,7 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
     return 0;
   }
   if (kind == MQPROC__CLI_C && !strcmp(argv[1], MQPROC_WORKER_COMMAND))
-    return mqproc__runner_worker_main(proc); /* started by runner_worker.c; not in --help */
+    return mqproc__runner_worker_main(proc); /* started by runner/worker.c; not in --help */
   if (strcmp(argv[1], "processing-server") != 0 && strcmp(argv[1], "migrate") != 0) {
     fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, argv[1]);
     return 2;
@@ -207,7 +208,7 @@ int mqproc__cli_main(int argc, char **argv, mqproc__cli_kind_t kind,
   return rc;
 }
 
-/* The library reads only the fields the program's struct has (mqproc.h's mqproc_main
+/* The library reads only the fields the program's struct has (mqproc/mqproc.h's mqproc_main
  * macro passes its size): the rest stay NULL in this copy, which lives as long as the
  * command runs. */
 MQPROC_API int mqproc_main_sized(int argc, char **argv, const mqproc_processor_t *processor,

@@ -1,6 +1,7 @@
-/* Command line shared by the mqproc program and C processors. */
-#ifndef MQPROC_CLI_H
-#define MQPROC_CLI_H
+/* The library's entry point: the command line shared by the mqproc program (cli/main.c)
+ * and C processors (mqproc_main(), entry.c). */
+#ifndef MQPROC_ENTRY_H
+#define MQPROC_ENTRY_H
 
 #include "base/config.h"
 #include "mqproc/mqproc.h"
