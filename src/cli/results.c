@@ -53,7 +53,7 @@ static long read_all(mqproc__qclient_t *q, const char *queue, int peek, long max
     if (out != NULL) {
       json_array_append_new(out, as_json(&m));
     } else {
-      fwrite(m.body, 1, m.len, stdout);
+      mqproc__print_term(stdout, m.body, m.len); /* a body may carry escape sequences */
       if (m.len == 0 || m.body[m.len - 1] != '\n')
         putchar('\n');
     }

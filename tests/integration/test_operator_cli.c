@@ -503,6 +503,25 @@ Test(operator_cli, jobs_list_fits_the_terminal_with_the_cursor_once) {
   it_server_stop(srv);
 }
 
+/* Issue 38, F14: a result body with escape sequences (a retitle, a screen clear) is
+ * printed escaped on a terminal, as `jobs log` prints a log; piped, it stays as it came. */
+Test(operator_cli, results_escapes_control_bytes_on_a_terminal) {
+  char *results = it_name("esc-results"), *out, *cmd;
+  const char body[] = "{\"job\": \"x\"}\x1b]0;PWNED\x07\x1b[2J";
+  const char *argv[] = {"/usr/bin/script", "-qec", NULL, "/dev/null", NULL};
+  if (it_queue_is_dir())
+    cr_skip("a dir:// queue's results are its files (mqproc results says so)");
+  it_declare(results);
+  it_publish(results, body);
+  cmd = it_fmt("'%s' results '%s' --queue '%s' --peek", it_mqproc_bin(), results, it_amqp_url());
+  argv[2] = cmd;
+  cr_assert_eq(it_run(argv, NULL, NULL, &out), 0, "%s", out);
+  cr_expect(strstr(out, "\\x1b]0;PWNED\\x07\\x1b[2J") != NULL, "not escaped: %s", out);
+  cr_expect(strchr(out, '\x1b') == NULL && strchr(out, '\x07') == NULL, "a raw control byte");
+  cr_assert_eq(mq2(NULL, &out, NULL, "results", results, "--peek", NULL), 0);
+  cr_expect(strstr(out, "\x1b]0;PWNED\x07") != NULL, "piped output is changed: %s", out);
+}
+
 Test(operator_cli, a_server_without_migrate_leaves_no_database_file) {
   char *db = it_fmt("%s/never.db", it_tmpdir()), *out;
   const char *argv[] = {it_mqproc_bin(),
