@@ -269,10 +269,20 @@ static int retry(mqproc__odb_t *c, const args_t *a, const char *state) {
     fprintf(stderr, "mqproc jobs retry: give job ids, or --state (e.g. FAILED)\n");
     return 2;
   }
-  if (ids == NULL) {
+  if (ids == NULL && strcmp(w.state, "SUCCESS") != 0 && strcmp(w.state, "FAILED") != 0 &&
+      strcmp(w.state, "CANCELLED") != 0) { /* the others are not retried: a dry run says 0 */
+    fprintf(stderr, "mqproc jobs retry: a retry takes jobs that ended: --state FAILED, "
+                    "CANCELLED or SUCCESS\n");
+    return 2;
+  }
+  if (ids == NULL) { /* counted as the retry takes them: ended, with a stored request */
     const char *vals[2] = {w.state, w.processor};
-    long long n = count(c, "state = $1 AND ($2::text IS NULL OR processor_name = $2)",
-                        "state = ?1 AND (?2 IS NULL OR processor_name = ?2)", vals, 2);
+    long long n = count(c,
+                        "state = $1 AND ($2::text IS NULL OR processor_name = $2)"
+                        " AND request_body IS NOT NULL",
+                        "state = ?1 AND (?2 IS NULL OR processor_name = ?2)"
+                        " AND request_body IS NOT NULL",
+                        vals, 2);
     if (n < 0)
       return 1;
     if (!mqproc__has(a, "yes")) {
@@ -296,6 +306,10 @@ static int retry(mqproc__odb_t *c, const args_t *a, const char *state) {
     const char *id = json_string_value(json_object_get(v, "job_id"));
     if (json_is_true(json_object_get(v, "published")))
       printf("%s\n", id);
+    else if (json_is_true(json_object_get(v, "cached")))
+      printf("%s CACHED (the processing API publishes it when the jobs it depends on "
+             "succeeded and its pages are free)\n",
+             id);
     else
       fprintf(stderr,
               "mqproc jobs retry: %s: not published (%s); a server's sweep publishes it "

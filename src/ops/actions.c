@@ -58,39 +58,51 @@ static size_t stored_headers(const char *text, char *kv[32]) {
   return n;
 }
 
+/* A job of OCR-D's processing API (it has a row in mqproc_ocrd_jobs): its dependencies and
+ * its workspace's page locks decide when it runs, not the retry. */
+#define OCRD_JOB_PG "EXISTS (SELECT 1 FROM mqproc_ocrd_jobs o WHERE o.job_id = mqproc_jobs.job_id)"
+#define OCRD_JOB_SQ OCRD_JOB_PG
+
 /* Puts one batch of jobs (ids, or the filter) back to QUEUED and publishes their stored
  * requests, each appended to jobs as {job_id, published}; returns how many, or -1. The
  * row keeps its history (tries, attempt: the fencing token only grows); its attempt
  * budget and requeues start afresh. A request not published is published by a server's
- * sweep within a minute (republish). */
+ * sweep within a minute (republish). A job of the processing API goes back to CACHED
+ * instead ({job_id, published: false, cached: true}): the API's release pass publishes it
+ * when the jobs it depends on succeeded and no earlier job holds its pages (issue 38,
+ * F15: published at once, a step ran beside the step it depends on). */
 static long long retry_batch(mqproc__odb_t *c, mqproc__qclient_t *amqp, const char *exchange,
                              const char *ids, const char *state, const char *proc, json_t *jobs,
                              char *err) {
   const char *vals[3] = {ids, state, proc};
   mqproc__ores_t *r = mqproc__odb_q(
       c,
-      "UPDATE mqproc_jobs SET state = 'QUEUED', attempt_base = attempt, requeues = 0,"
+      "UPDATE mqproc_jobs SET state = CASE WHEN " OCRD_JOB_PG " THEN 'CACHED' ELSE 'QUEUED' END,"
+      " attempt_base = attempt, requeues = 0,"
       " end_time = NULL, start_time = NULL, worker_id = NULL, result_published = false,"
-      " delivery_acked = false, cancel_requested = false, republish = true,"
-      " lease_until = now() + interval '60 seconds', updated_at = now()"
+      " delivery_acked = false, cancel_requested = false, republish = NOT " OCRD_JOB_PG ","
+      " lease_until = CASE WHEN NOT " OCRD_JOB_PG " THEN now() + interval '60 seconds' END,"
+      " updated_at = now()"
       " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE"
       "   ($1::jsonb IS NULL OR job_id = ANY(" IDS "))"
       "   AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR processor_name = $3)"
       "   AND state IN ('FAILED', 'CANCELLED', 'SUCCESS') AND request_body IS NOT NULL"
       "   LIMIT 1000 FOR UPDATE SKIP LOCKED)"
       " RETURNING job_id, processor_name, request_body, request_format, coalesce(priority, -1),"
-      "   coalesce(headers, '{}')::text",
-      "UPDATE mqproc_jobs SET state = 'QUEUED', attempt_base = attempt, requeues = 0,"
+      "   coalesce(headers, '{}')::text, state",
+      "UPDATE mqproc_jobs SET state = CASE WHEN " OCRD_JOB_SQ " THEN 'CACHED' ELSE 'QUEUED' END,"
+      " attempt_base = attempt, requeues = 0,"
       " end_time = NULL, start_time = NULL, worker_id = NULL, result_published = 0,"
-      " delivery_acked = 0, cancel_requested = 0, republish = 1,"
-      " lease_until = mq_now() + 60000, updated_at = mq_now()"
+      " delivery_acked = 0, cancel_requested = 0, republish = NOT " OCRD_JOB_SQ ","
+      " lease_until = CASE WHEN NOT " OCRD_JOB_SQ " THEN mq_now() + 60000 END,"
+      " updated_at = mq_now()"
       " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE"
       "   (?1 IS NULL OR job_id IN " SQ_IDS ")"
       "   AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR processor_name = ?3)"
       "   AND state IN ('FAILED', 'CANCELLED', 'SUCCESS') AND request_body IS NOT NULL"
       "   LIMIT 1000)"
       " RETURNING job_id, processor_name, request_body, request_format, coalesce(priority, -1),"
-      "   coalesce(headers, '{}')",
+      "   coalesce(headers, '{}'), state",
       3, vals, err);
   long long n;
   if (r == NULL)
@@ -103,12 +115,19 @@ static long long retry_batch(mqproc__odb_t *c, mqproc__qclient_t *amqp, const ch
         !strcmp(mqproc__ores_get(r, i, 3), "yaml") ? "application/yaml" : "application/json";
     const char *id[1] = {mqproc__ores_get(r, i, 0)};
     char *kv[32], e2[ERRLEN], why[MQPROC_ERR_LEN] = "the stored request is empty";
-    size_t nh = stored_headers(mqproc__ores_get(r, i, 5), kv);
+    size_t nh;
+    int sent;
+    if (!strcmp(mqproc__ores_get(r, i, 6), "CACHED")) {
+      json_array_append_new(
+          jobs, json_pack("{s:s, s:b, s:b}", "job_id", id[0], "published", 0, "cached", 1));
+      free(body);
+      continue;
+    }
+    nh = stored_headers(mqproc__ores_get(r, i, 5), kv);
     /* the request as it came, with its priority and headers (as text) */
-    int sent =
-        body != NULL && mqproc__qclient_send(amqp, exchange, mqproc__ores_get(r, i, 1), body, len,
-                                             ctype, id[0], atoi(mqproc__ores_get(r, i, 4)),
-                                             (const char *const *)kv, nh, why) == 0;
+    sent = body != NULL && mqproc__qclient_send(amqp, exchange, mqproc__ores_get(r, i, 1), body,
+                                                len, ctype, id[0], atoi(mqproc__ores_get(r, i, 4)),
+                                                (const char *const *)kv, nh, why) == 0;
     if (sent)
       mqproc__ores_free(mqproc__odb_q(c,
                                       "UPDATE mqproc_jobs SET republish = false, lease_until = NULL"

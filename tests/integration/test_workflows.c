@@ -185,6 +185,35 @@ Test(workflows, a_failing_first_step_leaves_its_dependants_cancelled) {
   it_server_stop(srv);
 }
 
+/* Issue 38, F15: an operator's retry of a step goes through the API's release, as the step
+ * did when it came: a retried step whose dependency FAILED is cancelled again without
+ * running (it was published at once and ran beside, or without, the step before it). A
+ * bulk retry takes only ended jobs: --state CACHED is refused, not counted. */
+Test(workflows, a_retried_step_waits_for_its_dependencies) {
+  char *dummy = it_name("dummy"), *failing = it_name("fail"), *mets = workspace(1), *wf, *out,
+       *step2;
+  const char *envp[] = {"PROC_FAIL_MATCH=-", NULL}; /* every job id holds a '-' */
+  it_server_t *srv = dummy_server(dummy),
+              *bad = it_server_start(failing, it_proc("proc.sh"), NULL, envp);
+  it_api_t a = it_api_start(NULL);
+  wf = run(&a, mets, "",
+           it_fmt("%s -I OCR-D-IMG -O F1\n%s -I F1 -O F2\n", task(failing), task(dummy)), NULL);
+  cr_assert(run_ends(wf, "FAILED"));
+  step2 = it_sql(it_fmt("SELECT job_id FROM mqproc_jobs WHERE processor_name = '%s'", dummy), 0);
+  cr_assert_not_null(step2);
+  cr_assert_eq(it_mq(&out, "jobs", "retry", step2, NULL), 0, "%s", out);
+  cr_expect(strstr(out, "CACHED") != NULL, "the retry does not say it waits: %s", out);
+  cr_assert(it_sql_becomes(it_fmt("SELECT state || ' ' || tries FROM mqproc_jobs"
+                                  " WHERE job_id = '%s'",
+                                  step2),
+                           "CANCELLED 0"),
+            "the retried step ran though the step it depends on FAILED");
+  cr_expect_eq(it_mq(&out, "jobs", "retry", "--state", "CACHED", NULL), 2, "%s", out);
+  it_server_stop(a.proc);
+  it_server_stop(bad);
+  it_server_stop(srv);
+}
+
 Test(workflows, the_workflow_callback_is_called_when_it_ends) {
   char *proc = it_name("dummy"), *mets = workspace(1), *wf, *url, *body;
   it_server_t *srv = dummy_server(proc);
