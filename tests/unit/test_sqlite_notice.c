@@ -97,6 +97,42 @@ Test(sqlite_notice, a_file_started_again_by_the_sender_is_read_from_its_start) {
   mqproc__loop_free(e.loop);
 }
 
+static void on_flood(void *ud, const char *payload) {
+  ear_t *e = ud;
+  e->n++;
+  if (!strcmp(payload, "ocrd-last")) {
+    e->want = 1; /* heard */
+    mqproc__loop_stop(e->loop);
+  }
+}
+
+/* Issue 38, F17: megabytes appended at once (no sender writes that) are not all read in
+ * one wake: the last part is, so the newest line is still heard. */
+Test(sqlite_notice, a_flood_appended_at_once_is_read_only_in_its_last_part) {
+  char err[MQPROC_ERR_LEN], *db = db_path(), big[400], file[160];
+  ear_t e = {0};
+  mqproc__sq_notice_t *n;
+  uint64_t t;
+  FILE *f;
+  cr_assert_eq(mqproc__loop_new(&e.loop, err), MQPROC_OK, "%s", err);
+  cr_assert_not_null(n = mqproc__sq_notice_watch(db, e.loop, on_flood, &e));
+  memset(big, 'x', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  snprintf(file, sizeof(file), "%s-control", db);
+  cr_assert_not_null(f = fopen(file, "a"));
+  for (int i = 0; i < 20000; i++) /* 8 MB */
+    fprintf(f, "%s\n", big);
+  fprintf(f, "ocrd-last\n");
+  fclose(f);
+  t = mqproc__loop_timer(e.loop, 10000, on_deadline, NULL);
+  mqproc__loop_run(e.loop);
+  mqproc__loop_timer_cancel(e.loop, t);
+  cr_expect_eq(e.want, 1, "the newest line was not heard");
+  cr_expect_leq(e.n, 4 * 65536 / 400 + 1, "%d lines read in one wake", e.n);
+  mqproc__sq_notice_free(n);
+  mqproc__loop_free(e.loop);
+}
+
 Test(sqlite_notice, a_payload_that_is_not_one_line_is_refused) {
   char *db = db_path();
   errno = 0;
