@@ -257,7 +257,7 @@ void mqproc__delivery_stop(mqproc__delivery_t *d, int force) {
   case S_RUNNING:
     if (!force || d->run == NULL)
       break;
-    if (d->host->runner->klass->killable) {
+    if (mqproc__runner_killable(d->host->runner)) {
       mqproc__runner_kill(d->host->runner, d->run, SIGKILL); /* ends as RELEASE */
       break;
     }

@@ -64,7 +64,8 @@
  * This file: the machine, taking a job in, running it. The states that record how its
  * attempt ended (SUCCEED, CANCEL, FAIL, GIVE_UP, RELEASE, FENCED) are in end.c,
  * those that send an outcome (DEAD_LETTER to ACK) in out.c, the helpers the steps
- * share (store calls, timed waits, the broker away) in wait.c.
+ * share (store calls, timed waits, the broker away) in wait.c, OCR-D's checks of a decoded
+ * message (its workspace, its METS server) in ocrd.c.
  *
  * To add a state: add it to DELIVERY_STATES (int.h), write its step function
  * here (or in end.c / out.c), and add the case in step(). Waiting states return 0
@@ -104,28 +105,6 @@ static int shown_request(mqproc__delivery_t *d) {
   d->request_shown = json_dumps(shown, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(shown);
   return d->request_shown != NULL ? MQPROC_OK : MQPROC_ENOMEM;
-}
-
-/* The METS server the message's sender holds its workspace in (MQPROC__HEADER_METS_SERVER,
- * ocrd_argv.h): 0 when the header is absent; 1 with *url NULL for "none", else a copy of
- * the URL or socket path; -1 when the value is neither (err says why). */
-static int named_mets_server(const char *headers_json, char **url, char *err) {
-  json_t *h = headers_json != NULL ? json_loads(headers_json, 0, NULL) : NULL;
-  json_t *jv = json_object_get(h, MQPROC__HEADER_METS_SERVER);
-  const char *v = json_string_value(jv);
-  int rc = 1;
-  *url = NULL;
-  if (jv == NULL)
-    rc = 0;
-  else if (v == NULL || !mqproc__ocrd_mets_server_named(v))
-    rc = mqproc__err(err, -1,
-                     "header %s is neither \"none\", a socket's absolute path nor an http(s):// "
-                     "URL (at most %d bytes)",
-                     MQPROC__HEADER_METS_SERVER, MQPROC__METS_SERVER_URL_MAX);
-  else if (strcmp(v, "none") != 0 && (*url = mqproc__strdup(v)) == NULL)
-    rc = -2;
-  json_decref(h);
-  return rc;
 }
 
 /* A job that is not OCR-D's may come without job_id and created_time: they are made here.
@@ -173,9 +152,7 @@ static int step_decode(mqproc__delivery_t *d) {
     return 1;
   }
   if (mqproc__codec_parse(d->body, d->len, &doc, &fmt, err) != MQPROC_OK) {
-    const char *hint = strncmp(err, "empty message", 13) == 0 && d->host->broker != NULL
-                           ? d->host->broker->klass->empty_hint
-                           : NULL;
+    const char *hint = strncmp(err, "empty message", 13) == 0 ? d->host->empty_hint : NULL;
     mqproc__delivery_to_dead_letter(d, S_ACK, "undecodable message: %s%s%s", err,
                                     hint != NULL ? ": " : "", hint != NULL ? hint : "");
     return 1;
@@ -195,21 +172,10 @@ static int step_decode(mqproc__delivery_t *d) {
     mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
     return 1;
   }
-  if (!d->msg->ocrd && d->host->ocrd_processor) {
-    mqproc__delivery_to_dead_letter(
-        d, S_ACK,
-        "invalid message: '%.100s' is an OCR-D processor: its jobs name path_to_mets (or "
-        "workspace_id) and input_file_grps (and job_id, created_time)",
-        d->host->processor);
-    return 1;
-  }
+  if ((rc = mqproc__delivery_ocrd_checks(d)) != 0) /* OCR-D's own (ocrd.c) */
+    return rc;
   if (!d->msg->ocrd && plain_job_ids(d) != MQPROC_OK)
     return mqproc__delivery_wait_timer(d, S_DEFER, 1000); /* out of memory: give it back */
-  if (d->msg->ocrd && (d->msg->path_to_mets != NULL || cfg(d)->workspace_root != NULL) &&
-      mqproc__ocrd_mets_path(d->msg, cfg(d)->workspace_root, &d->mets_path, err) != MQPROC_OK) {
-    mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
-    return 1;
-  }
   if (d->msg->result_queue_name != NULL &&
       !mqproc__host_result_queue_allowed(d->host, d->msg->result_queue_name)) {
     mqproc__delivery_to_dead_letter(d, S_ACK,
@@ -227,32 +193,6 @@ static int step_decode(mqproc__delivery_t *d) {
         d->msg->result_queue_name);
     return 1;
   }
-  if (d->mets_path == NULL && d->host->needs_mets) {
-    mqproc__delivery_to_dead_letter(
-        d, S_ACK,
-        "invalid message: workspace_id '%.200s' given, but this server has no "
-        "--workspace-root to find its METS",
-        d->msg->workspace_id);
-    return 1;
-  }
-  /* a job goes through the METS server its sender names (mqproc processing-api and submit
-   * --workflow), else that OCR-D's Processing Server started for it */
-  rc = named_mets_server(d->headers_json, &d->mets_server_url, err);
-  if (rc == -2)
-    return mqproc__delivery_wait_timer(d, S_DEFER, 1000); /* out of memory: give it back */
-  if (rc == -1) {
-    mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
-    return 1;
-  }
-  rc = rc == 1 ? MQPROC_OK
-               : mqproc__ocrd_mets_server_url(d->msg, d->mets_path, cfg(d)->ocrd_mets_server,
-                                              cfg(d)->ocrd_sockets_dir, &d->mets_server_url, err);
-  if (rc == MQPROC_EINVAL) {
-    mqproc__delivery_to_dead_letter(d, S_ACK, "invalid message: %s", err);
-    return 1;
-  }
-  if (rc != MQPROC_OK)
-    return mqproc__delivery_wait_timer(d, S_DEFER, 1000); /* out of memory: give it back */
   d->request_json = json_dumps(d->msg->doc, JSON_COMPACT | JSON_SORT_KEYS);
   if (d->request_json == NULL || shown_request(d) != MQPROC_OK)
     return mqproc__delivery_wait_timer(d, S_DEFER, 1000);

@@ -117,7 +117,7 @@ static void in_write(mqproc__delivery_t *d, mqproc__store_succeed_t *end, char *
   size_t len;
   *body = NULL;
   if (!d->ack_in_write && !d->acked && !d->settled &&
-      mqproc__broker_ack_in_store(d->host->broker, d->epoch, d->tag, &d->in_write) == MQPROC_OK)
+      mqproc__host_ack_in_store(d->host, d, &d->in_write) == MQPROC_OK)
     d->ack_in_write = 1;
   if (!d->ack_in_write)
     return;

@@ -1,6 +1,7 @@
 /* The only view a delivery has of the server that runs it: the handles it uses (the
- * configuration, the loop, the broker, the store, the runner, the metrics) and a small
- * table of what it asks of its host (publish with a confirm, ack, run slots and claim
+ * configuration, the loop, the store, the runner, the metrics) and a small table of what
+ * it asks of its host (publish with a confirm, ack, nack, an ack in the store's write, the
+ * connection's generation, run slots and claim
  * passes, result queues, another delivery holding a job, the store being away, the
  * --on-failure handler, its own end). The server fills one and hands it to every delivery;
  * a unit test fills one with fakes (tests/unit/test_delivery.c) and drives the machine
@@ -35,6 +36,16 @@ typedef struct mqproc__delivery_host_ops {
   /* Acks d's delivery at the host's next flush; MQPROC_EBROKER_CLOSED when d's connection
      is gone. */
   int (*ack)(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err);
+  /* Gives d's delivery back to the queue (requeued) now; MQPROC_EBROKER_CLOSED when d's
+     connection is gone (the broker redelivers it anyway). */
+  int (*nack)(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err);
+  /* d's delivery will be acked by d's success write in the job store the queue lives in
+     (a table queue in the server's own database): *held gets what fences that write.
+     MQPROC_EINVAL where the queue is not in the store (then d acks as usual). */
+  int (*ack_in_store)(mqproc__delivery_host_t *h, mqproc__delivery_t *d,
+                      mqproc__broker_held_t *held);
+  /* The broker connection's generation now: a delivery of an older one cannot be acked. */
+  uint64_t (*epoch)(mqproc__delivery_host_t *h);
   /* A run slot (1) or none free (0: d waits in SLOT_WAIT until mqproc__delivery_slot_free);
      give_slot returns one. */
   int (*take_slot)(mqproc__delivery_host_t *h);
@@ -73,17 +84,17 @@ struct mqproc__delivery_host {
   const char *worker_id;
   const char *hostname; /* gethostname() */
   mqproc__loop_t *loop;
-  mqproc__broker_t *broker;
   mqproc__store_t *store;
   mqproc__runner_t *runner;
   mqproc__metrics_t *metrics;
   const mqproc__cidr_list_t *callback_allow; /* --callback-allow */
   const mqproc__cidr_list_t *callback_deny;  /* --callback-deny */
-  int needs_mets;     /* the runner cannot run a job without a METS (OCR-D CLI) */
-  int ocrd_processor; /* an OCR-D processor (--exec with OCR-D's CLI, a C processor named
-                         ocrd-*): a job that names no workspace and no file groups is
-                         invalid for it */
-  int broker_blocked; /* connection.blocked: publishing waits for connection.unblocked */
+  int needs_mets;         /* the runner cannot run a job without a METS (OCR-D CLI) */
+  int ocrd_processor;     /* an OCR-D processor (--exec with OCR-D's CLI, a C processor named
+                             ocrd-*): a job that names no workspace and no file groups is
+                             invalid for it */
+  int broker_blocked;     /* connection.blocked: publishing waits for connection.unblocked */
+  const char *empty_hint; /* what an empty message means on this queue (NULL: nothing) */
 };
 
 static inline int mqproc__host_publish(mqproc__delivery_host_t *h, mqproc__delivery_t *d,
@@ -95,6 +106,16 @@ static inline void mqproc__host_forget_publish(mqproc__delivery_host_t *h, mqpro
 }
 static inline int mqproc__host_ack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
   return h->ops->ack(h, d, err);
+}
+static inline int mqproc__host_nack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
+  return h->ops->nack(h, d, err);
+}
+static inline int mqproc__host_ack_in_store(mqproc__delivery_host_t *h, mqproc__delivery_t *d,
+                                            mqproc__broker_held_t *held) {
+  return h->ops->ack_in_store(h, d, held);
+}
+static inline uint64_t mqproc__host_epoch(mqproc__delivery_host_t *h) {
+  return h->ops->epoch(h);
 }
 static inline int mqproc__host_take_slot(mqproc__delivery_host_t *h) {
   return h->ops->take_slot(h);

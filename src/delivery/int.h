@@ -169,6 +169,9 @@ mqproc__try_end_t mqproc__delivery_try_end(const mqproc__delivery_t *d);
 /* The job's log file for the store: its path once a try of this delivery wrote there, else
  * NULL (the row keeps the path it has: a file an earlier attempt made, or none). */
 const char *mqproc__delivery_log_path(const mqproc__delivery_t *d);
+/* OCR-D's checks of a decoded message (ocrd.c): 0 when it goes on; else what a step
+ * returns (it was dead-lettered, or deferred when out of memory). */
+int mqproc__delivery_ocrd_checks(mqproc__delivery_t *d);
 /* The states that record the attempt's end (end.c). */
 int mqproc__delivery_step_succeed(mqproc__delivery_t *d);
 int mqproc__delivery_step_cancel(mqproc__delivery_t *d);

@@ -268,8 +268,7 @@ int mqproc__delivery_step_settle(mqproc__delivery_t *d, int ack) {
   d->state = S_DONE;
   if (d->acked) /* acked early; a requeued job gets a new message from the sweeper */
     return 1;
-  rc = ack ? mqproc__host_ack(d->host, d, err)
-           : mqproc__broker_nack(d->host->broker, d->epoch, d->tag, 1, err);
+  rc = ack ? mqproc__host_ack(d->host, d, err) : mqproc__host_nack(d->host, d, err);
   d->settled = 1;
   if (rc != MQPROC_OK)
     MQPROC__WARN("job %s: cannot %s (%s); the broker will redeliver it", jid(d),

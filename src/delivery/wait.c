@@ -26,7 +26,7 @@ int mqproc__delivery_has_callbacks(const mqproc__msg_t *m) {
 
 /* The broker connection this delivery came on is gone (its tag is void). */
 int mqproc__delivery_stale(const mqproc__delivery_t *d) {
-  return d->epoch != mqproc__broker_epoch(d->host->broker);
+  return d->epoch != mqproc__host_epoch(d->host);
 }
 
 static void on_timer(mqproc__loop_t *loop, void *ud) {

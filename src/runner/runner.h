@@ -116,6 +116,10 @@ static inline int mqproc__runner_start(mqproc__runner_t *r, mqproc__loop_t *loop
 static inline void mqproc__runner_kill(mqproc__runner_t *r, mqproc__run_t *run, int sig) {
   r->klass->kill(r, run, sig);
 }
+/* Whether kill() really stops a try (a process can be killed, a thread cannot). */
+static inline int mqproc__runner_killable(const mqproc__runner_t *r) {
+  return r->klass->killable;
+}
 static inline void mqproc__runner_destroy(mqproc__runner_t *r) {
   if (r != NULL)
     r->klass->destroy(r);

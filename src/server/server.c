@@ -450,6 +450,20 @@ static void h_forget_publish(mqproc__delivery_host_t *h, mqproc__delivery_t *d) 
 static int h_ack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
   return mqproc__server_ack(of(h), d, err);
 }
+static int h_nack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
+  uint64_t epoch = 0, tag = 0;
+  mqproc__delivery_tag(d, &epoch, &tag);
+  return mqproc__broker_nack(of(h)->broker, epoch, tag, 1, err);
+}
+static int h_ack_in_store(mqproc__delivery_host_t *h, mqproc__delivery_t *d,
+                          mqproc__broker_held_t *held) {
+  uint64_t epoch = 0, tag = 0;
+  mqproc__delivery_tag(d, &epoch, &tag);
+  return mqproc__broker_ack_in_store(of(h)->broker, epoch, tag, held);
+}
+static uint64_t h_epoch(mqproc__delivery_host_t *h) {
+  return mqproc__broker_epoch(of(h)->broker);
+}
 static int h_take_slot(mqproc__delivery_host_t *h) {
   return mqproc__server_take_slot(of(h));
 }
@@ -492,6 +506,9 @@ static const mqproc__delivery_host_ops_t HOST_OPS = {
     .publish = h_publish,
     .forget_publish = h_forget_publish,
     .ack = h_ack,
+    .nack = h_nack,
+    .ack_in_store = h_ack_in_store,
+    .epoch = h_epoch,
     .take_slot = h_take_slot,
     .give_slot = h_give_slot,
     .take_pass = h_take_pass,
@@ -517,7 +534,7 @@ static void fill_host(mqproc__server_t *srv) {
   h->worker_id = srv->worker_id;
   h->hostname = srv->hostname;
   h->loop = srv->loop;
-  h->broker = srv->broker;
+  h->empty_hint = srv->broker->klass->empty_hint;
   h->store = srv->store;
   h->runner = srv->runner;
   h->metrics = &srv->metrics;

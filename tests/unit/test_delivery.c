@@ -554,6 +554,29 @@ static int h_ack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
   return MQPROC_OK;
 }
 
+/* As the server's: the fake broker's nack of d's tag (refused for an older connection). */
+static int h_nack(mqproc__delivery_host_t *h, mqproc__delivery_t *d, char *err) {
+  uint64_t epoch = 0, tag = 0;
+  (void)h;
+  mqproc__delivery_tag(d, &epoch, &tag);
+  note("nack");
+  return fb_nack(&fx.broker.base, epoch, tag, 1, err);
+}
+
+/* The fake queue is not in the store: every delivery acks as usual. */
+static int h_ack_in_store(mqproc__delivery_host_t *h, mqproc__delivery_t *d,
+                          mqproc__broker_held_t *held) {
+  (void)h;
+  (void)d;
+  (void)held;
+  return MQPROC_EINVAL;
+}
+
+static uint64_t h_epoch(mqproc__delivery_host_t *h) {
+  (void)h;
+  return fx.broker.epoch;
+}
+
 static int h_take_slot(mqproc__delivery_host_t *h) {
   (void)h;
   if (fx.slots_used >= fx.slot_limit)
@@ -647,6 +670,9 @@ static const mqproc__delivery_host_ops_t FAKE_HOST = {
     .publish = h_publish,
     .forget_publish = h_forget_publish,
     .ack = h_ack,
+    .nack = h_nack,
+    .ack_in_store = h_ack_in_store,
+    .epoch = h_epoch,
     .take_slot = h_take_slot,
     .give_slot = h_give_slot,
     .take_pass = h_take_pass,
@@ -693,7 +719,6 @@ static void setup(void) {
                                       .worker_id = "me:1",
                                       .hostname = "testhost",
                                       .loop = fx.loop,
-                                      .broker = &fx.broker.base,
                                       .store = &fx.store.base,
                                       .runner = &fx.runner.base,
                                       .metrics = &fx.metrics,
