@@ -4,12 +4,16 @@
  * FileExistsError or a bad regular expression 400 with a JSON string, a request that fails
  * validation 422 {"detail": [{"loc", "msg", "type"}]}, OCR-D's ValueErrors 500 "Internal
  * Server Error" (what an exception FastAPI has no handler for gives), an unknown path 404,
- * a wrong method 405. mqproc's own refusal: a local_filename outside the workspace, 400. */
+ * a wrong method 405. mqproc's own refusal: a local_filename outside the workspace (as text,
+ * or through a link on disk that leads out), 400. */
 #include "http/mets_server_int.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "base/log.h"
 #include "base/util.h"
@@ -176,6 +180,31 @@ static int inside(const mqproc__mets_server_t *s, const char *path) {
   return 1;
 }
 
+/* Whether path, resolved through the links on disk, stays in the workspace: the deepest part
+ * of it that exists (the file, else its directory, ...) must resolve below the workspace's
+ * resolved directory, so a link that leads out (a directory or the file itself) is outside;
+ * a dangling link in its place is refused as well. */
+static int resolves_inside(const mqproc__mets_server_t *s, const char *path) {
+  char *full = path[0] == '/' ? mqproc__strdup(path) : mqproc__asprintf("%s/%s", s->dir, path);
+  char real[PATH_MAX], *slash;
+  struct stat st;
+  size_t n = strlen(s->dir);
+  int in = 0;
+  while (full != NULL) {
+    const char *p = full[0] != '\0' ? full : "/";
+    if (realpath(p, real) != NULL) {
+      in = n == 1 || (!strncmp(real, s->dir, n) && (real[n] == '/' || real[n] == '\0'));
+      break;
+    }
+    if ((errno != ENOENT && errno != ENOTDIR) || lstat(p, &st) == 0 ||
+        (slash = strrchr(full, '/')) == NULL)
+      break; /* unreadable, or a dangling link: refused */
+    *slash = '\0';
+  }
+  free(full);
+  return in;
+}
+
 static void post_file(mqproc__mets_server_t *s, mqproc__http_req_t *req) {
   static const char *const REQUIRED[] = {"file_grp", "file_id", "mimetype"};
   char err[MQPROC_ERR_LEN];
@@ -194,7 +223,7 @@ static void post_file(mqproc__mets_server_t *s, mqproc__http_req_t *req) {
     return;
   }
   json_decref(errors);
-  if (local != NULL && !inside(s, local)) {
+  if (local != NULL && (!inside(s, local) || !resolves_inside(s, local))) {
     json(req, 400,
          json_sprintf("local_filename '%.500s' is outside the workspace %s", local, s->dir));
     return;

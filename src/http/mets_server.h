@@ -14,8 +14,9 @@
  *   own saves; another holder makes start fail (MQPROC_ESTATE);
  * - it saves every save_interval_ms while there are unsaved changes, on PUT /, DELETE /,
  *   and when its owner calls mqproc__mets_server_save() (on a signal);
- * - a local_filename outside the workspace (absolute elsewhere, or climbing out with "..") is
- *   refused (400); bodies, forms and connections are bounded.
+ * - a local_filename outside the workspace (absolute elsewhere, climbing out with "..", or
+ *   through a link on disk that leads out) is refused (400); bodies, forms and connections
+ *   are bounded.
  *
  *   mqproc__mets_server_start(&s, loop, &cfg, err)   lock, load, replay, listen
  *   ... the loop runs; on_stop is called once DELETE /'s answer is out
