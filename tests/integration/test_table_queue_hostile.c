@@ -125,3 +125,60 @@ Test(tq_hostile, f3_an_id_at_int64_max_does_not_fill_the_table) {
   ordinary_job_completes(proc, "f3-after", it_name("f3-result"));
   it_server_stop(srv);
 }
+
+/* F8: a priority past the job table's smallint made the claim fail; the round that held the
+ * take was undone, and the take's other bad messages were dead-lettered again each time
+ * (11-15 copies). Now the take reads the priority within the job table's range: the job
+ * runs, and the empty message beside it is dead-lettered once. */
+Test(tq_hostile, f8_a_priority_past_smallint_runs_and_dead_letters_nothing_twice) {
+  char *proc = it_name("f8");
+  it_server_t *srv;
+  it_tq_sql(
+      "INSERT INTO mqproc_messages (queue, body, priority)"
+      " VALUES ($1, convert_to($2, 'UTF8'), 40000)",
+      "INSERT INTO mqproc_messages (queue, body, priority) VALUES (?1, CAST(?2 AS BLOB), 40000)", 2,
+      proc, it_job_json(proc, "f8-big", NULL));
+  it_tq_sql("INSERT INTO mqproc_messages (queue, body) VALUES ($1, ''::bytea)",
+            "INSERT INTO mqproc_messages (queue, body) VALUES (?1, X'')", 1, proc);
+  for (int i = 0; i < 3; i++)
+    it_tq_sql("INSERT INTO mqproc_messages (queue, body) VALUES ($1, convert_to($2, 'UTF8'))",
+              "INSERT INTO mqproc_messages (queue, body) VALUES (?1, CAST(?2 AS BLOB))", 2, proc,
+              it_job_json(proc, it_fmt("f8-good-%d", i), NULL));
+  srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
+  cr_assert(job_becomes("f8-big", "SUCCESS"), "the job with priority 40000 ran");
+  cr_expect_eq(it_sql_long("SELECT priority FROM mqproc_jobs WHERE job_id = 'f8-big'", 0), 32767,
+               "its priority as the job table can hold it");
+  ordinary_job_completes(proc, "f8-after", NULL);
+  cr_expect(it_sql_becomes("SELECT count(*) FROM mqproc_jobs WHERE state = 'SUCCESS'", "5"));
+  cr_expect(rows_become_none(proc), "every message of the queue acked");
+  sleep(2); /* a copy would come with a round undone again */
+  cr_expect_eq(it_sql_long("SELECT count(*) FROM mqproc_dead_letters", 0), 1,
+               "the empty message dead-lettered once");
+  cr_expect_eq(rows_of(it_fmt("%s.dead", proc)), 1, "one dead letter in the queue");
+  it_server_stop(srv);
+}
+
+/* F9: SQLite, a delivery count at or past 2^31 (or a REAL) was read back with atoi, so the
+ * ack's fence never matched: the job ran once, and its message came back every visibility
+ * period for ever. Now the take keeps the count an integer below 10^9. */
+Test(tq_hostile, f9_a_delivery_count_past_int_or_real_is_acked) {
+  char *proc = it_name("f9");
+  it_server_t *srv;
+  if (!queue_sqlite())
+    cr_skip_test("SQLite's 64-bit and REAL counts (PostgreSQL's column is an integer: f1)");
+  it_tq_sql(NULL,
+            "INSERT INTO mqproc_messages (queue, body, deliveries)"
+            " VALUES (?1, CAST(?2 AS BLOB), 2147483648)",
+            2, proc, it_job_json(proc, "f9-big", NULL));
+  it_tq_sql(
+      NULL,
+      "INSERT INTO mqproc_messages (queue, body, deliveries) VALUES (?1, CAST(?2 AS BLOB), 0.5)", 2,
+      proc, it_job_json(proc, "f9-real", NULL));
+  srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
+  cr_assert(job_becomes("f9-big", "SUCCESS"));
+  cr_assert(job_becomes("f9-real", "SUCCESS"));
+  cr_expect(rows_become_none(proc), "both messages acked (deleted), not held for ever");
+  ordinary_job_completes(proc, "f9-after", NULL);
+  cr_expect(rows_become_none(proc), "every message of the queue acked");
+  it_server_stop(srv);
+}

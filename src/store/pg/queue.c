@@ -39,18 +39,24 @@ static void bind_int_array(pg_req_t *r, int i, const int64_t *ids, const int *in
 /* clang-format off */
 /* Messages whose holder let the deadline pass first (by deadline: the held index), then
  * ready ones (the ready index, in the queue's order: a key range that stops after the
- * limit, however many others hold). The UPDATE finds them by primary key. */
+ * limit, however many others hold). The UPDATE finds them by primary key.
+ *
+ * A row is a producer's (docs/table-queue.md), so nothing in it may fail the statement
+ * that takes it with others: the delivery count saturates at 10^9 (the CHECK of
+ * sql/011_hostile_rows.sql; a row from before it may hold anything), and the priority is
+ * read within the job table's smallint (-1: none). */
 static const char TAKE_SQL[] =
     "WITH back AS (SELECT id FROM mqproc_messages WHERE queue = $1 AND consumer IS NOT NULL"
     "   AND visible_at <= now() ORDER BY visible_at LIMIT $3::int FOR UPDATE SKIP LOCKED),"
     " ready AS (SELECT id FROM mqproc_messages WHERE queue = $1 AND consumer IS NULL"
     "   AND visible_at <= now() ORDER BY priority DESC, id"
     "   LIMIT greatest(0, $3::int - (SELECT count(*) FROM back)) FOR UPDATE SKIP LOCKED)"
-    " UPDATE mqproc_messages m SET consumer = $2, deliveries = m.deliveries + 1,"
+    " UPDATE mqproc_messages m SET consumer = $2,"
+    "   deliveries = least(greatest(m.deliveries, 0), 999999999) + 1,"
     "   visible_at = now() + $4::int * interval '1 millisecond'"
     " WHERE m.id = ANY (ARRAY(SELECT id FROM back UNION ALL SELECT id FROM ready))"
-    " RETURNING m.id, m.deliveries, m.priority, m.body, m.content_type, m.message_id,"
-    "   m.headers::text";
+    " RETURNING m.id, m.deliveries, least(greatest(m.priority, -1), 32767), m.body,"
+    "   m.content_type, m.message_id, m.headers::text";
 /* clang-format on */
 
 static int parse_take(pg_req_t *r, PGresult *res, const int *rows, int n) {

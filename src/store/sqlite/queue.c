@@ -17,20 +17,25 @@
 #define TAKE_COLS 7
 
 /* clang-format off */
+/* A row is a producer's (docs/table-queue.md): the delivery count is made an integer and
+ * saturates at 10^9 (a count past 2^31 or a REAL, read back with atoi, never matched its
+ * ack's fence again), the priority is read as an integer within -1 (none) .. 32767, as on
+ * PostgreSQL. */
+#define TAKE_SET "consumer = ?2, visible_at = mq_now() + ?4, deliveries ="                     \
+                 " min(max(CAST(deliveries AS INTEGER), 0), 999999999) + 1"
+#define TAKE_RETURNING                                                                         \
+  " RETURNING id, deliveries, min(max(CAST(priority AS INTEGER), -1), 32767), body,"          \
+  " content_type, message_id, headers"
 /* Held messages whose holder let the deadline pass (a dead holder's), by deadline. */
 static const char TAKE_BACK[] =
-    "UPDATE mqproc_messages SET consumer = ?2, deliveries = deliveries + 1,"
-    " visible_at = mq_now() + ?4"
+    "UPDATE mqproc_messages SET " TAKE_SET
     " WHERE id IN (SELECT id FROM mqproc_messages WHERE queue = ?1 AND consumer IS NOT NULL"
-    "   AND visible_at <= mq_now() ORDER BY visible_at LIMIT ?3)"
-    " RETURNING id, deliveries, priority, body, content_type, message_id, headers";
+    "   AND visible_at <= mq_now() ORDER BY visible_at LIMIT ?3)" TAKE_RETURNING;
 /* Ready ones in the queue's order (the ready index: a key range). */
 static const char TAKE_READY[] =
-    "UPDATE mqproc_messages SET consumer = ?2, deliveries = deliveries + 1,"
-    " visible_at = mq_now() + ?4"
+    "UPDATE mqproc_messages SET " TAKE_SET
     " WHERE id IN (SELECT id FROM mqproc_messages WHERE queue = ?1 AND consumer IS NULL"
-    "   AND visible_at <= mq_now() ORDER BY priority DESC, id LIMIT ?3)"
-    " RETURNING id, deliveries, priority, body, content_type, message_id, headers";
+    "   AND visible_at <= mq_now() ORDER BY priority DESC, id LIMIT ?3)" TAKE_RETURNING;
 /* clang-format on */
 
 const char *mqproc__sq_take_sql(int back) {
