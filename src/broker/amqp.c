@@ -310,6 +310,7 @@ static void deliver(amqp_broker_t *b, amqp_envelope_t *env) {
   m.redelivered = env->redelivered;
   m.body = env->message.body.bytes;
   m.len = env->message.body.len;
+  m.size = 0; /* all of it */
   m.content_type = ctype;
   m.message_id = mid;
   m.routing_key = rkey;

@@ -42,6 +42,9 @@ typedef struct mqproc__broker_msg {
   int redelivered;   /* the broker's hint; never trusted alone */
   const void *body;
   size_t len;
+  size_t size; /* > len: the message's whole size, of which body holds only the start (a
+                  table queue's body over --max-message-size, not read: it is
+                  dead-lettered); 0: body is all of it */
   const char *content_type; /* "" when absent */
   const char *message_id;   /* "" when absent */
   const char *routing_key;
@@ -116,7 +119,8 @@ typedef struct mqproc__topology {
   int confirm_timeout_s;    /* a publish unconfirmed this long drops the connection (a quorum
                                queue without a majority never confirms); 0 = never */
   const char *client_id;    /* shown in the broker's connection list (connection_name) */
-  size_t max_message_bytes; /* dir://: a job file larger than this goes to failed/ unread
+  size_t max_message_bytes; /* dir://: a job file larger than this goes to failed/ unread;
+                               a table queue reads only its start and size (msg.size)
                                (--max-message-size; 0: the backend's own bound) */
   mqproc__tls_t tls;        /* for amqps:// URLs */
   int visibility_s;         /* table queues (store/queue.h): how long a taken message stays

@@ -89,6 +89,7 @@ mqproc__delivery_t *mqproc__delivery_new(mqproc__delivery_host_t *host,
   if (m->len > 0)
     memcpy(d->body, m->body, m->len);
   d->len = m->len;
+  d->size = m->size > m->len ? m->size : 0;
   d->priority = m->priority;
   if (m->headers_json != NULL && (d->headers_json = mqproc__strdup(m->headers_json)) == NULL) {
     free(d->body);

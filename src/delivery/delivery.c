@@ -146,6 +146,13 @@ static int step_decode(mqproc__delivery_t *d) {
   mqproc__format_t fmt;
   const char *id;
   int rc;
+  if (d->size > d->len) { /* not read (a table queue's): its start is the dead letter's body */
+    mqproc__delivery_to_dead_letter(d, S_ACK,
+                                    "message of %zu bytes exceeds the limit of %ld bytes"
+                                    " (dead-lettered unread: its first %zu bytes kept)",
+                                    d->size, cfg(d)->max_message_bytes, d->len);
+    return 1;
+  }
   if ((long)d->len > cfg(d)->max_message_bytes) {
     mqproc__delivery_to_dead_letter(d, S_ACK, "message of %zu bytes exceeds the limit of %ld bytes",
                                     d->len, cfg(d)->max_message_bytes);

@@ -89,6 +89,7 @@ struct mqproc__delivery {
   long delivery_count; /* x-delivery-count from a quorum queue; -1 when absent */
   char *body;
   size_t len;
+  size_t size; /* > len: the message's whole size, body its start only (broker.h) */
   /* the message */
   mqproc__msg_t *msg;
   char *request_json;

@@ -69,6 +69,7 @@ int mqproc__delivery_step_dead_letter(mqproc__delivery_t *d) {
                                       .job_id = d->job_id,
                                       .body = d->body,
                                       .len = d->len,
+                                      .size = d->size,
                                       .keep = (size_t)cfg(d)->max_message_bytes,
                                       .reason = d->reason,
                                       .worker_id = d->host->worker_id};

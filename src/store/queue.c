@@ -54,6 +54,7 @@ typedef struct taken { /* a message taken, not handed to the server yet */
   int priority;
   char *body; /* NUL-terminated copy */
   size_t len;
+  size_t size; /* > len: the body's whole size, of which only its start was read */
   char *content_type;
   char *message_id;   /* NULL: none */
   char *headers_json; /* NULL: none */
@@ -308,6 +309,7 @@ static void on_row(void *ud, const mqproc__q_msg_t *m) {
   memcpy(t->body, m->body, m->len);
   t->body[m->len] = '\0';
   t->len = m->len;
+  t->size = m->size;
   t->h = (held_t){m->id, m->deliveries, b->take_consumer};
   t->priority = m->priority;
   b->taken[b->n_taken++] = t;
@@ -352,6 +354,7 @@ static void maybe_take(tqb_t *b) {
                                .consumer = b->topo->client_id,
                                .limit = room,
                                .visibility_ms = b->topo->visibility_s * 1000,
+                               .max_body = b->topo->max_message_bytes,
                                .row = on_row,
                                .early = !b->own_store}; /* the claims join its transaction */
   b->wanted = 0;
@@ -535,6 +538,7 @@ static int t_pump(mqproc__broker_t *base, char *err) {
                                 .redelivered = t->h.deliveries > 1,
                                 .body = t->body,
                                 .len = t->len,
+                                .size = t->size,
                                 .content_type = t->content_type,
                                 .message_id = t->message_id != NULL ? t->message_id : "",
                                 .routing_key = b->topo->queue,

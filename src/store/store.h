@@ -315,6 +315,8 @@ typedef struct mqproc__store_record_dead {
   const char *job_id;
   const void *body;
   size_t len;
+  size_t size; /* > len: the message's whole size, body its start only (not read: a table
+                  queue's body over --max-message-size); its SHA-256 is then unknown (NULL) */
   size_t keep;
   const char *reason;
   const char *worker_id;
@@ -367,8 +369,10 @@ typedef struct mqproc__q_msg {
   int64_t id;       /* its row's id: the delivery tag, never used twice */
   int deliveries;   /* takes so far, this one included (> 1: delivered before) */
   int priority;     /* higher first */
-  const void *body; /* the message as sent */
+  const void *body; /* the message as sent (its first len bytes only when size > len) */
   size_t len;
+  size_t size; /* the body's whole size when larger than the take's max_body: then only its
+                  start was read (body, len), for the dead letter; 0: body is all of it */
   const char *content_type; /* never NULL */
   const char *message_id;   /* NULL when none */
   const char *headers_json; /* a JSON object's text; NULL when none */
@@ -383,6 +387,8 @@ typedef struct mqproc__store_q_take {
   const char *consumer; /* the server's worker id */
   int limit;
   int visibility_ms;
+  size_t max_body; /* > 0: a body larger than this is not read, only its start and size
+                      (PostgreSQL; --max-message-size, whose check dead-letters it) */
   void (*row)(void *ud, const mqproc__q_msg_t *m);
   /* Its rows and done may come before its write commits, so that the requests they make
    * in that loop turn (the claims of the jobs taken) join the same transaction (PostgreSQL:

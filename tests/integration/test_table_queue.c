@@ -480,14 +480,15 @@ Test(table_queue, a_take_is_a_key_lookup_when_many_messages_are_held) {
     for (int mode = 0; mode < 2; mode++) {
       exec_ok(c, mode == 0 ? "SET plan_cache_mode = force_generic_plan"
                            : "SET plan_cache_mode = force_custom_plan");
-      p = pg_plan(c, "EXPLAIN EXECUTE take('q1', 'me', 10, 30000)");
+      p = pg_plan(c, "EXPLAIN EXECUTE take('q1', 'me', 10, 30000, 4194304)");
       cr_expect(strstr(p, "Seq Scan") == NULL, "a scan:\n%s", p);
       cr_expect(strstr(p, "mqproc_messages_ready_idx") != NULL, "not the ready index:\n%s", p);
       cr_expect(strstr(p, "mqproc_messages_held_idx") != NULL, "not the held index:\n%s", p);
       cr_expect(strstr(p, "mqproc_messages_pkey") != NULL, "not by primary key:\n%s", p);
     }
     exec_ok(c, "BEGIN");
-    p = pg_plan(c, "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) EXECUTE take('q1', 'me', 10, 30000)");
+    p = pg_plan(
+        c, "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) EXECUTE take('q1', 'me', 10, 30000, 4194304)");
     exec_ok(c, "ROLLBACK");
     cr_expect(strstr(p, "rows=10 ") != NULL || strstr(p, "rows=10)") != NULL, "%s", p);
     cr_expect(strstr(p, "Rows Removed by Filter") == NULL, "held rows were looked at:\n%s", p);

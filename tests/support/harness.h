@@ -89,6 +89,8 @@ const char *it_pg_url(void);
 /* The first cell of sql on the table queue's database (PostgreSQL's text, or SQLite's);
  * NULL for SQL NULL or no row. n text parameters follow. */
 char *it_tq_sql(const char *pg_sql, const char *sq_sql, int n, ...);
+/* The same statement, allowed to fail: NULL when it ran, else the database's message. */
+char *it_tq_try(const char *pg_sql, const char *sq_sql, int n, ...);
 /* The SQL of the test's store: pg for PostgreSQL, sqlite for SQLite (times there are
  * integer ms since the epoch, booleans 0/1). */
 const char *it_q(const char *pg, const char *sqlite);

@@ -74,8 +74,8 @@ static sqlite3 *sq(void) {
 /* Runs sql with n text parameters (the body, parameter 2 when blob_len >= 0, as bytes);
  * the first row's cells as text into cells (up to ncells; NULL: SQL NULL); 1 when a row
  * came. PostgreSQL's $1.. and SQLite's ?1.. texts are given both. */
-static int run(const char *pg_sql, const char *sq_sql, int n, const char *const *vals,
-               long blob_len, char **cells, int ncells) {
+static int run_or_fail(const char *pg_sql, const char *sq_sql, int n, const char *const *vals,
+                       long blob_len, char **cells, int ncells, char **failed) {
   int found = 0;
   for (int i = 0; i < ncells; i++)
     cells[i] = NULL;
@@ -87,6 +87,12 @@ static int run(const char *pg_sql, const char *sq_sql, int n, const char *const 
       fmts[1] = 1;
     }
     r = PQexecParams(pg(), pg_sql, n, NULL, vals, lens, fmts, 0);
+    if (failed != NULL && PQresultStatus(r) != PGRES_TUPLES_OK &&
+        PQresultStatus(r) != PGRES_COMMAND_OK) {
+      *failed = it_fmt("%s", PQresultErrorMessage(r));
+      PQclear(r);
+      return 0;
+    }
     cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
               "%s: %s", pg_sql, PQresultErrorMessage(r));
     found = PQntuples(r) > 0;
@@ -106,6 +112,11 @@ static int run(const char *pg_sql, const char *sq_sql, int n, const char *const 
       else
         sqlite3_bind_text(st, i + 1, vals[i], -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
+    if (failed != NULL && rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      *failed = it_fmt("%s", sqlite3_errmsg(sq()));
+      sqlite3_finalize(st);
+      return 0;
+    }
     cr_assert(rc == SQLITE_ROW || rc == SQLITE_DONE, "%s: %s", sq_sql, sqlite3_errmsg(sq()));
     found = rc == SQLITE_ROW;
     for (int i = 0; found && i < ncells && i < sqlite3_column_count(st); i++)
@@ -114,6 +125,11 @@ static int run(const char *pg_sql, const char *sq_sql, int n, const char *const 
     sqlite3_finalize(st);
   }
   return found;
+}
+
+static int run(const char *pg_sql, const char *sq_sql, int n, const char *const *vals,
+               long blob_len, char **cells, int ncells) {
+  return run_or_fail(pg_sql, sq_sql, n, vals, blob_len, cells, ncells, NULL);
 }
 
 char *it_tq_sql(const char *pg_sql, const char *sq_sql, int n, ...) {
@@ -126,6 +142,18 @@ char *it_tq_sql(const char *pg_sql, const char *sq_sql, int n, ...) {
   va_end(ap);
   run(pg_sql, sq_sql, n, vals, -1, &cell, 1);
   return cell;
+}
+
+char *it_tq_try(const char *pg_sql, const char *sq_sql, int n, ...) {
+  const char *vals[8];
+  char *cell, *failed = NULL;
+  va_list ap;
+  va_start(ap, n);
+  for (int i = 0; i < n && i < 8; i++)
+    vals[i] = va_arg(ap, const char *);
+  va_end(ap);
+  run_or_fail(pg_sql, sq_sql, n, vals, -1, &cell, 1, &failed);
+  return failed;
 }
 
 /* ---- the helpers ------------------------------------------------------------------- */

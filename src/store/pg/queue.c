@@ -39,18 +39,28 @@ static void bind_int_array(pg_req_t *r, int i, const int64_t *ids, const int *in
 /* clang-format off */
 /* Messages whose holder let the deadline pass first (by deadline: the held index), then
  * ready ones (the ready index, in the queue's order: a key range that stops after the
- * limit, however many others hold). The UPDATE finds them by primary key. */
+ * limit, however many others hold). The UPDATE finds them by primary key.
+ *
+ * A row is a producer's (docs/table-queue.md), so nothing in it may fail the statement
+ * that takes it with others: the delivery count saturates at 10^9 (the CHECK of
+ * sql/011_hostile_rows.sql; a row from before it may hold anything), the priority is read
+ * within the job table's smallint (-1: none), and a body larger than $5 bytes (> 0: the
+ * --max-message-size) is not read: its size and its first 1024 bytes come back, and its
+ * check dead-letters it (a body's hex text over 1 GiB failed every take). */
 static const char TAKE_SQL[] =
     "WITH back AS (SELECT id FROM mqproc_messages WHERE queue = $1 AND consumer IS NOT NULL"
     "   AND visible_at <= now() ORDER BY visible_at LIMIT $3::int FOR UPDATE SKIP LOCKED),"
     " ready AS (SELECT id FROM mqproc_messages WHERE queue = $1 AND consumer IS NULL"
     "   AND visible_at <= now() ORDER BY priority DESC, id"
     "   LIMIT greatest(0, $3::int - (SELECT count(*) FROM back)) FOR UPDATE SKIP LOCKED)"
-    " UPDATE mqproc_messages m SET consumer = $2, deliveries = m.deliveries + 1,"
+    " UPDATE mqproc_messages m SET consumer = $2,"
+    "   deliveries = least(greatest(m.deliveries, 0), 999999999) + 1,"
     "   visible_at = now() + $4::int * interval '1 millisecond'"
     " WHERE m.id = ANY (ARRAY(SELECT id FROM back UNION ALL SELECT id FROM ready))"
-    " RETURNING m.id, m.deliveries, m.priority, m.body, m.content_type, m.message_id,"
-    "   m.headers::text";
+    " RETURNING m.id, m.deliveries, least(greatest(m.priority, -1), 32767),"
+    "   CASE WHEN $5::bigint <= 0 OR octet_length(m.body) <= $5::bigint THEN m.body"
+    "   ELSE substring(m.body FROM 1 FOR 1024) END, m.content_type, m.message_id,"
+    "   m.headers::text, octet_length(m.body)";
 /* clang-format on */
 
 static int parse_take(pg_req_t *r, PGresult *res, const int *rows, int n) {
@@ -58,11 +68,13 @@ static int parse_take(pg_req_t *r, PGresult *res, const int *rows, int n) {
     int i = rows[k];
     size_t len = 0;
     unsigned char *body = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 3), &len);
+    long long size = strtoll(PQgetvalue(res, i, 7), NULL, 10);
     mqproc__q_msg_t m = {.id = strtoll(PQgetvalue(res, i, 0), NULL, 10),
                          .deliveries = atoi(PQgetvalue(res, i, 1)),
                          .priority = atoi(PQgetvalue(res, i, 2)),
                          .body = body,
                          .len = len,
+                         .size = size > 0 && (size_t)size > len ? (size_t)size : 0,
                          .content_type = PQgetvalue(res, i, 4),
                          .message_id = PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5),
                          .headers_json = PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6)};
@@ -80,10 +92,11 @@ static void bind_take(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_text(r, 1, a->consumer);
   mqproc__pg_bind_int(r, 2, a->limit);
   mqproc__pg_bind_int(r, 3, a->visibility_ms);
+  mqproc__pg_bind_int64(r, 4, a->max_body <= INT64_MAX ? (int64_t)a->max_body : 0);
   r->out.q_row = a->row;
 }
 
-const pg_stmt_t mqproc__pg_stmt_q_take = {"mqproc_q_take", TAKE_SQL,   4,   0, 0,
+const pg_stmt_t mqproc__pg_stmt_q_take = {"mqproc_q_take", TAKE_SQL,   5,   0, 0,
                                           bind_take,       parse_take, NULL};
 
 /* ---- ack, nack ---------------------------------------------------------------------- */

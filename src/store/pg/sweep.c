@@ -224,7 +224,8 @@ const pg_stmt_t mqproc__pg_stmt_record_callbacks = {
     NULL,
     NULL};
 
-/* at most keep bytes of the body (none: empty), its whole length and SHA-256 */
+/* at most keep bytes of the body (none: empty), its whole length and SHA-256 (NULL when
+ * only its start was read) */
 static void bind_record_dead(pg_req_t *r, const mqproc__store_req_t *q) {
   const mqproc__store_record_dead_t *a = &q->u.record_dead;
   const void *body = a->body != NULL ? a->body : "";
@@ -235,8 +236,9 @@ static void bind_record_dead(pg_req_t *r, const mqproc__store_req_t *q) {
   mqproc__pg_bind_text(r, 2, a->reason);
   mqproc__pg_bind_bytes(r, 3, body, a->len < a->keep ? a->len : a->keep);
   mqproc__pg_bind_text(r, 4, a->worker_id);
-  mqproc__pg_bind_int64(r, 5, (int64_t)a->len);
-  mqproc__pg_bind_bytes(r, 6, sha, sizeof(sha));
+  mqproc__pg_bind_int64(r, 5, (int64_t)(a->size > a->len ? a->size : a->len));
+  if (a->size <= a->len)
+    mqproc__pg_bind_bytes(r, 6, sha, sizeof(sha));
 }
 
 const pg_stmt_t mqproc__pg_stmt_record_dead = {

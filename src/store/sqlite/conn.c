@@ -12,7 +12,7 @@
 #include "store/sqlite/int.h"
 #include "base/util.h"
 
-#define SCHEMA_VERSION 10
+#define SCHEMA_VERSION 11
 /* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
  * not delivered yet): mq_now() exists only on the servers' connections */
 #define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
@@ -134,6 +134,28 @@ static const char QUEUES[] =
     "  ON mqproc_messages (queue, visible_at) WHERE consumer IS NOT NULL;"
     "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
     "  VALUES (10, 'table queues', mq_now());";
+/* Version 11 (sql/011_hostile_rows.sql): a producer's row may not make the table "full".
+ * AUTOINCREMENT cannot go past the largest rowid: one row with an id at 2^63-1 made every
+ * later insert fail with SQLITE_FULL (taken for a full disk: the servers stopped), and
+ * deleting it did not help (sqlite_sequence keeps the largest id given out). An id above
+ * 9*10^18 is refused at its insert (NEW.id is -1 where the table gives it); a database
+ * that holds such rows gets them moved to negative ids (taken first, dead-lettered or run
+ * as any row) and its sequence back to the largest id left. The delivery count and the
+ * priority are the take's to read safely (store/sqlite/queue.c). */
+static const char SCHEMA_11[] =
+    "CREATE TRIGGER IF NOT EXISTS mqproc_messages_id_insert BEFORE INSERT ON mqproc_messages"
+    "  WHEN NEW.id > 9000000000000000000 BEGIN"
+    "  SELECT RAISE(ABORT, 'mqproc_messages: an id above 9000000000000000000 (leave id out)');"
+    "  END;"
+    "CREATE TRIGGER IF NOT EXISTS mqproc_messages_id_update BEFORE UPDATE OF id"
+    "  ON mqproc_messages WHEN NEW.id > 9000000000000000000 BEGIN"
+    "  SELECT RAISE(ABORT, 'mqproc_messages: an id above 9000000000000000000 (leave id out)');"
+    "  END;"
+    "UPDATE OR IGNORE mqproc_messages SET id = -id WHERE id > 9000000000000000000;"
+    "UPDATE sqlite_sequence SET seq = (SELECT coalesce(max(id), 0) FROM mqproc_messages)"
+    "  WHERE name = 'mqproc_messages' AND seq > 9000000000000000000;"
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (11, 'hostile rows', mq_now());";
 /* Version 6 on a database made at 5 (run when mqproc_jobs lacks the column): a first try's
  * output kept in the row (sql/006_job_log_text.sql says why). */
 static const char TO_6[] = "ALTER TABLE mqproc_jobs ADD COLUMN log_text text;";
@@ -419,6 +441,7 @@ int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
       (rc = widen_states(db, err)) != MQPROC_OK ||
       sqlite3_exec(db, SCHEMA_9, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, QUEUES, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, SCHEMA_11, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
     if (rc == MQPROC_OK)
       mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");

@@ -241,8 +241,9 @@ static int run_record_dead(sqlite3 *db, sq_req_t *r) {
   mqproc__sq_bind_text(st, 2, a->job_id);
   mqproc__sq_bind_text(st, 3, a->reason);
   mqproc__sq_bind_text(st, 4, a->worker_id);
-  mqproc__sq_bind_bytes(st, 5, r->x.sha256, sizeof(r->x.sha256));
-  mqproc__sq_bind_int(st, 6, (int64_t)a->len);
+  if (a->size <= a->len) /* (else only its start was read: no SHA-256) */
+    mqproc__sq_bind_bytes(st, 5, r->x.sha256, sizeof(r->x.sha256));
+  mqproc__sq_bind_int(st, 6, (int64_t)(a->size > a->len ? a->size : a->len));
   mqproc__sq_bind_bytes(st, 7, a->body, a->len < a->keep ? a->len : a->keep);
   return mqproc__sq_write(db, st, r, "record the dead letter");
 }

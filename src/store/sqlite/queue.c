@@ -13,24 +13,34 @@
 #include "base/util.h"
 
 /* The columns a take returns: id, deliveries, priority, body, content_type, message_id,
- * headers. */
-#define TAKE_COLS 7
+ * headers, the body's size in bytes. */
+#define TAKE_COLS 8
 
 /* clang-format off */
+/* A row is a producer's (docs/table-queue.md): the delivery count is made an integer and
+ * saturates at 10^9 (a count past 2^31 or a REAL, read back with atoi, never matched its
+ * ack's fence again), the priority is read as an integer within -1 (none) .. 32767, as on
+ * PostgreSQL. A body larger than ?5 bytes (> 0: --max-message-size) comes back as its first
+ * 1024 bytes and its size, for its dead letter: the server never copies it whole. */
+#define TAKE_SET "consumer = ?2, visible_at = mq_now() + ?4, deliveries ="                     \
+                 " min(max(CAST(deliveries AS INTEGER), 0), 999999999) + 1"
+#define TAKE_RETURNING                                                                         \
+  " RETURNING id, deliveries, min(max(CAST(priority AS INTEGER), -1), 32767),"                 \
+  " CASE WHEN ?5 <= 0 OR " TAKE_SIZE " <= ?5 THEN body"                                         \
+  " ELSE substr(CAST(body AS BLOB), 1, 1024) END, content_type, message_id, headers, " TAKE_SIZE
+/* a blob's length is its size without reading it; text (a producer's) is counted as bytes */
+#define TAKE_SIZE                                                                              \
+  "CASE typeof(body) WHEN 'blob' THEN length(body) ELSE length(CAST(body AS BLOB)) END"
 /* Held messages whose holder let the deadline pass (a dead holder's), by deadline. */
 static const char TAKE_BACK[] =
-    "UPDATE mqproc_messages SET consumer = ?2, deliveries = deliveries + 1,"
-    " visible_at = mq_now() + ?4"
+    "UPDATE mqproc_messages SET " TAKE_SET
     " WHERE id IN (SELECT id FROM mqproc_messages WHERE queue = ?1 AND consumer IS NOT NULL"
-    "   AND visible_at <= mq_now() ORDER BY visible_at LIMIT ?3)"
-    " RETURNING id, deliveries, priority, body, content_type, message_id, headers";
+    "   AND visible_at <= mq_now() ORDER BY visible_at LIMIT ?3)" TAKE_RETURNING;
 /* Ready ones in the queue's order (the ready index: a key range). */
 static const char TAKE_READY[] =
-    "UPDATE mqproc_messages SET consumer = ?2, deliveries = deliveries + 1,"
-    " visible_at = mq_now() + ?4"
+    "UPDATE mqproc_messages SET " TAKE_SET
     " WHERE id IN (SELECT id FROM mqproc_messages WHERE queue = ?1 AND consumer IS NULL"
-    "   AND visible_at <= mq_now() ORDER BY priority DESC, id LIMIT ?3)"
-    " RETURNING id, deliveries, priority, body, content_type, message_id, headers";
+    "   AND visible_at <= mq_now() ORDER BY priority DESC, id LIMIT ?3)" TAKE_RETURNING;
 /* clang-format on */
 
 const char *mqproc__sq_take_sql(int back) {
@@ -69,6 +79,7 @@ static int take_some(sqlite3 *db, sq_req_t *r, const char *sql, int limit, int *
   mqproc__sq_bind_text(st, 2, a->consumer);
   mqproc__sq_bind_int(st, 3, limit);
   mqproc__sq_bind_int(st, 4, a->visibility_ms);
+  mqproc__sq_bind_int(st, 5, a->max_body <= INT64_MAX ? (int64_t)a->max_body : 0);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (keep_row(st, r) != 0) {
       sqlite3_reset(st);
@@ -94,11 +105,13 @@ static int run_take(sqlite3 *db, sq_req_t *r) {
 
 static void take_answer(sq_req_t *r) {
   for (const sq_row_t *w = r->rows; w != NULL; w = w->next) {
+    long long size = w->col[7] != NULL ? strtoll(w->col[7], NULL, 10) : 0;
     mqproc__q_msg_t m = {.id = w->col[0] != NULL ? strtoll(w->col[0], NULL, 10) : 0,
                          .deliveries = w->col[1] != NULL ? atoi(w->col[1]) : 1,
                          .priority = w->col[2] != NULL ? atoi(w->col[2]) : 0,
                          .body = w->col[3] != NULL ? w->col[3] : "",
                          .len = w->len[3],
+                         .size = size > 0 && (size_t)size > w->len[3] ? (size_t)size : 0,
                          .content_type = w->col[4] != NULL ? w->col[4] : "application/json",
                          .message_id = w->col[5],
                          .headers_json = w->col[6]};
