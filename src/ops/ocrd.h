@@ -190,7 +190,9 @@ int mqproc__mets_workspace_busy(mqproc__odb_t *db, const char *const *keys, char
 /* ---- METS and page ids (ocrd_mets.c) ---------------------------------------------------- */
 
 /* The physical pages (the IDs of the PHYSICAL structMap's page divs, in order) and the
- * fileGrp USEs of the METS at path, read without a full XML parser; NULL with err. */
+ * fileGrp USEs of the METS at path, read without a full XML parser (opened as every file a
+ * request names: mqproc__open_untrusted, no link as its last part); 0, or -1 when there is
+ * no such file, -2 when it is refused (a link, a FIFO, too large), err saying why. */
 typedef struct mqproc__mets_info {
   json_t *pages;  /* array of strings */
   json_t *groups; /* array of strings */
