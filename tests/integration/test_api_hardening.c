@@ -29,6 +29,17 @@
 
 TestSuite(api_hardening, .fini = it_cleanup);
 
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static int call(const it_api_t *a, const char *method, const char *path, char **out) {
+  const char *args[] = {"-X", method, NULL};
+  return it_http_req(a->port, path, args, out);
+}
+
 static int api_json(const it_api_t *a, const char *path, const char *json, char **out) {
   const char *args[] = {"-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
                         json, NULL};
@@ -56,10 +67,121 @@ static const char *detail(const char *body) {
   return d;
 }
 
+static const char *field(const char *body, const char *key) {
+  json_t *o = it_json(body);
+  const char *v = it_fmt("%s", json_string_value(json_object_get(o, key)) != NULL
+                                   ? json_string_value(json_object_get(o, key))
+                                   : "(none)");
+  json_decref(o);
+  return v;
+}
+
+static char *workspace(const char *name) {
+  ows_page_t pages[1] = {{4, 4}};
+  char *dir = it_fmt("%s/%s", it_tmpdir(), name);
+  mkdir(dir, 0755);
+  cr_assert_eq(ows_create(dir, pages, 1), 0);
+  return it_fmt("%s/mets.xml", dir);
+}
+
 static it_server_t *dummy_server(const char *name) {
   it_server_t *s = it_server_start(name, DUMMY, NULL, NULL);
   cr_assert(it_server_wait_log(s, "stored its ocrd-tool description", WAIT_MS), "no tool stored");
   return s;
+}
+
+/* A listening socket on 127.0.0.1 that accepts and never answers: its fd, *port. */
+static int tarpit(int *port) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(sa);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  cr_assert_eq(listen(fd, 16), 0);
+  cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+/* The next connection to the tarpit (waits up to ms): its fd, -1 when none came. */
+static int tarpit_accept(int lfd, int ms) {
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  if (poll(&p, 1, ms) != 1)
+    return -1;
+  return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+/* Whether the client of a tarpit connection still holds it (it neither closed nor shut
+ * down its side). */
+static int still_held(int cfd) {
+  struct pollfd p = {.fd = cfd, .events = POLLRDHUP};
+  return poll(&p, 1, 0) == 0;
+}
+
+/* ---- F5: the workflow callback ------------------------------------------------------------ */
+
+/* The run ends and its callback goes to a tarpit: while the tarpit holds that connection
+ * (the POST waits for an answer that never comes), the API's other routes answer at once;
+ * when the tarpit goes away the callback ends FAILED with its reason. */
+Test(api_hardening, a_callback_to_a_tarpit_holds_no_route) {
+  char *proc = it_name("dummy"), *mets = workspace("ws-tarpit"), *out, *wf;
+  it_server_t *srv = dummy_server(proc);
+  it_api_t a = it_api_start(
+      (const char *const[]){"--callback-timeout-ms", it_fmt("%d", CALLBACK_TIMEOUT_MS), NULL});
+  int port, lfd = tarpit(&port), cfd, status;
+  long t0, took;
+  cr_assert_eq(run_wf(&a, mets, it_fmt("&workflow_callback_url=http://127.0.0.1:%d/cb", port),
+                      it_fmt("%s -I OCR-D-IMG -O TP1\n", proc + 5), &out),
+               200, "%s", out);
+  wf = it_fmt("%s", field(out, "job_id"));
+  cr_assert_geq(cfd = tarpit_accept(lfd, WAIT_MS), 0, "the callback never came to the tarpit");
+  /* the callback's POST is under way and waits: the routes answer meanwhile */
+  t0 = now_ms();
+  status = call(&a, "GET", it_fmt("/workflow/job-simple/%s", wf), &out);
+  took = now_ms() - t0;
+  cr_expect_eq(status, 200, "GET /workflow/job-simple while the callback waits: %d %s", status,
+               out);
+  cr_expect_str_eq(field(out, "state"), "SUCCESS", "%s", out);
+  cr_expect_eq(it_http_get(a.port, "/readyz", &out), 200, "/readyz: %s", out);
+  cr_expect(still_held(cfd), "the callback's connection ended before the routes answered");
+  cr_expect_lt(took, CALLBACK_TIMEOUT_MS, "GET took %ld ms", took);
+  cr_expect(it_sql_becomes(it_fmt("SELECT coalesce(callback_state, 'none') FROM"
+                                  " mqproc_workflow_jobs WHERE job_id = '%s'",
+                                  wf),
+                           "none"),
+            "no outcome while it is sent");
+  /* the tarpit goes: the callback's tries fail and that is recorded */
+  close(cfd);
+  close(lfd);
+  cr_expect(it_sql_becomes(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs"
+                                  " WHERE job_id = '%s'",
+                                  wf),
+                           "FAILED"));
+  it_server_stop(a.proc);
+  it_server_stop(srv);
+}
+
+/* A callback URL that is the API's own address is never POSTed (it would wait for the API,
+ * which waits for it): FAILED at once, with the reason. */
+Test(api_hardening, a_callback_to_the_api_itself_is_refused) {
+  char *proc = it_name("dummy"), *mets = workspace("ws-self"), *out, *wf;
+  it_server_t *srv = dummy_server(proc);
+  it_api_t a = it_api_start(NULL);
+  cr_assert_eq(run_wf(&a, mets,
+                      it_fmt("&workflow_callback_url=http://127.0.0.1:%d/result_callback", a.port),
+                      it_fmt("%s -I OCR-D-IMG -O SELF1\n", proc + 5), &out),
+               200, "%s", out);
+  wf = it_fmt("%s", field(out, "job_id"));
+  cr_expect(it_sql_becomes(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs"
+                                  " WHERE job_id = '%s'",
+                                  wf),
+                           "FAILED"));
+  out =
+      it_sql(it_fmt("SELECT callback_error FROM mqproc_workflow_jobs WHERE job_id = '%s'", wf), 0);
+  cr_expect(out != NULL && strstr(out, "own") != NULL, "callback_error: %s", out);
+  cr_expect_eq(it_http_get(a.port, "/readyz", &out), 200, "/readyz: %s", out);
+  it_server_stop(a.proc);
+  it_server_stop(srv);
 }
 
 /* ---- F6: FIFOs as a METS ----------------------------------------------------------------- */
