@@ -240,3 +240,48 @@ Test(api_hardening, a_fifo_as_a_mets_is_refused_with_its_reason) {
   it_server_stop(a.proc);
   it_server_stop(srv);
 }
+
+/* ---- F16: a database restart ----------------------------------------------------------- */
+
+/* PostgreSQL restarts under an API whose queue is a table queue: the next job is published
+ * at once (the dead connection is found at the publish and the message sent again on a new
+ * one), not left for a server's republish a minute later. Restarts the database: private
+ * services only (MQPROC_TEST_RESTARTS=1, tests/CMakeLists.txt's @restart entry). */
+Test(api_hardening, after_a_database_restart_the_first_publish_goes_out, .timeout = 300) {
+  char *proc, *mets, *out, *body;
+  it_server_t *srv;
+  it_api_t a;
+  long until;
+  int status = 0;
+  if (getenv("MQPROC_TEST_RESTARTS") == NULL || !it_queue_is_table() || it_store_is_sqlite())
+    cr_skip_test("restarts PostgreSQL: private services, a PostgreSQL table queue only");
+  proc = it_name("dummy");
+  mets = workspace("ws-restart");
+  srv = dummy_server(proc);
+  a = it_api_start(NULL);
+  body = it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
+                " \"output_file_grps\": [\"%%s\"]}",
+                mets);
+  cr_assert_eq(api_json(&a, it_fmt("/processor/run/%s", proc), it_fmt(body, "R1"), &out), 200, "%s",
+               out);
+  cr_assert(it_sql_becomes(
+      it_fmt("SELECT state FROM mqproc_jobs WHERE job_id = '%s'", field(out, "job_id")),
+      "SUCCESS"));
+  it_tq_cleanup(); /* the harness's own connection would not survive it */
+  it_services("pg-stop");
+  it_services("pg-start");
+  /* the API's store connection is made again by its sweep; its queue's is not used yet */
+  for (until = now_ms() + WAIT_MS; now_ms() < until; usleep(200000))
+    if ((status = it_http_get(a.port, "/readyz", &out)) == 200)
+      break;
+  cr_assert_eq(status, 200, "/readyz after the restart: %s", out);
+  cr_assert_eq(api_json(&a, it_fmt("/processor/run/%s", proc), it_fmt(body, "R2"), &out), 200, "%s",
+               out);
+  cr_expect_eq(it_server_count_log(a.proc, "not published now"), 0,
+               "the first publish after the restart failed");
+  cr_expect(it_sql_becomes(
+      it_fmt("SELECT state FROM mqproc_jobs WHERE job_id = '%s'", field(out, "job_id")),
+      "SUCCESS"));
+  it_server_stop(a.proc);
+  it_server_stop(srv);
+}
