@@ -1,7 +1,8 @@
 /* Integration: `mqproc processing-api` against hostile requests (issue 38): a workflow
  * callback URL that never answers (a tarpit) or that points at the API itself holds no
- * route (F5: callbacks leave the API's worker thread); a FIFO, or a link to one, as a METS
- * (mets_path, path_to_mets, a workspace's mets.xml) is refused with its reason instead of
+ * route (F5: callbacks leave the API's worker thread), and one an API stopped before it
+ * recorded an outcome is sent again by the next API (at least once); a FIFO, or a link to one, as a
+ * METS (mets_path, path_to_mets, a workspace's mets.xml) is refused with its reason instead of
  * holding the worker in open() (F6); after a database restart the API's first publish on a
  * table queue is not lost to the dead connection (F16: private services only, its own
  * ctest entry). Runs on the default pair and on MQPROC_TEST_QUEUE=dir
@@ -11,6 +12,8 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +183,80 @@ Test(api_hardening, a_callback_to_the_api_itself_is_refused) {
       it_sql(it_fmt("SELECT callback_error FROM mqproc_workflow_jobs WHERE job_id = '%s'", wf), 0);
   cr_expect(out != NULL && strstr(out, "own") != NULL, "callback_error: %s", out);
   cr_expect_eq(it_http_get(a.port, "/readyz", &out), 200, "/readyz: %s", out);
+  it_server_stop(a.proc);
+  it_server_stop(srv);
+}
+
+/* A tarpit on a port given (again, after one there closed). */
+static int tarpit_on(int port) {
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                           .sin_port = htons((uint16_t)port)};
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+  cr_assert_geq(fd, 0);
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "port %d again", port);
+  cr_assert_eq(listen(fd, 16), 0);
+  return fd;
+}
+
+/* Reads a request on cfd until it holds want (up to ms), then answers 200: whether it
+ * held it. */
+static int answer_200(int cfd, const char *want, int ms) {
+  char buf[8192];
+  size_t used = 0;
+  long until = now_ms() + ms;
+  const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  int found = 0;
+  while (!found && used < sizeof(buf) - 1 && now_ms() < until) {
+    struct pollfd p = {.fd = cfd, .events = POLLIN};
+    ssize_t n;
+    if (poll(&p, 1, 200) != 1)
+      continue;
+    if ((n = read(cfd, buf + used, sizeof(buf) - 1 - used)) <= 0)
+      break;
+    used += (size_t)n;
+    buf[used] = '\0';
+    found = strstr(buf, want) != NULL;
+  }
+  if (found && write(cfd, ok, strlen(ok)) < 0)
+    found = 0;
+  return found;
+}
+
+/* An API stopped while a callback is under way records no outcome for it; the next API
+ * sends it again (at least once). */
+Test(api_hardening, a_callback_cut_short_by_a_stop_is_sent_again_by_the_next_api) {
+  char *proc = it_name("dummy"), *mets = workspace("ws-again"), *out, *wf;
+  it_server_t *srv = dummy_server(proc);
+  const char *extra[] = {"--callback-timeout-ms", it_fmt("%d", CALLBACK_TIMEOUT_MS), NULL};
+  it_api_t a = it_api_start(extra);
+  int port, lfd = tarpit(&port), cfd;
+  cr_assert_eq(run_wf(&a, mets, it_fmt("&workflow_callback_url=http://127.0.0.1:%d/again", port),
+                      it_fmt("%s -I OCR-D-IMG -O AG1\n", proc + 5), &out),
+               200, "%s", out);
+  wf = it_fmt("%s", field(out, "job_id"));
+  cr_assert_geq(cfd = tarpit_accept(lfd, WAIT_MS), 0, "the callback never came to the tarpit");
+  it_server_signal(a.proc, SIGTERM);
+  cr_assert(it_server_wait_log(a.proc, "stopping", WAIT_MS));
+  close(cfd); /* the POST fails now, while the API stops */
+  close(lfd);
+  cr_assert_neq(it_server_wait_exit(a.proc, WAIT_MS), -1);
+  it_server_stop(a.proc);
+  out =
+      it_sql(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs WHERE job_id = '%s'", wf), 0);
+  cr_expect_null(out, "an outcome was recorded while stopping: %s", out);
+  /* the next API asks the store for callbacks without an outcome at its first sweep */
+  lfd = tarpit_on(port);
+  a = it_api_start(extra);
+  cr_assert_geq(cfd = tarpit_accept(lfd, WAIT_MS), 0, "the callback was not sent again");
+  cr_expect(answer_200(cfd, wf, WAIT_MS), "the callback sent again is not the run's");
+  close(cfd);
+  close(lfd);
+  cr_expect(it_sql_becomes(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs"
+                                  " WHERE job_id = '%s'",
+                                  wf),
+                           "OK"));
   it_server_stop(a.proc);
   it_server_stop(srv);
 }
