@@ -354,3 +354,77 @@ void mqproc__print_term(FILE *out, const char *s, size_t n) {
   fputs(e, out);
   free(e);
 }
+
+/* ---- files a client names ---------------------------------------------------------------- */
+
+static const char *kind_of(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "of another kind";
+}
+
+int mqproc__open_untrusted(const char *path, int nofollow, size_t max, size_t *size, char *err) {
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+  if (fd < 0) {
+    int e = errno;
+    mqproc__err(err, MQPROC_ESYS, "%s", e == ELOOP ? "a symbolic link" : strerror(e));
+    return e == ENOENT || e == ENOTDIR ? -1 : -2;
+  }
+  if (fstat(fd, &st) != 0) {
+    mqproc__err(err, MQPROC_ESYS, "%s", strerror(errno));
+    close(fd);
+    return -2;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    mqproc__err(err, MQPROC_EINVAL, "not a regular file (%s)", kind_of(st.st_mode));
+    close(fd);
+    return -2;
+  }
+  if (max > 0 && (uintmax_t)st.st_size > (uintmax_t)max) {
+    mqproc__err(err, MQPROC_EINVAL, "larger than %zu bytes", max);
+    close(fd);
+    return -2;
+  }
+  if (size != NULL)
+    *size = (size_t)st.st_size;
+  return fd;
+}
+
+char *mqproc__read_untrusted(const char *path, int nofollow, size_t max, size_t *len, int *why,
+                             char *err) {
+  size_t size, n = 0;
+  char *buf;
+  int fd = mqproc__open_untrusted(path, nofollow, max, &size, err);
+  *why = fd;
+  if (fd < 0)
+    return NULL;
+  *why = -2;
+  if ((buf = mqproc__malloc(size + 1)) == NULL) {
+    mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+    close(fd);
+    return NULL;
+  }
+  while (n < size) { /* what the fstat saw: a file that grows meanwhile is read so far */
+    ssize_t r = read(fd, buf + n, size - n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      mqproc__err(err, MQPROC_ESYS, "cannot be read: %s", strerror(errno));
+      free(buf);
+      close(fd);
+      return NULL;
+    }
+    if (r == 0)
+      break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  *len = n;
+  *why = 0;
+  return buf;
+}

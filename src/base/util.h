@@ -82,6 +82,18 @@ int mqproc__mkdirat(int dirfd, const char *name);
 int mqproc__open_new(const char *path, int flags);
 /* The same relative to dirfd. */
 int mqproc__openat_new(int dirfd, const char *name, int flags);
+/* Opens a file a client named (a request's METS, a workspace's mets.xml) the one way such
+ * files are opened: read-only, non-blocking (a FIFO or a device never holds the caller),
+ * no controlling terminal, close-on-exec, and, with nofollow, not through a symbolic link
+ * as its last part; then fstat: a regular file only, of at most max bytes (0: any size).
+ * The fd (its size in *size, may be NULL); -1 when there is no such file (ENOENT,
+ * ENOTDIR); -2 when there is one but it is refused (a link, a FIFO, too large, no
+ * permission). err (MQPROC_ERR_LEN) says why in words, without the path. */
+int mqproc__open_untrusted(const char *path, int nofollow, size_t max, size_t *size, char *err);
+/* The whole of such a file, NUL-terminated, malloc()ed (its length in *len); NULL with
+ * *why as mqproc__open_untrusted's -1 or -2 (-2 also: it cannot be read), err. */
+char *mqproc__read_untrusted(const char *path, int nofollow, size_t max, size_t *len, int *why,
+                             char *err);
 /* fopen(path, "w") for a file of mqproc's own (a dead letter's reason): made with
  * mqproc__file_mode() (a shared mode exactly), no symlink followed; NULL with errno. */
 FILE *mqproc__fopen_new(const char *path);

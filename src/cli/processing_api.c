@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "admin.h"
@@ -202,6 +203,7 @@ static long num_opt(const args_t *a, const char *name, long def, long lo, long h
 
 static int serve(const args_t *a, mqproc__api_cfg_t *cfg, const char *addr, long body_max) {
   papi_t p = {0};
+  struct sockaddr_storage self; /* a workflow callback to the API itself is refused */
   char err[MQPROC_ERR_LEN], *url = NULL;
   mqproc__http_hosts_t hosts;
   int rc;
@@ -210,7 +212,8 @@ static int serve(const args_t *a, mqproc__api_cfg_t *cfg, const char *addr, long
   if ((rc = mqproc__loop_new(&p.loop, err)) != MQPROC_OK ||
       (rc = mqproc__http_start(&p.http, p.loop, addr, hosts.names, handle, &p, err)) != MQPROC_OK ||
       (url = result_url(a, addr, mqproc__http_port(p.http))) == NULL ||
-      (cfg->result_url = url, (rc = mqproc__api_new(&p.api, p.loop, cfg, err)) != MQPROC_OK)) {
+      (cfg->result_url = url, cfg->self = mqproc__http_local(p.http, &self) == 0 ? &self : NULL,
+       (rc = mqproc__api_new(&p.api, p.loop, cfg, err)) != MQPROC_OK)) {
     fprintf(stderr, "mqproc processing-api: %s\n",
             url == NULL && rc == MQPROC_OK ? "out of memory" : err);
     mqproc__http_stop(p.http);

@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/util.h"
@@ -186,7 +187,7 @@ int mqproc__cidr_list_match(const mqproc__cidr_list_t *l, const struct sockaddr 
 /* ---- POST --------------------------------------------------------------------------------- */
 
 /* What the address policy says about one address. */
-enum verdict { ADDR_OK, ADDR_DENIED, ADDR_NOT_ALLOWED };
+enum verdict { ADDR_OK, ADDR_DENIED, ADDR_NOT_ALLOWED, ADDR_SELF };
 
 /* What one POST (one easy handle, reused across tries) needs. */
 typedef struct post {
@@ -197,10 +198,11 @@ typedef struct post {
   long timeout_ms;
   const mqproc__cidr_list_t *allow; /* NULL = empty */
   const mqproc__cidr_list_t *deny;  /* NULL = empty */
+  const struct sockaddr *self;      /* NULL = none */
   size_t received;                  /* response bytes of the current try */
   int opened;                       /* sockets opened in the current try */
   enum verdict refused;             /* the current try's first refusal; ADDR_OK = none */
-  char refused_addr[INET6_ADDRSTRLEN];
+  char refused_addr[INET6_ADDRSTRLEN + 16];
   char curl_err[CURL_ERROR_SIZE];
 } post_t;
 
@@ -217,8 +219,64 @@ static size_t discard_body(char *data, size_t size, size_t nmemb, void *userdata
   return p->received > RESPONSE_CAP ? 0 : size * nmemb; /* 0 aborts the transfer */
 }
 
+/* sa's port (network order). */
+static in_port_t port_of(const struct sockaddr *sa) {
+  return sa->sa_family == AF_INET ? ((const struct sockaddr_in *)(const void *)sa)->sin_port
+                                  : ((const struct sockaddr_in6 *)(const void *)sa)->sin6_port;
+}
+
+/* sa's address bytes (4 or 16) and their count. */
+static const unsigned char *addr_bytes(const struct sockaddr *sa, size_t *n) {
+  *n = sa->sa_family == AF_INET ? 4 : 16;
+  return sa->sa_family == AF_INET
+             ? (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr
+             : ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+}
+
+/* Whether sa is an address of this host: one a socket can be bound to. */
+static bool is_local(const struct sockaddr *sa) {
+  struct sockaddr_storage ss;
+  socklen_t len =
+      sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+  int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  bool local;
+  if (fd < 0)
+    return false;
+  memcpy(&ss, sa, len);
+  if (ss.ss_family == AF_INET)
+    ((struct sockaddr_in *)&ss)->sin_port = 0;
+  else
+    ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+  local = bind(fd, (struct sockaddr *)&ss, len) == 0;
+  close(fd);
+  return local;
+}
+
+/* Whether a connection to sa reaches self (mqproc__callback_opts_t). */
+static bool is_self(const struct sockaddr *self, const struct sockaddr *sa) {
+  size_t ns, na;
+  const unsigned char *s, *a;
+  bool any = true;
+  if (self == NULL || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+      (self->sa_family != AF_INET && self->sa_family != AF_INET6) || port_of(self) != port_of(sa))
+    return false;
+  s = addr_bytes(self, &ns);
+  a = addr_bytes(sa, &na);
+  for (size_t i = 0; i < ns; i++)
+    any &= s[i] == 0;
+  if (any) /* listening on every address: any address of this host */
+    return is_local(sa);
+  if (ns == na)
+    return memcmp(s, a, ns) == 0;
+  if (na == 16 && memcmp(a, v4_mapped, sizeof(v4_mapped)) == 0) /* ::ffff:a.b.c.d */
+    return memcmp(s, a + 12, 4) == 0;
+  return false;
+}
+
 /* The address policy (see mqproc__callback_opts_t). */
 static enum verdict judge(const post_t *p, const struct sockaddr *sa) {
+  if (is_self(p->self, sa))
+    return ADDR_SELF;
   if (mqproc__cidr_list_match(p->allow, sa))
     return ADDR_OK;
   if (mqproc__cidr_list_match(&builtin_deny, sa) || mqproc__cidr_list_match(p->deny, sa))
@@ -246,6 +304,11 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct cur
     if (p->refused == ADDR_OK) {
       p->refused = v;
       address_text(&a->addr, p->refused_addr, sizeof(p->refused_addr));
+      if (v == ADDR_SELF) {
+        size_t used = strlen(p->refused_addr);
+        snprintf(p->refused_addr + used, sizeof(p->refused_addr) - used, " port %u",
+                 (unsigned)ntohs(port_of(&a->addr)));
+      }
     }
     return CURL_SOCKET_BAD; /* curl then tries the host's next address, if any */
   }
@@ -335,6 +398,7 @@ static int post_init(post_t *p, const char *url, const char *body,
   p->timeout_ms = opts->timeout_ms;
   p->allow = opts->allow;
   p->deny = opts->deny;
+  p->self = opts->self;
   p->curl = curl_easy_init();
   if (p->curl == NULL)
     return MQPROC_ENOMEM;
@@ -363,7 +427,10 @@ static bool is_permanent(CURLcode rc) {
 /* Describes a failed try in msg (with the URL masked). */
 static void describe(const post_t *p, CURLcode rc, long status, char *msg, size_t n) {
   const char *why = p->curl_err[0] != '\0' ? p->curl_err : curl_easy_strerror(rc);
-  if (all_refused(p) && p->refused == ADDR_NOT_ALLOWED)
+  if (all_refused(p) && p->refused == ADDR_SELF)
+    snprintf(msg, n, "callback to %s refused: address %s is this process's own", p->shown_url,
+             p->refused_addr);
+  else if (all_refused(p) && p->refused == ADDR_NOT_ALLOWED)
     snprintf(msg, n, "callback to %s refused: address %s is not in --callback-allow", p->shown_url,
              p->refused_addr);
   else if (all_refused(p))

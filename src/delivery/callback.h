@@ -67,6 +67,10 @@ typedef struct mqproc__callback_opts {
   long backoff_ms;                  /* wait before the first retry; doubled each retry */
   const mqproc__cidr_list_t *allow; /* --callback-allow; NULL = empty; not copied */
   const mqproc__cidr_list_t *deny;  /* --callback-deny; NULL = empty; not copied */
+  /* NULL, or the caller's own listen address (port included; not copied): always refused,
+   * before the lists, as is its port on any address of this host when it is a wildcard
+   * address (0.0.0.0, ::). A callback to oneself would wait for oneself. */
+  const struct sockaddr *self;
 } mqproc__callback_opts_t;
 
 /* POSTs body (JSON text, NUL-terminated) to url with Content-Type: application/json.
@@ -75,7 +79,8 @@ typedef struct mqproc__callback_opts {
  * (e.g. "HTTP 500 from http://host/cb" or "timeout after 5000 ms"). A try whose every
  * address the policy above refused is not retried: MQPROC_ECALLBACK at once, err e.g.
  * "callback to http://169.254.169.254/x refused: address 169.254.169.254 is denied
- * (--callback-deny / built-in link-local and metadata ranges)"; nothing was sent. A
+ * (--callback-deny / built-in link-local and metadata ranges)", or "... refused: address
+ * 127.0.0.1 port 8000 is this process's own"; nothing was sent. A
  * password in url is shown as "***" in err. *tries_out (may be NULL) gets the number of
  * tries made. Thread-safe (one curl easy handle per call; the lists are only read);
  * mqproc__callback_init() must have been called, from one thread, before. */

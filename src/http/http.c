@@ -786,6 +786,17 @@ int mqproc__http_port(const mqproc__http_t *h) {
   return h->port;
 }
 
+int mqproc__http_local(const mqproc__http_t *h, struct sockaddr_storage *out) {
+  const union MHD_DaemonInfo *info =
+      h->unix_path == NULL ? MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD) : NULL;
+  socklen_t len = sizeof(*out);
+  memset(out, 0, sizeof(*out));
+  if (info == NULL || info->listen_fd < 0 ||
+      getsockname(info->listen_fd, (struct sockaddr *)out, &len) != 0)
+    return -1;
+  return out->ss_family == AF_INET || out->ss_family == AF_INET6 ? 0 : -1;
+}
+
 void mqproc__http_stop(mqproc__http_t *h) {
   if (h == NULL)
     return;

@@ -54,6 +54,9 @@ int mqproc__http_start(mqproc__http_t **out, mqproc__loop_t *loop, const char *a
 void mqproc__http_stop(mqproc__http_t *h);
 /* The port it listens on (for ADDR:0). */
 int mqproc__http_port(const mqproc__http_t *h);
+struct sockaddr_storage;
+/* The address it listens on (port included): 0, or -1 (a Unix socket, or unknown). */
+int mqproc__http_local(const mqproc__http_t *h, struct sockaddr_storage *out);
 
 const char *mqproc__http_method(const mqproc__http_req_t *req);
 const char *mqproc__http_path(const mqproc__http_req_t *req);

@@ -1,13 +1,20 @@
 /* OCR-D's Processing Server API (ocrd_api.h): requests become tasks for the worker
  * thread, which holds its own store and queue connections (kept between tasks, made again
  * when lost) and runs one task at a time through ops/ocrd.h; the answer is sent from the
- * loop. The sweep is a task like the others. */
+ * loop. The sweep is a task like the others.
+ *
+ * Workflow callbacks never run on that thread (a URL that never answers would hold every
+ * route): a task hands the runs it ended to the loop, which POSTs them one at a time on a
+ * callback thread of their own, at most CALLBACKS_MAX kept; the outcome is recorded by a
+ * task. What is not kept (more than that, or sent by an API that stopped) has no outcome
+ * in the store, and a later sweep asks the store for it: at least once. */
 #include "http/ocrd_api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "base/log.h"
@@ -19,6 +26,7 @@
 #include "store/queue.h"
 
 #define QUEUE_RETRY_S 10
+#define CALLBACKS_MAX 64 /* workflow callbacks kept in memory (queued, sent, recorded) */
 
 enum route {
   R_PROCESSORS,
@@ -34,8 +42,22 @@ enum route {
   R_WF_SIMPLE,
   R_WF_JOB,
   R_SWEEP,
-  R_PING
+  R_PING,
+  R_CB_RECORD
 };
+
+/* A workflow run's callback: queued, being POSTed (on the callback thread), or its outcome
+ * being recorded (by a task). */
+typedef struct cbitem {
+  mqproc__api_t *api;
+  char *id, *url, *body;
+  int state; /* CB_QUEUED, CB_POSTING, CB_RECORDING */
+  int rc;    /* the POST's (MQPROC_OK: delivered) */
+  char err[MQPROC_ERR_LEN];
+  struct cbitem *next;
+} cbitem_t;
+
+enum { CB_QUEUED, CB_POSTING, CB_RECORDING };
 
 typedef struct task {
   mqproc__api_t *api;
@@ -47,6 +69,9 @@ typedef struct task {
   char *ctype;                           /* its Content-Type */
   char *mets, *page_id, *wf_id, *cb_url; /* /workflow/run's query */
   int page_wise;
+  json_t *callbacks; /* the runs it ended, to POST (filled on the worker) */
+  int cb_fetch;      /* a sweep: how many callbacks without an outcome to ask the store for */
+  cbitem_t *cb;      /* R_CB_RECORD: the callback whose outcome it records */
   mqproc__ocrd_answer_t ans;
   void (*ping_cb)(void *ud, const char *problem);
   void *ud;
@@ -58,7 +83,12 @@ struct mqproc__api {
   char *database, *queue, *exchange, *ws_root, *result_url;
   json_t *tools;
   mqproc__tls_t tls;
-  mqproc__callback_opts_t cb;
+  mqproc__callback_opts_t cb; /* .self: the API's own address (sa_self) */
+  struct sockaddr_storage sa_self;
+  cbitem_t *cbs;  /* the callbacks kept, in order */
+  int ncbs;       /* their count */
+  int cb_posting; /* a callback thread runs */
+  int cb_recheck; /* callbacks may have no outcome and none kept: the next sweep asks */
   mqproc__mets_servers_t mets; /* its strings borrowed from the caller's configuration */
   json_t *mets_idle;           /* OCR-D's METS servers a sweep found idle (the worker's) */
   mqproc__auth_t *auth;        /* NULL: the submitting routes are open */
@@ -188,6 +218,8 @@ static void run_task(void *ud) {
     mqproc__ocrd_fail(&t->ans, 503, "%s", err);
     return;
   }
+  if (t->route == R_CB_RECORD || t->route == R_SWEEP)
+    t->ans.status = 200;
   e = (mqproc__ocrd_env_t){.db = api->db,
                            .q = queue(api),
                            .exchange = api->exchange,
@@ -196,12 +228,21 @@ static void run_task(void *ud) {
                            .result_url = api->result_url,
                            .cb = &api->cb,
                            .mets = &api->mets,
-                           .publish_failed = &publish_failed};
+                           .publish_failed = &publish_failed,
+                           .callbacks = t->callbacks = json_array()};
   if (t->route == R_SWEEP) {
     if (mqproc__ocrd_settle(&e, NULL, err) < 0)
       MQPROC__WARN("processing API: sweep: %s", err);
     if (mqproc__mets_servers_sweep(&e, api->mets_idle, err) < 0)
       MQPROC__WARN("processing API: sweep of the METS servers: %s", err);
+    if (t->cb_fetch > 0 && mqproc__ocrd_callbacks_due(&e, t->cb_fetch, err) < 0) {
+      MQPROC__WARN("processing API: workflow callbacks without an outcome: %s", err);
+      t->ans.status = 503; /* asked again */
+    }
+  } else if (t->route == R_CB_RECORD) {
+    if (mqproc__ocrd_callback_record(&e, t->cb->id, t->cb->rc == MQPROC_OK ? NULL : t->cb->err) !=
+        0)
+      t->ans.status = 503; /* sent again later */
   } else if (t->route == R_PING) {
     mqproc__ores_t *r = mqproc__odb_q(api->db, "SELECT 1", NULL, 0, NULL, err);
     t->ans.status = r != NULL ? 200 : 503;
@@ -224,11 +265,104 @@ static void run_task(void *ud) {
 /* ---- on the loop ---------------------------------------------------------------------- */
 
 static void start_next(mqproc__api_t *api);
+static task_t *queue_task(mqproc__api_t *api, int route, mqproc__http_req_t *req);
+
+/* ---- workflow callbacks (on the callback thread, then the loop) ---- */
+
+static void cb_free(cbitem_t *c) {
+  free(c->id);
+  free(c->url);
+  free(c->body);
+  free(c);
+}
+
+static void cb_forget(mqproc__api_t *api, cbitem_t *c) {
+  for (cbitem_t **pp = &api->cbs; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == c) {
+      *pp = c->next;
+      api->ncbs--;
+      break;
+    }
+  cb_free(c);
+}
+
+static void cb_work(void *ud) {
+  cbitem_t *c = ud;
+  c->err[0] = '\0';
+  c->rc = mqproc__callback_post(c->url, c->body, &c->api->cb, NULL, c->err);
+}
+
+static void cb_start_next(mqproc__api_t *api);
+
+static void cb_done(mqproc__loop_t *loop, void *ud) {
+  cbitem_t *c = ud;
+  mqproc__api_t *api = c->api;
+  task_t *t;
+  (void)loop;
+  api->cb_posting = 0;
+  c->state = CB_RECORDING;
+  if (api->stopped) /* its outcome unrecorded: the next API sends it again */
+    return;
+  if ((t = queue_task(api, R_CB_RECORD, NULL)) == NULL) {
+    cb_forget(api, c);
+    api->cb_recheck = 1;
+  } else {
+    t->cb = c;
+    start_next(api);
+  }
+  cb_start_next(api);
+}
+
+static void cb_start_next(mqproc__api_t *api) {
+  cbitem_t *c = api->cbs;
+  while (c != NULL && c->state != CB_QUEUED)
+    c = c->next;
+  if (api->cb_posting || api->stopped || c == NULL)
+    return;
+  c->state = CB_POSTING;
+  api->cb_posting = 1;
+  if (mqproc__loop_work(api->loop, cb_work, cb_done, c) != MQPROC_OK) {
+    api->cb_posting = 0;
+    cb_forget(api, c); /* its outcome unrecorded: asked for again */
+    api->cb_recheck = 1;
+  }
+}
+
+/* Keeps the callbacks a task found (not those kept already), starts the next. */
+static void cb_take(mqproc__api_t *api, const json_t *list) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(list, i, v) {
+    const char *id = json_string_value(json_object_get(v, "job_id"));
+    cbitem_t *c, **end = &api->cbs;
+    int kept = 0;
+    for (c = api->cbs; c != NULL; c = c->next) {
+      kept |= !strcmp(c->id, id);
+      end = &c->next;
+    }
+    if (kept)
+      continue;
+    if (api->ncbs >= CALLBACKS_MAX || (c = calloc(1, sizeof(*c))) == NULL ||
+        (c->id = strdup(id)) == NULL ||
+        (c->url = strdup(json_string_value(json_object_get(v, "url")))) == NULL ||
+        (c->body = strdup(json_string_value(json_object_get(v, "body")))) == NULL) {
+      if (c != NULL)
+        cb_free(c);
+      api->cb_recheck = 1; /* left without an outcome: a later sweep asks for it */
+      continue;
+    }
+    c->api = api;
+    *end = c;
+    api->ncbs++;
+  }
+  cb_start_next(api);
+}
 
 static void task_free(task_t *t) {
   if (t->req != NULL)
     t->api->waiting--;
   mqproc__ocrd_answer_free(&t->ans);
+  json_decref(t->callbacks);
   free(t->arg);
   free(t->body);
   free(t->ctype);
@@ -272,6 +406,13 @@ static void task_done(mqproc__loop_t *loop, void *ud) {
   api->running = NULL;
   if (t->route == R_SWEEP)
     api->sweep_queued = 0;
+  if ((t->route == R_SWEEP && t->cb_fetch > 0 && t->ans.status != 200) ||
+      (t->route == R_CB_RECORD && t->ans.status != 200))
+    api->cb_recheck = 1;
+  if (t->route == R_CB_RECORD && !api->stopped)
+    cb_forget(api, t->cb);
+  if (!api->stopped)
+    cb_take(api, t->callbacks);
   if (api->stopped) {
     /* the requests were answered (503) by the HTTP server's stop */
   } else if (t->route == R_PING) {
@@ -324,8 +465,13 @@ static task_t *queue_task(mqproc__api_t *api, int route, mqproc__http_req_t *req
 static void sweep_due(mqproc__loop_t *loop, void *ud) {
   mqproc__api_t *api = ud;
   api->sweep_timer = mqproc__loop_timer(loop, api->sweep_ms, sweep_due, api);
-  if (api->sweep_queued || api->stopped || queue_task(api, R_SWEEP, NULL) == NULL)
+  task_t *t;
+  if (api->sweep_queued || api->stopped || (t = queue_task(api, R_SWEEP, NULL)) == NULL)
     return;
+  if (api->cb_recheck && api->ncbs < CALLBACKS_MAX) {
+    t->cb_fetch = CALLBACKS_MAX - api->ncbs;
+    api->cb_recheck = 0;
+  }
   api->sweep_queued = 1;
   start_next(api);
 }
@@ -521,6 +667,11 @@ int mqproc__api_new(mqproc__api_t **out, mqproc__loop_t *loop, const mqproc__api
   api->tools = json_incref(cfg->tools);
   api->tls = cfg->tls;
   api->cb = cfg->cb;
+  if (cfg->self != NULL) {
+    memcpy(&api->sa_self, cfg->self, sizeof(api->sa_self));
+    api->cb.self = (const struct sockaddr *)&api->sa_self;
+  }
+  api->cb_recheck = 1; /* the first sweep asks for what a stopped API left unsent */
   api->sweep_ms = cfg->sweep_ms > 0 ? cfg->sweep_ms : 2000;
   api->sweep_timer = mqproc__loop_timer(loop, 0, sweep_due, api); /* one at start: a restart
                                                                       looks at once */
@@ -553,6 +704,11 @@ void mqproc__api_free(mqproc__api_t *api) {
   drop_queued(api);
   if (api->running != NULL)
     task_free(api->running);
+  while (api->cbs != NULL) {
+    cbitem_t *c = api->cbs;
+    api->cbs = c->next;
+    cb_free(c);
+  }
   mqproc__odb_close(api->db);
   mqproc__qclient_close(api->q);
   mqproc__auth_free(api->auth);

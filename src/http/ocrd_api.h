@@ -20,11 +20,14 @@
  * callback or a restart strands nothing. With an admin token, the routes that submit or
  * store (POST /processor/run, POST and PUT /workflow, POST /workflow/run) need
  * "Authorization: Bearer TOKEN" (401, and the back-off of http/auth.h); the reading routes
- * and the workers' /result_callback do not. Errors are {"detail": "..."}, as OCR-D's. */
+ * and the workers' /result_callback do not. Errors are {"detail": "..."}, as OCR-D's.
+ * Workflow callbacks are POSTed on a thread of their own, one at a time, never to the
+ * API's own address, at least once (ocrd_api.c). */
 #ifndef MQPROC_HTTP_OCRD_API_H
 #define MQPROC_HTTP_OCRD_API_H
 
 #include <jansson.h>
+#include <sys/socket.h>
 
 #include "broker/broker.h"
 #include "delivery/callback.h"
@@ -46,6 +49,8 @@ typedef struct mqproc__api_cfg {
   int sweep_ms;                /* the release sweep's interval */
   mqproc__callback_opts_t cb;  /* the workflow callbacks (its lists borrowed) */
   mqproc__mets_servers_t mets; /* the workspaces' METS servers (its strings borrowed) */
+  const struct sockaddr_storage *self; /* NULL, or the API's own address (copied): a
+                                          workflow callback to it is refused */
 } mqproc__api_cfg_t;
 
 int mqproc__api_new(mqproc__api_t **out, mqproc__loop_t *loop, const mqproc__api_cfg_t *cfg,

@@ -56,6 +56,9 @@ typedef struct mqproc__ocrd_env {
   const mqproc__mets_servers_t *mets; /* NULL, or kind OFF: no METS servers */
   int *publish_failed; /* NULL, or set to 1 when a publish failed (the caller may make its
                           queue client again: the connection may be gone) */
+  json_t *callbacks;   /* NULL: a workflow run's callback is POSTed when it ends, blocking;
+                          else {"job_id", "url", "body"} is appended for the caller to POST
+                          and record (mqproc__ocrd_callback_record) off this thread */
 } mqproc__ocrd_env_t;
 
 /* An answer: status, and a JSON body (taken by the caller) or a text body (malloc()ed) or
@@ -135,6 +138,12 @@ int mqproc__ocrd_submit(const mqproc__ocrd_env_t *e, mqproc__ocrd_new_t *jobs, s
  * are ended and their callback URLs called. Returns how many jobs it released or
  * cancelled, -1 with err. */
 int mqproc__ocrd_settle(const mqproc__ocrd_env_t *e, const char *workspace, char *err);
+/* Appends to e->callbacks (at most max) the runs that ended within a day whose callback
+ * has no recorded outcome (its sender stopped, or it was not sent yet): 0, -1 with err. */
+int mqproc__ocrd_callbacks_due(const mqproc__ocrd_env_t *e, int max, char *err);
+/* Records how run id's callback went (error NULL: OK, else FAILED with it; logged): 0, or
+ * -1 when the store did not take it. */
+int mqproc__ocrd_callback_record(const mqproc__ocrd_env_t *e, const char *id, const char *error);
 
 /* ---- workflows (ocrd_workflow.c) -------------------------------------------------------- */
 
@@ -190,7 +199,9 @@ int mqproc__mets_workspace_busy(mqproc__odb_t *db, const char *const *keys, char
 /* ---- METS and page ids (ocrd_mets.c) ---------------------------------------------------- */
 
 /* The physical pages (the IDs of the PHYSICAL structMap's page divs, in order) and the
- * fileGrp USEs of the METS at path, read without a full XML parser; NULL with err. */
+ * fileGrp USEs of the METS at path, read without a full XML parser (opened as every file a
+ * request names: mqproc__open_untrusted, no link as its last part); 0, or -1 when there is
+ * no such file, -2 when it is refused (a link, a FIFO, too large), err saying why. */
 typedef struct mqproc__mets_info {
   json_t *pages;  /* array of strings */
   json_t *groups; /* array of strings */

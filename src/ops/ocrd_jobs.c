@@ -22,6 +22,7 @@
 #include "runner/joblog.h"
 #include "runner/ocrd_argv.h"
 #include "base/log.h"
+#include "base/util.h"
 
 #define LOG_MAX (8u << 20)
 
@@ -287,7 +288,8 @@ static const char *str(const json_t *o, const char *k) {
 /* The METS of the request: its path (a resolved copy), or 404 answered (OCR-D's words). */
 static char *mets_of(const mqproc__ocrd_env_t *e, const json_t *in, mqproc__ocrd_answer_t *a) {
   const char *path = str(in, "path_to_mets"), *ws = str(in, "workspace_id");
-  char buf[PATH_MAX], *want = NULL, *real;
+  char buf[PATH_MAX], why[MQPROC_ERR_LEN], *want = NULL, *real;
+  int fd = -1;
   if (path == NULL) {
     if (e->ws_root == NULL || strchr(ws, '/') != NULL || !strcmp(ws, "..") || !strcmp(ws, ".")) {
       mqproc__ocrd_fail(a, 404, "Workspace with id '%s' not found in the DB.", ws);
@@ -297,7 +299,18 @@ static char *mets_of(const mqproc__ocrd_env_t *e, const json_t *in, mqproc__ocrd
     want = buf;
   }
   real = realpath(want != NULL ? want : path, NULL);
-  if (real == NULL || access(real, R_OK) != 0) {
+  /* opened as every file a request names (a FIFO would hold the API's worker in open) */
+  if (real != NULL && (fd = mqproc__open_untrusted(real, 1, 0, NULL, why)) < -1) {
+    if (path == NULL)
+      mqproc__ocrd_fail(a, 422, "Workspace with id '%s': its mets.xml is refused: %s", ws, why);
+    else
+      mqproc__ocrd_fail(a, 422, "Mets file path refused: %s: %s", path, why);
+    free(real);
+    return NULL;
+  }
+  if (fd >= 0)
+    close(fd);
+  if (real == NULL || fd < 0) {
     free(real);
     if (path == NULL)
       mqproc__ocrd_fail(a, 404, "Workspace with id '%s' not found in the DB.", ws);

@@ -3,37 +3,15 @@
  * PHYSICAL structMap, the fileGrp USEs) sits in attributes of start tags, whatever the
  * namespace prefix. Comments, processing instructions and CDATA are skipped; a file
  * larger than METS_MAX is refused. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "ops/ocrd.h"
 
 #define METS_MAX (256u << 20)
 #define RANGE_MAX 100000 /* pages one A..B range may name */
-
-static char *slurp(const char *path, size_t *len, char *err) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  long n;
-  if (f == NULL) {
-    snprintf(err, 512, "%s: %s", path, strerror(errno));
-    return NULL;
-  }
-  if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || (unsigned long)n > METS_MAX ||
-      fseek(f, 0, SEEK_SET) != 0 || (buf = malloc((size_t)n + 1)) == NULL ||
-      fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    snprintf(err, 512, "%s: cannot be read (or larger than %u MiB)", path, METS_MAX >> 20);
-    free(buf);
-    fclose(f);
-    return NULL;
-  }
-  fclose(f);
-  buf[n] = '\0';
-  *len = (size_t)n;
-  return buf;
-}
 
 /* The local name of the tag starting at t (after '<'): its length, prefix skipped. */
 static size_t local_name(const char **t) {
@@ -91,11 +69,12 @@ static const char *skip_special(const char *p) {
 
 int mqproc__mets_read(const char *path, mqproc__mets_info_t *out, char *err) {
   size_t len;
-  char *buf = slurp(path, &len, err);
+  int why;
+  char *buf = mqproc__read_untrusted(path, 1, METS_MAX, &len, &why, err);
   int physical = 0, depth = 0; /* inside the PHYSICAL structMap: its element depth */
   out->pages = out->groups = NULL;
   if (buf == NULL)
-    return -1;
+    return why;
   out->pages = json_array();
   out->groups = json_array();
   for (const char *p = strchr(buf, '<'); p != NULL; p = strchr(p, '<')) {

@@ -7,7 +7,9 @@
  *   2. in the order the jobs came, a CACHED job whose dependencies all ended SUCCESS and
  *      whose pages no job before it holds or waits for becomes QUEUED (republish set: if
  *      its message is lost with this process, a server's sweep sends it) and is published;
- *   3. a workflow run whose jobs all ended is ended, and its callback URL POSTed once.
+ *   3. a workflow run whose jobs all ended is ended, and its callback URL POSTed (by the
+ *      API off its worker thread, e->callbacks; again after a restart when no outcome was
+ *      recorded: at least once).
  * Steps 1 and 2 run under the workspace's lock (ocrd_int.h), one transaction per
  * workspace. */
 #include <stdio.h>
@@ -258,30 +260,84 @@ static int settle_workspace(const mqproc__ocrd_env_t *e, const char *ws, char *e
 
 /* ---- workflow runs that ended ------------------------------------------------------------ */
 
-/* POSTs a run's end to its callback URL and records how that went. */
-static void call_back(const mqproc__ocrd_env_t *e, const char *id, const char *url,
-                      const char *state, const char *mets) {
+/* A run's callback as the caller POSTs it: {"job_id", "url", "body"} (new, NULL). */
+static json_t *callback_item(const char *id, const char *url, const char *state, const char *mets) {
   json_t *msg = json_pack("{s:s, s:s, s:s}", "job_id", id, "state", state, "path_to_mets", mets);
-  char *body = mqproc__ocrd_dumps(msg), cerr[MQPROC_ERR_LEN], err[512];
-  mqproc__callback_opts_t none = {.timeout_ms = 10000, .retries = 3, .backoff_ms = 500};
-  int rc = body != NULL
-               ? mqproc__callback_post(url, body, e->cb != NULL ? e->cb : &none, NULL, cerr)
-               : MQPROC_ENOMEM;
-  const char *vals[3] = {id, rc == MQPROC_OK ? "OK" : "FAILED", rc == MQPROC_OK ? NULL : cerr};
-  if (rc != MQPROC_OK)
-    MQPROC__WARN("workflow job %s: callback failed: %s", id, body != NULL ? cerr : "no memory");
-  mqproc__ores_free(mqproc__odb_q(e->db,
-                                  "UPDATE mqproc_workflow_jobs SET callback_state = $2,"
-                                  " callback_error = $3 WHERE job_id = $1",
-                                  "UPDATE mqproc_workflow_jobs SET callback_state = ?2,"
-                                  " callback_error = ?3 WHERE job_id = ?1",
-                                  3, vals, err));
+  char *body = mqproc__ocrd_dumps(msg);
+  json_t *item =
+      body != NULL ? json_pack("{s:s, s:s, s:s}", "job_id", id, "url", url, "body", body) : NULL;
   json_decref(msg);
   free(body);
+  return item;
+}
+
+int mqproc__ocrd_callback_record(const mqproc__ocrd_env_t *e, const char *id, const char *error) {
+  const char *vals[3] = {id, error == NULL ? "OK" : "FAILED", error};
+  char err[512];
+  mqproc__ores_t *r;
+  if (error != NULL)
+    MQPROC__WARN("workflow job %s: callback failed: %s", id, error);
+  r = mqproc__odb_q(e->db,
+                    "UPDATE mqproc_workflow_jobs SET callback_state = $2,"
+                    " callback_error = $3 WHERE job_id = $1",
+                    "UPDATE mqproc_workflow_jobs SET callback_state = ?2,"
+                    " callback_error = ?3 WHERE job_id = ?1",
+                    3, vals, err);
+  if (r == NULL)
+    MQPROC__WARN("workflow job %s: the callback's outcome is not recorded: %s", id, err);
+  mqproc__ores_free(r);
+  return r != NULL ? 0 : -1;
+}
+
+/* A run's end: into e->callbacks for the caller to POST off this thread, or (no list: the
+ * command line's wait) POSTed now, blocking, and how that went recorded. */
+static void call_back(const mqproc__ocrd_env_t *e, const char *id, const char *url,
+                      const char *state, const char *mets) {
+  json_t *item = callback_item(id, url, state, mets);
+  char cerr[MQPROC_ERR_LEN];
+  mqproc__callback_opts_t none = {.timeout_ms = 10000, .retries = 3, .backoff_ms = 500};
+  int rc;
+  if (item != NULL && e->callbacks != NULL) { /* (else left unrecorded: sent again later) */
+    json_array_append_new(e->callbacks, item);
+    return;
+  }
+  rc = item != NULL ? mqproc__callback_post(url, json_string_value(json_object_get(item, "body")),
+                                            e->cb != NULL ? e->cb : &none, NULL, cerr)
+                    : MQPROC_ENOMEM;
+  mqproc__ocrd_callback_record(e, id, rc == MQPROC_OK ? NULL : item != NULL ? cerr : "no memory");
+  json_decref(item);
+}
+
+int mqproc__ocrd_callbacks_due(const mqproc__ocrd_env_t *e, int max, char *err) {
+  char pg[512], sq[512];
+  mqproc__ores_t *r;
+  snprintf(pg, sizeof(pg),
+           "SELECT job_id, callback_url, state, path_to_mets FROM mqproc_workflow_jobs"
+           " WHERE ended_at > now() - interval '1 day' AND callback_url IS NOT NULL"
+           " AND callback_state IS NULL ORDER BY ended_at LIMIT %d",
+           max);
+  snprintf(sq, sizeof(sq),
+           "SELECT job_id, callback_url, state, path_to_mets FROM mqproc_workflow_jobs"
+           " WHERE ended_at > mq_now() - 86400000 AND callback_url IS NOT NULL"
+           " AND callback_state IS NULL ORDER BY ended_at LIMIT %d",
+           max);
+  if (e->callbacks == NULL || max <= 0)
+    return 0;
+  if ((r = mqproc__odb_q(e->db, pg, sq, 0, NULL, err)) == NULL)
+    return -1;
+  for (int i = 0; i < mqproc__ores_rows(r); i++) {
+    json_t *item = callback_item(mqproc__ores_get(r, i, 0), mqproc__ores_get(r, i, 1),
+                                 mqproc__ores_get(r, i, 2), mqproc__ores_get(r, i, 3));
+    if (item != NULL)
+      json_array_append_new(e->callbacks, item);
+  }
+  mqproc__ores_free(r);
+  return 0;
 }
 
 /* Ends run id when all its jobs ended (SUCCESS when all succeeded, else FAILED); the one
- * process whose update ends it calls its callback (at most once). */
+ * process whose update ends it calls its callback (call_back: at least once, the API
+ * sending again what it never recorded). */
 static int end_run(const mqproc__ocrd_env_t *e, const char *id, const char *ids, char *err) {
   const char *vals[2] = {ids, NULL};
   mqproc__ores_t *r = mqproc__odb_q(

@@ -446,14 +446,18 @@ void mqproc__ocrd_wf_run(const mqproc__ocrd_env_t *e, const mqproc__ocrd_wf_run_
   json_t *pages = NULL;
   char err[512], job_id[37];
   size_t nt = 0, nj = 0;
+  int rc;
   task_t *t = NULL;
   run_row_t rr = {.r = r, .job_id = job_id};
   if (r->mets == NULL || r->mets[0] == '\0') {
     mqproc__ocrd_fail(a, 422, "query.mets_path: Field required");
     return;
   }
-  if (mqproc__mets_read(r->mets, &m, err) != 0) {
-    mqproc__ocrd_fail(a, 404, "Mets file path not existing: %s", r->mets);
+  if ((rc = mqproc__mets_read(r->mets, &m, err)) != 0) {
+    if (rc == -1)
+      mqproc__ocrd_fail(a, 404, "Mets file path not existing: %s", r->mets);
+    else /* a FIFO would hold the API's worker: nothing is opened that could */
+      mqproc__ocrd_fail(a, 422, "Mets file path refused: %s: %s", r->mets, err);
     return;
   }
   if ((t = run_tasks(e, r, &nt, a)) == NULL || first_inputs_ok(t, &m, r, a) != 0 ||

@@ -22,12 +22,41 @@ static void one_line(char *err, const char *odb_err) {
   err[strcspn(err, "\n")] = '\0';
 }
 
+/* A client: its connection and the URL to make it again (a database restarted since). */
+typedef struct tq {
+  char *url;
+  mqproc__odb_t *db;
+} tq_t;
+
 static void *tq_open(const char *url, char *err) {
   char e[512];
-  mqproc__odb_t *db = mqproc__odb_open(url, TIMEOUT_MS, e);
-  if (db == NULL)
+  tq_t *t = calloc(1, sizeof(*t));
+  if (t == NULL || (t->url = mqproc__strdup(url)) == NULL) {
+    free(t);
+    mqproc__err(err, -1, "out of memory");
+    return NULL;
+  }
+  if ((t->db = mqproc__odb_open(url, TIMEOUT_MS, e)) == NULL) {
     one_line(err, e);
-  return db;
+    free(t->url);
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+/* A new connection for one found broken (a database restart is seen only when a statement
+ * fails on the old one): 0, or -1 with err (the old one kept). */
+static int tq_again(tq_t *t, char *err) {
+  char e[512];
+  mqproc__odb_t *db = mqproc__odb_open(t->url, TIMEOUT_MS, e);
+  if (db == NULL) {
+    one_line(err, e);
+    return -1;
+  }
+  mqproc__odb_close(t->db);
+  t->db = db;
+  return 0;
 }
 
 /* "k=v" headers as a JSON object's text (NULL: none). */
@@ -65,10 +94,9 @@ static char *hex_of(const void *body, size_t len) {
   return out;
 }
 
-static int tq_send(void *c, const char *rk, const void *body, size_t len, const char *content_type,
-                   const char *message_id, int priority, const char *const *headers,
-                   size_t n_headers, char *err) {
-  mqproc__odb_t *db = c;
+static int send_once(mqproc__odb_t *db, const char *rk, const void *body, size_t len,
+                     const char *content_type, const char *message_id, int priority,
+                     const char *const *headers, size_t n_headers, char *err) {
   char prio[16], e[512], *hj = headers_json(headers, n_headers), *text = NULL, *line;
   const char *vals[6];
   mqproc__ores_t *r;
@@ -104,8 +132,28 @@ static int tq_send(void *c, const char *rk, const void *body, size_t len, const 
   return 0;
 }
 
+/* Publishes; when the connection turns out broken, once more on a new one (a message
+ * enqueued just before the connection broke may then be there twice: its message id, the
+ * job's, lets a server's claim absorb the copy). */
+static int tq_send(void *c, const char *rk, const void *body, size_t len, const char *content_type,
+                   const char *message_id, int priority, const char *const *headers,
+                   size_t n_headers, char *err) {
+  tq_t *t = c;
+  char again[MQPROC_ERR_LEN];
+  int rc;
+  if (!mqproc__odb_ok(t->db) && tq_again(t, err) != 0)
+    return -1;
+  rc = send_once(t->db, rk, body, len, content_type, message_id, priority, headers, n_headers, err);
+  if (rc == 0 || mqproc__odb_ok(t->db))
+    return rc;
+  if (tq_again(t, again) != 0)
+    return -1; /* (err: the first failure) */
+  return send_once(t->db, rk, body, len, content_type, message_id, priority, headers, n_headers,
+                   err);
+}
+
 static int tq_depth(void *c, const char *queue, long *ready, long *held) {
-  mqproc__odb_t *db = c;
+  mqproc__odb_t *db = ((tq_t *)c)->db;
   const char *vals[1] = {queue};
   char e[512];
   mqproc__ores_t *r = mqproc__odb_q(
@@ -126,7 +174,7 @@ static int tq_depth(void *c, const char *queue, long *ready, long *held) {
 /* The queue's next ready message in its order (priority, then age): deleted, or with peek
  * read where it is (skip: those read before). */
 static int tq_get(void *c, const char *queue, int peek, long skip, mqproc__qmsg_t *out, char *err) {
-  mqproc__odb_t *db = c;
+  mqproc__odb_t *db = ((tq_t *)c)->db;
   char off[24], e[512];
   const char *vals[2] = {queue, off};
   mqproc__ores_t *r;
@@ -171,7 +219,12 @@ static int tq_get(void *c, const char *queue, int peek, long skip, mqproc__qmsg_
 }
 
 static void tq_close(void *c) {
-  mqproc__odb_close(c);
+  tq_t *t = c;
+  if (t == NULL)
+    return;
+  mqproc__odb_close(t->db);
+  free(t->url);
+  free(t);
 }
 
 const mqproc__qclient_kind_t mqproc__table_qclient = {

@@ -174,6 +174,11 @@ static PGresult *vquery(const char *sql, int n, va_list ap) {
   for (int i = 0; i < n && i < 16; i++)
     vals[i] = va_arg(ap, const char *);
   r = PQexecParams(pg(), sql, n, NULL, vals, NULL, NULL, 0);
+  if (PQstatus(g_conn) == CONNECTION_BAD) { /* the database restarted (a fault test): again */
+    PQclear(r);
+    PQreset(g_conn);
+    r = PQexecParams(pg(), sql, n, NULL, vals, NULL, NULL, 0);
+  }
   cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s",
             sql, PQresultErrorMessage(r));
   return r;
