@@ -55,6 +55,19 @@ static const mqproc__opt_t OPTS[] = {
      .env = "MQPROC_HTTP_ADMIN_TOKEN",
      .help = "FILE whose first line is a token (16+ characters, not world-readable) that the "
              "submitting routes then need as Authorization: Bearer TOKEN"},
+    {.name = "http-read-token",
+     .env = "MQPROC_HTTP_READ_TOKEN",
+     .help = "FILE whose first line is a token (as --http-admin-token's) that every reading "
+             "route then needs (or the admin token); without it, while --http-admin-token is "
+             "set, a job's log and its log_file_path need a token"},
+    {.name = "callback-allow",
+     .env = "MQPROC_CALLBACK_ALLOW",
+     .help = "CIDR[,CIDR...]: addresses a workflow_callback_url may reach even when denied "
+             "(repeatable; when given, only these)"},
+    {.name = "callback-deny",
+     .env = "MQPROC_CALLBACK_DENY",
+     .help = "CIDR[,CIDR...]: addresses a workflow_callback_url may not reach, beside the "
+             "ones always refused (repeatable)"},
     {.name = "max-body", .help = "largest request body in bytes (default 1048576)"},
     {.name = "sweep-interval",
      .help = "ms between release sweeps: waiting jobs whose holder ended are released even "
@@ -68,7 +81,9 @@ static const mqproc__opt_t OPTS[] = {
 static const char USAGE[] =
     "Usage: mqproc processing-api --queue URL --database URL [--http ADDR:PORT]\n"
     "                             [--ocrd-tool FILE]... [--workspace-root DIR]\n"
-    "                             [--http-admin-token FILE] [--internal-callback-url URL]\n"
+    "                             [--http-admin-token FILE] [--http-read-token FILE]\n"
+    "                             [--callback-allow CIDR]... [--callback-deny CIDR]...\n"
+    "                             [--internal-callback-url URL]\n"
     "OCR-D's Processing Server API (GET /processor, POST /processor/run/P, GET\n"
     "/processor/job/ID, /processor/log/ID, POST /result_callback, /workflow...) over the\n"
     "job table, from a process that takes no jobs: jobs are rows from their submission\n"
@@ -236,12 +251,33 @@ static int serve(const args_t *a, mqproc__api_cfg_t *cfg, const char *addr, long
   return rc == MQPROC_OK ? 0 : 1;
 }
 
+/* --callback-allow or --callback-deny (repeatable) into *l; 0, or -1 said. */
+static int cidr_opt(const args_t *a, const char *name, mqproc__cidr_list_t *l) {
+  const char *items[33];
+  char err[MQPROC_ERR_LEN];
+  int n = 0;
+  while (n < 32 && (items[n] = mqproc__arg_nth(a, name, n)) != NULL)
+    n++;
+  items[n] = NULL;
+  if (mqproc__arg_nth(a, name, n) != NULL) {
+    fprintf(stderr, "mqproc processing-api: --%s: at most 32 (each a comma-separated list)\n",
+            name);
+    return -1;
+  }
+  if (mqproc__cidr_list_parse(items, l, err) != MQPROC_OK) {
+    fprintf(stderr, "mqproc processing-api: --%s: %s\n", name, err);
+    return -1;
+  }
+  return 0;
+}
+
 int mqproc__cmd_processing_api(int argc, char **argv) {
   args_t a;
   json_t *tools = json_object();
   mqproc__api_cfg_t cfg;
   mqproc__tls_t tls;
   mqproc__mets_servers_t mets;
+  mqproc__cidr_list_t allow = {0}, deny = {0};
   char program[PATH_MAX], sockets[PATH_MAX];
   const char *v;
   long body_max, sweep_ms, cb_ms;
@@ -261,7 +297,8 @@ int mqproc__cmd_processing_api(int argc, char **argv) {
   else if ((body_max = num_opt(&a, "max-body", 1048576, 1024, 1L << 30)) < 0 ||
            (sweep_ms = num_opt(&a, "sweep-interval", 2000, 100, 3600000)) < 0 ||
            (cb_ms = num_opt(&a, "callback-timeout-ms", 10000, 1, 3600000)) < 0 ||
-           mqproc__admin_tls(&a, &tls) < 0 ||
+           mqproc__admin_tls(&a, &tls) < 0 || cidr_opt(&a, "callback-allow", &allow) < 0 ||
+           cidr_opt(&a, "callback-deny", &deny) < 0 ||
            mqproc__admin_mets_servers(&a, &mets, program, sockets) < 0)
     ;
   else
@@ -272,28 +309,33 @@ int mqproc__cmd_processing_api(int argc, char **argv) {
   mqproc__log_set_level(MQPROC__LOG_INFO);
   if (rc == 0 && !schema_ok(mqproc__arg(&a, "database")))
     rc = 2;
+  if (rc == 0 && mqproc__callback_init() != MQPROC_OK) {
+    fprintf(stderr, "mqproc processing-api: cannot set up libcurl\n");
+    rc = 1;
+  }
   if (rc != 0) {
     json_decref(tools);
+    mqproc__cidr_list_free(&allow);
+    mqproc__cidr_list_free(&deny);
     return rc;
   }
-  if (mqproc__callback_init() != MQPROC_OK) {
-    fprintf(stderr, "mqproc processing-api: cannot set up libcurl\n");
-    json_decref(tools);
-    return 1;
-  }
-  cfg = (mqproc__api_cfg_t){.database = mqproc__arg(&a, "database"),
-                            .queue = mqproc__arg(&a, "queue"),
-                            .exchange = mqproc__arg(&a, "exchange"),
-                            .ws_root = mqproc__arg(&a, "workspace-root"),
-                            .admin_token = mqproc__arg(&a, "http-admin-token"),
-                            .tools = tools,
-                            .tls = tls,
-                            .sweep_ms = (int)sweep_ms,
-                            .mets = mets,
-                            .cb = {.timeout_ms = cb_ms, .retries = 3, .backoff_ms = 500}};
+  cfg = (mqproc__api_cfg_t){
+      .database = mqproc__arg(&a, "database"),
+      .queue = mqproc__arg(&a, "queue"),
+      .exchange = mqproc__arg(&a, "exchange"),
+      .ws_root = mqproc__arg(&a, "workspace-root"),
+      .admin_token = mqproc__arg(&a, "http-admin-token"),
+      .read_token = mqproc__arg(&a, "http-read-token"),
+      .tools = tools,
+      .tls = tls,
+      .sweep_ms = (int)sweep_ms,
+      .mets = mets,
+      .cb = {.timeout_ms = cb_ms, .retries = 3, .backoff_ms = 500, .allow = &allow, .deny = &deny}};
   rc = serve(&a, &cfg, mqproc__arg(&a, "http") != NULL ? mqproc__arg(&a, "http") : "127.0.0.1:8000",
              body_max);
   mqproc__callback_shutdown();
   json_decref(tools);
+  mqproc__cidr_list_free(&allow);
+  mqproc__cidr_list_free(&deny);
   return rc;
 }

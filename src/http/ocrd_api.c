@@ -69,6 +69,7 @@ typedef struct task {
   char *ctype;                           /* its Content-Type */
   char *mets, *page_id, *wf_id, *cb_url; /* /workflow/run's query */
   int page_wise;
+  int hide_log_path; /* R_JOB: the client showed no token; the log's path is left out */
   json_t *callbacks; /* the runs it ended, to POST (filled on the worker) */
   int cb_fetch;      /* a sweep: how many callbacks without an outcome to ask the store for */
   cbitem_t *cb;      /* R_CB_RECORD: the callback whose outcome it records */
@@ -83,6 +84,7 @@ struct mqproc__api {
   char *database, *queue, *exchange, *ws_root, *result_url;
   json_t *tools;
   mqproc__tls_t tls;
+  int reads_need_token;       /* --http-read-token: every read needs a token */
   mqproc__callback_opts_t cb; /* .self: the API's own address (sa_self) */
   struct sockaddr_storage sa_self;
   cbitem_t *cbs;  /* the callbacks kept, in order */
@@ -394,6 +396,8 @@ static void answer(task_t *t) {
                             t->route == R_LOG ? hdrs : NULL);
     a->text = NULL; /* taken */
   } else {
+    if (t->hide_log_path && json_is_object(a->body))
+      json_object_del(a->body, "log_file_path");
     mqproc__http_reply_json(t->req, a->status, a->body != NULL ? a->body : json_null());
     a->body = NULL; /* taken */
   }
@@ -478,9 +482,9 @@ static void sweep_due(mqproc__loop_t *loop, void *ud) {
 
 /* ---- routes --------------------------------------------------------------------------- */
 
-/* Whether req may submit (no token configured, or its Bearer token is the admin token);
- * else answered. */
-static int may_submit(mqproc__api_t *api, mqproc__http_req_t *req) {
+/* Whether req shows a token of scope `need` (MQPROC__SCOPE_READ: the read or the admin
+ * token; MQPROC__SCOPE_ADMIN: the admin token), or no token is configured; else answered. */
+static int has_token(mqproc__api_t *api, mqproc__http_req_t *req, int need) {
   const char *www[] = {"WWW-Authenticate", "Bearer", NULL};
   const char *bearer = mqproc__http_header(req, "Authorization");
   char peer[64];
@@ -496,16 +500,28 @@ static int may_submit(mqproc__api_t *api, mqproc__http_req_t *req) {
     reply_detail(req, 429, text, hdrs);
     return 0;
   }
-  if (mqproc__auth_check(api->auth, req, &scope) == MQPROC__AUTH_BEARER &&
-      scope == MQPROC__SCOPE_ADMIN)
+  if (mqproc__auth_check(api->auth, req, &scope) == MQPROC__AUTH_BEARER && scope >= need)
     return 1;
   if (bearer != NULL)
     mqproc__auth_failed(api->auth, peer);
   reply_detail(req, 401,
                bearer != NULL ? "wrong token"
-                              : "this route needs the API's token (Authorization: Bearer TOKEN)",
+               : need == MQPROC__SCOPE_ADMIN
+                   ? "this route needs the API's token (Authorization: Bearer TOKEN)"
+                   : "this route needs the API's read or admin token (Authorization: Bearer "
+                     "TOKEN)",
                www);
   return 0;
+}
+
+/* Whether route submits (it needs the admin token when one is set). */
+static int submits(int route) {
+  return route == R_RUN || route == R_WF_STORE || route == R_WF_PUT || route == R_WF_RUN;
+}
+
+static int may_submit(mqproc__api_t *api, mqproc__http_req_t *req) {
+  return api->auth == NULL || !mqproc__auth_can_act(api->auth) || /* no admin token: open */
+         has_token(api, req, MQPROC__SCOPE_ADMIN);
 }
 
 /* The {arg} after prefix (the rest of the path, not empty), or NULL. */
@@ -598,7 +614,7 @@ static int utf8_text(const char *s) {
 
 int mqproc__api_handle(mqproc__api_t *api, mqproc__http_req_t *req) {
   const char *path = mqproc__http_path(req), *m = mqproc__http_method(req), *arg;
-  int route = route_of(m, path, &arg);
+  int route = route_of(m, path, &arg), hide;
   task_t *t;
   if (!strcmp(path, "/") && (!strcmp(m, "GET") || !strcmp(m, "HEAD"))) {
     home(req);
@@ -610,8 +626,16 @@ int mqproc__api_handle(mqproc__api_t *api, mqproc__http_req_t *req) {
     reply_detail(req, 405, "Method Not Allowed", NULL);
     return 1;
   }
-  if ((route == R_RUN || route == R_WF_STORE || route == R_WF_PUT || route == R_WF_RUN) &&
-      !may_submit(api, req))
+  if (submits(route) && !may_submit(api, req))
+    return 1;
+  /* the reads (not the workers' /result_callback): with a read token, every one needs a
+   * token; with the admin token alone, a job's log does, and a job's answer leaves its
+   * log's path out unless a token comes (as the status page hides both: issue 38, F11) */
+  hide = route == R_JOB && api->auth != NULL && !api->reads_need_token &&
+         mqproc__http_header(req, "Authorization") == NULL;
+  if (route != R_RESULT && !submits(route) && api->auth != NULL && !hide &&
+      (api->reads_need_token || route == R_LOG || route == R_JOB) &&
+      !has_token(api, req, MQPROC__SCOPE_READ))
     return 1;
   if (arg != NULL && !utf8_text(arg)) { /* it names nothing */
     reply_detail(req, 404, "Not Found (the path is not UTF-8 text)", NULL);
@@ -619,6 +643,7 @@ int mqproc__api_handle(mqproc__api_t *api, mqproc__http_req_t *req) {
   }
   if ((t = queue_task(api, route, req)) == NULL)
     return 1;
+  t->hide_log_path = hide;
   if (fill_task(t, req, arg) != 0) {
     mqproc__ocrd_fail(&t->ans, 500, "out of memory");
     t->route = -1; /* answered as it is when it runs */
@@ -653,8 +678,9 @@ int mqproc__api_new(mqproc__api_t **out, mqproc__loop_t *loop, const mqproc__api
     mqproc__api_free(api);
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   }
-  if (cfg->admin_token != NULL &&
-      (rc = mqproc__auth_new(&api->auth, cfg->admin_token, NULL, 0, err)) != MQPROC_OK) {
+  api->reads_need_token = cfg->read_token != NULL;
+  if ((cfg->admin_token != NULL || cfg->read_token != NULL) &&
+      (rc = mqproc__auth_new(&api->auth, cfg->admin_token, cfg->read_token, 0, err)) != MQPROC_OK) {
     mqproc__api_free(api);
     return rc;
   }

@@ -44,6 +44,9 @@ typedef struct mqproc__api_cfg {
   const char *ws_root;         /* --workspace-root, NULL: workspace_id is unknown */
   const char *result_url;      /* the internal callback URL put in every job (NULL: none) */
   const char *admin_token;     /* FILE: its token guards the submitting routes; NULL: open */
+  const char *read_token;      /* FILE: its token (or the admin's) guards every read; NULL:
+                                  the reads are open, but for a job's log and its path while
+                                  an admin token is set */
   json_t *tools;               /* --ocrd-tool's {name: tool} (borrowed; may be NULL) */
   mqproc__tls_t tls;           /* for amqps:// (its strings borrowed) */
   int sweep_ms;                /* the release sweep's interval */

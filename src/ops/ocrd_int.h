@@ -7,6 +7,10 @@
 
 /* A random (version 4) UUID, as OCR-D's ids. */
 void mqproc__ocrd_uuid(char out[37]);
+/* Whether path (a METS a request names) lies outside --workspace-root, when one is given:
+ * by its text first (so whether it exists is not told), then by where it resolves to (a
+ * link out). 0 without a root. (Issue 38, F13.) */
+int mqproc__ocrd_outside_root(const mqproc__ocrd_env_t *e, const char *path);
 /* Begins a transaction holding workspace's lock (PostgreSQL: an advisory transaction lock
  * of its name; SQLite: BEGIN IMMEDIATE, the one writer): 0, or -1 with err. */
 int mqproc__ocrd_lock(const mqproc__ocrd_env_t *e, const char *workspace, char *err);

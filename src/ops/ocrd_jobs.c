@@ -285,6 +285,32 @@ static const char *str(const json_t *o, const char *k) {
   return s != NULL && s[0] != '\0' ? s : NULL;
 }
 
+/* Whether path starts with dir's text followed by '/' (dir given without a trailing '/'
+ * or with it). */
+static int under(const char *dir, const char *path) {
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/')
+    n--;
+  return strncmp(path, dir, n) == 0 && path[n] == '/' && strstr(path + n, "/../") == NULL &&
+         (strlen(path) < 3 || strcmp(path + strlen(path) - 3, "/..") != 0);
+}
+
+int mqproc__ocrd_outside_root(const mqproc__ocrd_env_t *e, const char *path) {
+  char *root, *real;
+  int out;
+  if (e->ws_root == NULL)
+    return 0;
+  if (!under(e->ws_root, path) &&
+      ((root = realpath(e->ws_root, NULL)) == NULL || (out = !under(root, path), free(root), out)))
+    return 1;
+  if ((real = realpath(path, NULL)) == NULL)
+    return 0; /* not there: inside by its text (404 follows) */
+  out = (root = realpath(e->ws_root, NULL)) == NULL || !under(root, real);
+  free(root);
+  free(real);
+  return out;
+}
+
 /* The METS of the request: its path (a resolved copy), or 404 answered (OCR-D's words). */
 static char *mets_of(const mqproc__ocrd_env_t *e, const json_t *in, mqproc__ocrd_answer_t *a) {
   const char *path = str(in, "path_to_mets"), *ws = str(in, "workspace_id");
@@ -297,6 +323,9 @@ static char *mets_of(const mqproc__ocrd_env_t *e, const json_t *in, mqproc__ocrd
     }
     snprintf(buf, sizeof(buf), "%s/%s/mets.xml", e->ws_root, ws);
     want = buf;
+  } else if (mqproc__ocrd_outside_root(e, path)) {
+    mqproc__ocrd_fail(a, 422, "Mets file path refused: %s: outside --workspace-root", path);
+    return NULL;
   }
   real = realpath(want != NULL ? want : path, NULL);
   /* opened as every file a request names (a FIFO would hold the API's worker in open) */

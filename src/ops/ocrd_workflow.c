@@ -453,6 +453,10 @@ void mqproc__ocrd_wf_run(const mqproc__ocrd_env_t *e, const mqproc__ocrd_wf_run_
     mqproc__ocrd_fail(a, 422, "query.mets_path: Field required");
     return;
   }
+  if (mqproc__ocrd_outside_root(e, r->mets)) {
+    mqproc__ocrd_fail(a, 422, "Mets file path refused: %s: outside --workspace-root", r->mets);
+    return;
+  }
   if ((rc = mqproc__mets_read(r->mets, &m, err)) != 0) {
     if (rc == -1)
       mqproc__ocrd_fail(a, 404, "Mets file path not existing: %s", r->mets);

@@ -276,7 +276,8 @@ static void release(const char *fifo) {
 
 Test(api_hardening, a_fifo_as_a_mets_is_refused_with_its_reason) {
   char *proc = it_name("dummy"), *root = it_fmt("%s/root", it_tmpdir()), *out;
-  char *fifo = it_fmt("%s/fifo.xml", it_tmpdir()), *link = it_fmt("%s/link.xml", it_tmpdir());
+  /* inside the root (one outside is refused before it is looked at) */
+  char *fifo = it_fmt("%s/fifo.xml", root), *link = it_fmt("%s/link.xml", root);
   it_server_t *srv = dummy_server(proc);
   it_api_t a;
   int status;
@@ -359,6 +360,127 @@ Test(api_hardening, after_a_database_restart_the_first_publish_goes_out, .timeou
   cr_expect(it_sql_becomes(
       it_fmt("SELECT state FROM mqproc_jobs WHERE job_id = '%s'", field(out, "job_id")),
       "SUCCESS"));
+  it_server_stop(a.proc);
+  it_server_stop(srv);
+}
+
+/* ---- F11: what an anonymous client may read; F12: where a callback may go ------------------ */
+
+/* A token file (mode 0600) holding text; its path. */
+static char *token_file(const char *name, const char *text) {
+  char *path = it_fmt("%s/%s", it_tmpdir(), name);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "%s\n", text);
+  fclose(f);
+  chmod(path, 0600);
+  return path;
+}
+
+static int call_as(const it_api_t *a, const char *path, const char *token, char **out) {
+  const char *args[] = {"-H", it_fmt("Authorization: Bearer %s", token), NULL};
+  return it_http_req(a->port, path, token != NULL ? args : (const char *[]){NULL}, out);
+}
+
+/* With --http-admin-token, a job's log and its log's path need a token, as the status
+ * page hides them; its state does not. With --http-read-token every read needs one (the
+ * read or the admin token), and submitting stays as the admin token says. */
+Test(api_hardening, a_jobs_log_needs_a_token_when_one_is_set) {
+  char *proc = it_name("fail"), *mets = workspace("ws-log"), *out, *id;
+  const char *admin = "admin-token-of-the-api-0123", *reader = "read-token-of-the-api-4567";
+  const char *envp[] = {"PROC_FAIL_MATCH=-", NULL}; /* fails: its log is a file */
+  const char *extra[] = {"--retries=0", "--max-requeues=0", NULL};
+  it_server_t *srv = it_server_start(proc, it_proc("proc.sh"), extra, envp);
+  it_api_t a =
+      it_api_start((const char *const[]){"--http-admin-token", token_file("admin", admin), NULL});
+  const char *args[] = {"-X",
+                        "POST",
+                        "-H",
+                        it_fmt("Authorization: Bearer %s", admin),
+                        "-H",
+                        "Content-Type: application/json",
+                        "--data-binary",
+                        it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
+                               " \"output_file_grps\": [\"LOG1\"]}",
+                               mets),
+                        NULL};
+  cr_assert_eq(it_http_req(a.port, it_fmt("/processor/run/%s", proc), args, &out), 200, "%s", out);
+  id = it_fmt("%s", field(out, "job_id"));
+  cr_assert(
+      it_sql_becomes(it_fmt("SELECT state FROM mqproc_jobs WHERE job_id = '%s'", id), "FAILED"));
+  cr_expect_eq(call_as(&a, it_fmt("/processor/log/%s", id), NULL, &out), 401, "%s", out);
+  cr_expect_eq(call_as(&a, it_fmt("/processor/log/%s", id), "wrong-token-wrong-token", &out), 401);
+  cr_expect_eq(call_as(&a, it_fmt("/processor/log/%s", id), admin, &out), 200, "%s", out);
+  cr_expect_eq(call_as(&a, it_fmt("/processor/job/%s", id), NULL, &out), 200, "%s", out);
+  cr_expect(strstr(out, "FAILED") != NULL && strstr(out, "log_file_path") == NULL,
+            "the state, without the log's path: %s", out);
+  cr_expect_eq(call_as(&a, it_fmt("/processor/job/%s", id), admin, &out), 200, "%s", out);
+  cr_expect(strstr(out, "log_file_path") != NULL, "with the token, the path: %s", out);
+  it_server_stop(a.proc);
+  a = it_api_start((const char *const[]){"--http-read-token", token_file("reader", reader), NULL});
+  cr_expect_eq(call_as(&a, "/processor", NULL, &out), 401, "%s", out);
+  cr_expect_eq(call_as(&a, it_fmt("/processor/job/%s", id), NULL, &out), 401, "%s", out);
+  cr_expect_eq(call_as(&a, it_fmt("/processor/job/%s", id), reader, &out), 200, "%s", out);
+  cr_expect_eq(call_as(&a, it_fmt("/processor/log/%s", id), reader, &out), 200, "%s", out);
+  cr_expect_eq(call_as(&a, "/readyz", NULL, &out), 200, "/readyz stays open: %s", out);
+  it_server_stop(a.proc);
+  it_server_stop(srv);
+}
+
+/* --callback-deny narrows where a workflow_callback_url may go (the servers' rules): a
+ * callback to a denied address is refused before any connection, and says so. */
+Test(api_hardening, a_workflow_callback_to_a_denied_address_is_refused) {
+  char *proc = it_name("dummy"), *mets = workspace("ws-deny"), *out, *wf;
+  int port, lfd = tarpit(&port);
+  it_server_t *srv = dummy_server(proc);
+  it_api_t a = it_api_start((const char *const[]){"--callback-deny", "127.0.0.0/8", NULL});
+  cr_assert_eq(run_wf(&a, mets, it_fmt("&workflow_callback_url=http://127.0.0.1:%d/cb", port),
+                      it_fmt("%s -I OCR-D-IMG -O DENY1\n", proc + 5), &out),
+               200, "%s", out);
+  wf = it_fmt("%s", field(out, "job_id"));
+  cr_expect(it_sql_becomes(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs"
+                                  " WHERE job_id = '%s'",
+                                  wf),
+                           "FAILED"));
+  out =
+      it_sql(it_fmt("SELECT callback_error FROM mqproc_workflow_jobs WHERE job_id = '%s'", wf), 0);
+  cr_expect(out != NULL && strstr(out, "refused") != NULL, "callback_error: %s", out);
+  cr_expect_eq(tarpit_accept(lfd, 0), -1, "a connection reached the denied address");
+  close(lfd);
+  it_server_stop(a.proc);
+  it_server_stop(srv);
+}
+
+/* F13: with --workspace-root, a METS outside it is refused whether it exists or not (no
+ * probe of the file system), also through a link inside the root; one inside runs. */
+Test(api_hardening, with_a_workspace_root_a_mets_outside_it_is_refused) {
+  char *proc = it_name("dummy"), *root = it_fmt("%s/root13", it_tmpdir()), *out, *mets;
+  it_server_t *srv = dummy_server(proc);
+  it_api_t a;
+  const char *paths[] = {"/etc/passwd", "/etc/no-such-file.xml", NULL, NULL, NULL};
+  mkdir(root, 0755);
+  mets = workspace("root13/ws");
+  cr_assert_eq(symlink("/etc/passwd", it_fmt("%s/link.xml", root)), 0);
+  paths[2] = it_fmt("%s/link.xml", root);
+  paths[3] = it_fmt("%s/../ws-outside/mets.xml", root);
+  a = it_api_start((const char *const[]){"--workspace-root", root, NULL});
+  for (int i = 0; paths[i] != NULL; i++) {
+    cr_expect_eq(api_json(&a, it_fmt("/processor/run/%s", proc),
+                          it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
+                                 " \"output_file_grps\": [\"R13\"]}",
+                                 paths[i]),
+                          &out),
+                 422, "%s: %s", paths[i], out);
+    cr_expect(strstr(detail(out), "outside --workspace-root") != NULL, "%s: %s", paths[i], out);
+  }
+  cr_expect_eq(api_json(&a, it_fmt("/processor/run/%s", proc),
+                        it_fmt("{\"path_to_mets\": \"%s\", \"input_file_grps\": [\"OCR-D-IMG\"],"
+                               " \"output_file_grps\": [\"R13\"]}",
+                               mets),
+                        &out),
+               200, "inside: %s", out);
+  cr_expect_eq(run_wf(&a, "/etc/passwd", "", it_fmt("%s -I OCR-D-IMG -O R13W\n", proc + 5), &out),
+               422, "%s", out);
   it_server_stop(a.proc);
   it_server_stop(srv);
 }
