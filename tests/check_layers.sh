@@ -2,7 +2,7 @@
 # ctest: bash tests/check_layers.sh <srcdir> <builddir>
 # src/ is in layers, one folder each, and a file may include only headers of its own layer
 # or of the layers before it (docs/architecture.md, "Layers"):
-#   base loop codec broker store runner delivery ops http server, then entry/ (the
+#   base net loop codec broker store runner delivery ops http server, then entry/ (the
 #   library's entry point), then cli/ (the mqproc program)
 # It fails when a file includes a header of a later layer, when a header a file includes
 # from src/ is in no layer, and when a source file lies in src/ outside a folder.
@@ -11,7 +11,7 @@ set -euo pipefail
 SRC=${1:?usage: check_layers.sh <srcdir> <builddir>}
 cd "$SRC/src"
 
-LAYERS=(base loop codec broker store runner delivery ops http server entry cli)
+LAYERS=(base net loop codec broker store runner delivery ops http server entry cli)
 rank() { # rank LAYER -> its index, or nothing
   local i
   for i in "${!LAYERS[@]}"; do

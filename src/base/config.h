@@ -156,7 +156,7 @@ void mqproc__config_help_rows(FILE *out, mqproc__cli_kind_t kind, const char *co
 
 /* Ranges always refused to callbacks unless --callback-allow names them: IPv4 link-local
  * (with the 169.254.169.254 metadata service of most clouds), IPv6 link-local, AWS IMDS
- * over IPv6, Alibaba Cloud's metadata service (delivery/callback.c). Text for --help and
+ * over IPv6, Alibaba Cloud's metadata service (net/callback.c). Text for --help and
  * docs. */
 #define MQPROC__CALLBACK_DENY_DEFAULT                                                              \
   "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"

@@ -14,7 +14,7 @@
 #include "admin.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "http/http.h"
 #include "http/ocrd_api.h"
 #include "loop/loop.h"

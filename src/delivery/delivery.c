@@ -82,7 +82,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "codec/codec.h"
 #include "runner/joblog.h"
 #include "base/log.h"

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "broker/broker.h"
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "base/config.h"
 #include "loop/loop.h"
 #include "base/metrics.h"

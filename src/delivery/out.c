@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "codec/codec.h"
 #include "base/log.h"
 #include "base/util.h"

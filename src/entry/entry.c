@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "base/config.h"
 #include "base/log.h"
 #include "runner/ocrd_run.h"

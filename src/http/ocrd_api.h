@@ -30,7 +30,7 @@
 #include <sys/socket.h>
 
 #include "broker/broker.h"
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "http/http.h"
 #include "loop/loop.h"
 #include "ops/ocrd.h"

@@ -23,7 +23,7 @@
 #include <stddef.h>
 
 #include "broker/client.h"
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "store/odb.h"
 
 /* The METS servers the jobs of a workspace go through (ocrd_mets_servers.c): mqproc's own

@@ -7,7 +7,7 @@
 #include <regex.h>
 
 #include "broker/broker.h"
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "base/config.h"
 #include "delivery/host.h"
 #include "server/inflight.h"

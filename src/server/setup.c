@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "base/argv.h"
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "base/log.h"
 #include "runner/ocrd_argv.h"
 #include "server/server.h"

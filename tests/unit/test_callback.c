@@ -1,4 +1,4 @@
-/* Unit tests for src/delivery/callback.c: mqproc__callback_post against the test HTTP listener, its
+/* Unit tests for src/net/callback.c: mqproc__callback_post against the test HTTP listener, its
  * address policy, and the CIDR lists it checks. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "delivery/callback.h"
+#include "net/callback.h"
 #include "http_listener.h"
 #include "base/util.h"
 

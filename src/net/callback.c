@@ -1,6 +1,6 @@
 /* Callbacks: POST a result message as JSON to a URL with libcurl, with timeout, retries and
  * an address policy (allow/deny lists of CIDR ranges) checked on every socket curl opens. */
-#include "delivery/callback.h"
+#include "net/callback.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
