@@ -210,3 +210,69 @@ Test(tq_hostile, f9_a_delivery_count_past_int_or_real_is_acked) {
   cr_expect(rows_become_none(proc), "every message of the queue acked");
   it_server_stop(srv);
 }
+
+/* F10: a producer needs no right on mqproc_messages: a role that may only EXECUTE
+ * mqproc_enqueue() (docs/table-queue.md, "A role that may only enqueue") queues a job that
+ * runs, and cannot INSERT, UPDATE, DELETE or read a row itself, so none of the columns a
+ * producer with INSERT could write (id, deliveries, consumer, visible_at) is its to set.
+ * This needs the function to run with its owner's rights (SECURITY DEFINER) on a
+ * search_path of its own: a temporary table of the caller's named mqproc_messages (found
+ * first on the caller's path) must not take the job. PostgreSQL only. */
+Test(tq_hostile, f10_a_role_that_may_only_enqueue_queues_jobs_and_writes_no_row) {
+  char *proc = it_name("f10"), *role = it_fmt("mqproc_f10_producer_%d", (int)getpid());
+  char *schema, *failed, *id = NULL;
+  const char *fns = "mqproc_enqueue(text, bytea, integer, text, text, jsonb),"
+                    " mqproc_enqueue(text, text, integer, text, text, jsonb)";
+  it_server_t *srv;
+  if (queue_sqlite())
+    cr_skip_test("SQLite has no roles: whoever can write the file can write anything in it");
+  schema = it_tq_sql("SELECT quote_ident(current_schema())", NULL, 0);
+  cr_assert_not_null(schema);
+  it_tq_sql(it_fmt("CREATE ROLE %s LOGIN", role), NULL, 0);
+  /* the recipe: nothing on the tables, USAGE on the schema, EXECUTE on the function */
+  it_tq_sql(it_fmt("REVOKE ALL ON mqproc_messages, mqproc_jobs FROM %s", role), NULL, 0);
+  it_tq_sql(it_fmt("GRANT USAGE ON SCHEMA %s TO %s", schema, role), NULL, 0);
+  it_tq_sql(it_fmt("GRANT EXECUTE ON FUNCTION %s TO %s", fns, role), NULL, 0);
+  srv = it_server_start(proc, it_proc("proc.sh"), NULL, NULL);
+
+  failed = it_pg_try_as(role, &id, "SELECT mqproc_enqueue($1, $2::text)", 2, proc,
+                        it_job_json(proc, "f10-enqueued", NULL));
+  cr_expect(failed == NULL && id != NULL, "the producer enqueues: %s", failed);
+  cr_expect(job_becomes("f10-enqueued", "SUCCESS"), "its job ran");
+  /* a table of its own named like ours, first on its path (pg_temp), takes nothing */
+  failed = it_pg_try_as(
+      role, &id,
+      it_fmt("CREATE TEMP TABLE mqproc_messages (id bigserial, queue text, priority integer,"
+             " body bytea, content_type text, message_id text, headers jsonb);"
+             " SELECT mqproc_enqueue('%s', $job$%s$job$::text)",
+             proc, it_job_json(proc, "f10-temp-table", NULL)),
+      0);
+  cr_expect(failed == NULL && id != NULL, "the producer enqueues: %s", failed);
+  cr_expect(job_becomes("f10-temp-table", "SUCCESS"), "the job went to the caller's own table");
+  failed = it_pg_try_as(role, NULL, "SELECT mqproc_enqueue(repeat('q', 300), 'x'::text)", 0);
+  cr_expect(failed != NULL && strstr(failed, "1 to 255 bytes") != NULL, "a 300-byte queue: %s",
+            failed != NULL ? failed : "(queued)");
+
+  /* no row of its own making, changing or removing: permission denied */
+  failed = it_pg_try_as(role, NULL,
+                        "INSERT INTO mqproc_messages (queue, body, deliveries, consumer)"
+                        " VALUES ($1, '\\x00'::bytea, 5, 'w1')",
+                        1, proc);
+  cr_expect(failed != NULL && strstr(failed, "permission denied") != NULL, "INSERT: %s",
+            failed != NULL ? failed : "(stored)");
+  failed = it_pg_try_as(role, NULL, "UPDATE mqproc_messages SET deliveries = 0", 0);
+  cr_expect(failed != NULL && strstr(failed, "permission denied") != NULL, "UPDATE: %s",
+            failed != NULL ? failed : "(ran)");
+  failed = it_pg_try_as(role, NULL, "DELETE FROM mqproc_messages", 0);
+  cr_expect(failed != NULL && strstr(failed, "permission denied") != NULL, "DELETE: %s",
+            failed != NULL ? failed : "(ran)");
+  failed = it_pg_try_as(role, NULL, "SELECT count(*) FROM mqproc_messages", 0);
+  cr_expect(failed != NULL && strstr(failed, "permission denied") != NULL, "SELECT: %s",
+            failed != NULL ? failed : "(ran)");
+
+  ordinary_job_completes(proc, "f10-after", NULL);
+  it_server_stop(srv);
+  it_tq_try(it_fmt("DROP OWNED BY %s", role), NULL, 0);
+  failed = it_tq_try(it_fmt("DROP ROLE %s", role), NULL, 0);
+  cr_expect(failed == NULL, "drop the role: %s", failed);
+}

@@ -168,6 +168,32 @@ const char *it_pg_url(void) {
   return g_dburl;
 }
 
+char *it_pg_try_as(const char *role, char **cell, const char *sql, int n, ...) {
+  const char *keys[] = {"dbname", "user", NULL}, *conn_vals[] = {it_pg_url(), role, NULL};
+  const char *vals[16];
+  char *failed = NULL;
+  PGconn *c;
+  PGresult *r;
+  va_list ap;
+  if (cell != NULL)
+    *cell = NULL;
+  va_start(ap, n);
+  for (int i = 0; i < n && i < 16; i++)
+    vals[i] = va_arg(ap, const char *);
+  va_end(ap);
+  c = PQconnectdbParams(keys, conn_vals, 1); /* the URL, with its user replaced */
+  cr_assert_eq(PQstatus(c), CONNECTION_OK, "cannot connect as %s: %s", role, PQerrorMessage(c));
+  /* without parameters, statements after each other in one session (the last one's row) */
+  r = n == 0 ? PQexec(c, sql) : PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK)
+    failed = keep(strdup(PQresultErrorMessage(r)));
+  else if (cell != NULL && PQntuples(r) > 0 && PQnfields(r) > 0 && !PQgetisnull(r, 0, 0))
+    *cell = keep(strdup(PQgetvalue(r, 0, 0)));
+  PQclear(r);
+  PQfinish(c);
+  return failed;
+}
+
 static PGresult *vquery(const char *sql, int n, va_list ap) {
   const char *vals[16];
   PGresult *r;

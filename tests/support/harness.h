@@ -91,6 +91,12 @@ const char *it_pg_url(void);
 char *it_tq_sql(const char *pg_sql, const char *sq_sql, int n, ...);
 /* The same statement, allowed to fail: NULL when it ran, else the database's message. */
 char *it_tq_try(const char *pg_sql, const char *sq_sql, int n, ...);
+/* Runs sql on this test's PostgreSQL schema (it_pg_url()) on a connection of its own as
+ * role (a LOGIN role; the services trust local connections), as a producer with only
+ * that role's rights would: NULL when it ran (its first cell, or NULL, into *cell when
+ * cell is not NULL), else the database's message. n text parameters follow; with none,
+ * sql may be statements separated by semicolons, run in one session (the last one's). */
+char *it_pg_try_as(const char *role, char **cell, const char *sql, int n, ...);
 /* The SQL of the test's store: pg for PostgreSQL, sqlite for SQLite (times there are
  * integer ms since the epoch, booleans 0/1). */
 const char *it_q(const char *pg, const char *sqlite);

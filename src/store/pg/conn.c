@@ -13,7 +13,7 @@
 #include "store/pg/int.h"
 #include "base/util.h"
 
-#define SCHEMA_VERSION 11
+#define SCHEMA_VERSION 12
 
 /* libpq's messages end in a newline and may have detail lines: keep the first. */
 static void one_line(char *err) {

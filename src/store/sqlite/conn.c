@@ -12,7 +12,7 @@
 #include "store/sqlite/int.h"
 #include "base/util.h"
 
-#define SCHEMA_VERSION 11
+#define SCHEMA_VERSION 12
 /* the time in ms for a DEFAULT (rows inserted by hand, e.g. `mqproc jobs cancel` of a job
  * not delivered yet): mq_now() exists only on the servers' connections */
 #define NOW_MS "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))"
@@ -156,6 +156,13 @@ static const char SCHEMA_11[] =
     "  WHERE name = 'mqproc_messages' AND seq > 9000000000000000000;"
     "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
     "  VALUES (11, 'hostile rows', mq_now());";
+/* Version 12 (sql/012_enqueue_only.sql): PostgreSQL's mqproc_enqueue() runs with its
+ * owner's rights, so a producer's role needs EXECUTE on it and no right on the table.
+ * SQLite has no roles (whoever can write the file can write anything in it): the version
+ * is recorded, so that both databases say the same number, and nothing else changes. */
+static const char SCHEMA_12[] =
+    "INSERT OR IGNORE INTO mqproc_schema_migrations (version, name, applied_at)"
+    "  VALUES (12, 'enqueue only (PostgreSQL)', mq_now());";
 /* Version 6 on a database made at 5 (run when mqproc_jobs lacks the column): a first try's
  * output kept in the row (sql/006_job_log_text.sql says why). */
 static const char TO_6[] = "ALTER TABLE mqproc_jobs ADD COLUMN log_text text;";
@@ -442,6 +449,7 @@ int mqproc__sq_migrate(mqproc__store_t *base, char *err) {
       sqlite3_exec(db, SCHEMA_9, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, QUEUES, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, SCHEMA_11, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, SCHEMA_12, NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
     if (rc == MQPROC_OK)
       mqproc__err(err, MQPROC_ESTORE_QUERY, "migrate %s: %s", s->path, msg != NULL ? msg : "?");
