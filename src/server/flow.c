@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "delivery/policy.h"
 #include "server/server.h"
+#include "server/sweeper.h"
 #include "base/util.h"
 
 /* ---- the consumer --------------------------------------------------------------------- */
@@ -194,7 +195,7 @@ static void store_pinged(void *ud, int rc, const char *err) {
     return;
   }
   srv->store_paused = 0;
-  srv->store_back_ms = mqproc__now_ms();
+  mqproc__sweeper_store_back(&srv->sweeper);
   mqproc__server_db_seen(srv, 1);
   MQPROC__INFO("job store reachable again; renewing leases, recording what waited, consuming "
                "again");

@@ -52,8 +52,9 @@ static void on_tick(mqproc__loop_t *loop, void *ud);
  * the AMQP heartbeat and the sweeps (every half lease). */
 static int64_t tick_every(const mqproc__server_t *srv) {
   int64_t ms = IDLE_TICK_MS;
-  if (!mqproc__inflight_empty(&srv->inflight) || srv->waiters != NULL || srv->sweeping ||
-      srv->stopping || srv->abandoned > 0 || !srv->broker_up || srv->store_paused)
+  if (!mqproc__inflight_empty(&srv->inflight) || srv->waiters != NULL ||
+      mqproc__sweeper_busy(&srv->sweeper) || srv->stopping || srv->abandoned > 0 ||
+      !srv->broker_up || srv->store_paused)
     return TICK_MS;
   if (srv->cfg->heartbeat_s > 0 && srv->cfg->heartbeat_s * 500LL < ms)
     ms = srv->cfg->heartbeat_s * 500LL;
@@ -113,7 +114,7 @@ static void on_confirm(void *ud, uint64_t seq, int status) {
       if (w->d != NULL)
         mqproc__delivery_on_confirm(w->d, status);
       else
-        mqproc__sweeper_confirmed(srv, w->job_id, status);
+        mqproc__sweeper_confirmed(&srv->sweeper, w->job_id, status);
       free(w->job_id);
       free(w);
       return;
@@ -295,10 +296,28 @@ int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const m
   return publish_waiter(srv, d, NULL, p, err);
 }
 
-int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
-                               const mqproc__publish_t *p, char *err) {
-  return publish_waiter(srv, NULL, job_id, p, err);
+/* ---- what the sweeper asks of the server (sweeper.h) ---------------------------------- */
+
+static int sw_may_sweep(void *ud) {
+  const mqproc__server_t *srv = ud;
+  return srv->broker_up && !srv->host.broker_blocked && !srv->store_paused && !srv->stopping;
 }
+static int sw_publish_job(void *ud, const char *job_id, const mqproc__publish_t *p, char *err) {
+  return publish_waiter(ud, NULL, job_id, p, err);
+}
+static void sw_add_delivery(void *ud, mqproc__delivery_t *d) {
+  mqproc__server_add_delivery(ud, d);
+}
+static void sw_store_down(void *ud) {
+  mqproc__server_store_down(ud);
+}
+
+static const mqproc__sweeper_ops_t SWEEPER_OPS = {
+    .may_sweep = sw_may_sweep,
+    .publish_job = sw_publish_job,
+    .add_delivery = sw_add_delivery,
+    .store_down = sw_store_down,
+};
 
 /* Result queues remembered as declared; past this many, the memo starts over (a sender
  * naming ever new queues costs declarations, not memory). */
@@ -373,7 +392,7 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
     mqproc__broker_pump(srv->broker, NULL);
   mqproc__inflight_tick(&srv->inflight);
   mqproc__server_depth_tick(srv);
-  mqproc__sweeper_run(srv);
+  mqproc__sweeper_run(&srv->sweeper);
   mqproc__sd_update(srv);
   srv->tick_every_ms = tick_every(srv); /* the refresh tells the interval coming */
   mqproc__fleet_tick(srv);
@@ -607,6 +626,8 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
   mqproc__server_setup_window(srv);
   fill_host(srv);
+  mqproc__sweeper_init(&srv->sweeper, cfg, srv->store, &srv->metrics, &srv->host, &SWEEPER_OPS,
+                       srv);
   return MQPROC_OK;
 }
 

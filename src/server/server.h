@@ -11,6 +11,7 @@
 #include "base/config.h"
 #include "delivery/host.h"
 #include "server/inflight.h"
+#include "server/sweeper.h"
 #include "loop/loop.h"
 #include "base/metrics.h"
 #include "mqproc/mqproc.h"
@@ -56,11 +57,9 @@ typedef struct mqproc__server {
   int store_paused;               /* the store is unreachable: not consuming */
   int consuming;                  /* a consumer is registered on this connection */
   int consume_prefetch;           /* with this prefetch */
-  int64_t store_back_ms;          /* when the store last came back (sweeper grace) */
   uint64_t ping_timer;            /* while paused: is the store back? */
   uint64_t grace_timer;           /* shutdown grace */
-  int64_t last_sweep_ms;          /* sweeper.c */
-  int sweeping;                   /* a sweep's requests are in flight (sweeper.c) */
+  mqproc__sweeper_t sweeper;      /* sweeper.c: republishes, the outbox */
   int fatal;            /* the broker's connect will not succeed: the exit status (2: the queue's
                            configuration, e.g. a queue directory that is a link; 1: a declare error) */
   int stopped_at_start; /* SIGTERM/SIGINT while the start waited for the database */
@@ -89,9 +88,6 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
 /* Publishes p and routes its confirm to mqproc__delivery_on_confirm(d, …). */
 int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
                            char *err);
-/* Publishes p for the sweeper (the confirm goes to mqproc__sweeper_confirmed). */
-int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
-                               const mqproc__publish_t *p, char *err);
 /* d stops waiting for the confirm of its publish (a late confirm is then ignored). */
 void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d);
 /* Acks d's delivery at the next flush, before the loop sleeps: the acks of deliveries
