@@ -25,7 +25,8 @@
 static int free_slots(mqproc__server_t *srv, uint64_t consumer, int extra) {
   int held = extra + mqproc__inflight_slots_held(&srv->inflight, mqproc__broker_epoch(srv->broker),
                                                  consumer);
-  if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv) || held >= srv->prefetch)
+  if (srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv->fleet) ||
+      held >= srv->prefetch)
     return 0;
   return srv->prefetch - held;
 }
@@ -102,7 +103,8 @@ static void set_depth(mqproc__server_t *srv, int depth) {
 /* A run slot is left without a claimed job to run: grow the window if it is full (with
  * room in it, the queue is what is short), counted as the consumer's prefetch is. */
 static void slot_starved(mqproc__server_t *srv) {
-  if (!srv->depth_auto || srv->stopping || srv->store_paused || mqproc__fleet_holds_back(srv))
+  if (!srv->depth_auto || srv->stopping || srv->store_paused ||
+      mqproc__fleet_holds_back(srv->fleet))
     return;
   if (free_slots(srv, 0, 0) > 0)
     return;

@@ -95,7 +95,7 @@ static void status_of(const mqproc__server_t *srv, char *out, size_t n) {
     snprintf(out, n, "database down: waiting for it");
   else if (srv->stopping)
     snprintf(out, n, "draining: %d job(s) left", srv->inflight.running);
-  else if (mqproc__fleet_holds_back(srv))
+  else if (mqproc__fleet_holds_back(srv->fleet))
     snprintf(out, n, "paused%s", srv->inflight.running > 0 ? ": finishing the jobs in hand" : "");
   else if (srv->inflight.running > 0)
     snprintf(out, n, "%d job(s) running", srv->inflight.running);
@@ -110,7 +110,8 @@ void mqproc__sd_update(mqproc__server_t *srv) {
     return;
   status_of(srv, status, sizeof(status));
   /* ready: connected with the topology declared, and the database answered */
-  ready = !srv->sd->ready && srv->broker_up && mqproc__fleet_store_seen(srv) && !srv->store_paused;
+  ready = !srv->sd->ready && srv->broker_up && mqproc__fleet_store_seen(srv->fleet) &&
+          !srv->store_paused;
   if (!ready && strcmp(status, srv->sd->status) == 0)
     return;
   snprintf(text, sizeof(text), "%sSTATUS=%s", ready ? "READY=1\n" : "", status);

@@ -69,6 +69,15 @@ static void rearm_tick(mqproc__server_t *srv) {
   srv->tick_timer = mqproc__loop_timer(srv->loop, srv->tick_every_ms, on_tick, srv);
 }
 
+/* The loop ends once the workers row says the server stopped (fleet.h), or at once while
+ * the store is unreachable. */
+static void finish(mqproc__server_t *srv) {
+  if (srv->fleet == NULL || srv->store_paused)
+    mqproc__loop_stop(srv->loop);
+  else
+    mqproc__fleet_finish(srv->fleet);
+}
+
 /* ---- broker events ------------------------------------------------------------------ */
 
 void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
@@ -77,7 +86,7 @@ void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
   if (was_idle) { /* work again: the busy tick, and a workers row that says so */
     srv->tick_every_ms = tick_every(srv);
     rearm_tick(srv);
-    mqproc__fleet_changed(srv);
+    mqproc__fleet_changed(srv->fleet);
   }
   mqproc__delivery_start(d);
 }
@@ -244,7 +253,7 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   wake_publishers(srv);
   mqproc__sd_update(srv);
   if (srv->connections == 1)
-    mqproc__fleet_changed(srv); /* starting -> running */
+    mqproc__fleet_changed(srv->fleet); /* starting -> running */
 }
 
 static void schedule_connect(mqproc__server_t *srv) {
@@ -366,7 +375,7 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
     mqproc__server_drain(srv);
   }
   if (srv->stopping && mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
   else
     mqproc__server_update_consuming(srv, 0); /* an early-acked job's slot may be free */
 }
@@ -395,9 +404,9 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   mqproc__sweeper_run(&srv->sweeper);
   mqproc__sd_update(srv);
   srv->tick_every_ms = tick_every(srv); /* the refresh tells the interval coming */
-  mqproc__fleet_tick(srv);
+  mqproc__fleet_tick(srv->fleet);
   if (srv->stopping && mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
   rearm_tick(srv); /* in the interval the refresh above told */
 }
 
@@ -439,7 +448,7 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
   if (srv->signals > 2) /* the third: do not even wait for the workers row */
     mqproc__loop_stop(loop);
   else if (mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
 }
 
 void mqproc__server_drain(mqproc__server_t *srv) {
@@ -450,7 +459,7 @@ void mqproc__server_drain(mqproc__server_t *srv) {
   mqproc__server_update_consuming(srv, 0);
   stop_all(srv, 0);
   if (mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
 }
 
 /* ---- what a delivery sees of the server (delivery/host.h) ---------------------------- */
@@ -563,6 +572,44 @@ static void fill_host(mqproc__server_t *srv) {
   h->ocrd_processor = srv->ocrd_processor;
 }
 
+/* ---- what the fleet asks of the server (fleet.h) ------------------------------------- */
+
+static void fl_status(void *ud, mqproc__fleet_status_t *st) {
+  const mqproc__server_t *srv = ud;
+  *st = (mqproc__fleet_status_t){
+      .stopping = srv->stopping, .connected = srv->connections > 0, .tick_ms = srv->tick_every_ms};
+}
+static void fl_refreshed(void *ud, int rc) {
+  mqproc__server_db_seen(ud, rc == MQPROC_OK || rc == MQPROC_ESTORE_FENCED);
+  if (rc == MQPROC_OK)
+    mqproc__sd_update(ud);
+}
+static void fl_paused(void *ud, int paused) {
+  mqproc__server_t *srv = ud;
+  if (paused)
+    mqproc__inflight_requeue_unclaimed(&srv->inflight); /* prefetched, not started */
+  mqproc__server_update_consuming(srv, 0);
+}
+static void fl_drain(void *ud) {
+  mqproc__server_drain(ud);
+}
+
+static const mqproc__fleet_ops_t FLEET_OPS = {
+    .status = fl_status, .refreshed = fl_refreshed, .paused = fl_paused, .drain = fl_drain};
+
+static int start_fleet(mqproc__server_t *srv, const char *version) {
+  mqproc__fleet_handles_t h = {.loop = srv->loop,
+                               .store = srv->store,
+                               .cfg = srv->cfg,
+                               .worker_id = srv->worker_id,
+                               .hostname = srv->hostname,
+                               .metrics = &srv->metrics,
+                               .inflight = &srv->inflight,
+                               .ops = &FLEET_OPS,
+                               .ud = srv};
+  return mqproc__fleet_start(&srv->fleet, &h, version);
+}
+
 /* ---- setup (the parts that open the store, make the runner and read the limits are in
  * setup.c) ---------------------------------------------------------------------------- */
 
@@ -643,8 +690,8 @@ static void teardown(mqproc__server_t *srv) {
   mqproc__broker_destroy(srv->broker);
   mqproc__sd_free(srv);
   mqproc__on_failure_free(srv);
-  if (srv->store != NULL)
-    mqproc__fleet_free(srv);
+  mqproc__fleet_free(srv->fleet);
+  srv->fleet = NULL;
   mqproc__store_destroy(srv->store);
   mqproc__runner_destroy(srv->runner);
   mqproc__loop_free(srv->loop);
@@ -686,7 +733,7 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   mqproc__loop_on_signal(srv.loop, on_signal, &srv);
   snprintf(version, sizeof(version), "%s %s (mqproc %s)", srv.processor,
            proc != NULL && proc->version != NULL ? proc->version : "-", MQPROC_VERSION);
-  if (mqproc__fleet_start(&srv, version) != MQPROC_OK) {
+  if (start_fleet(&srv, version) != MQPROC_OK) {
     MQPROC__ERROR("cannot start: out of memory");
     teardown(&srv);
     return 1;
