@@ -91,11 +91,11 @@ void mqproc__sd_start(mqproc__server_t *srv) {
 static void status_of(const mqproc__server_t *srv, char *out, size_t n) {
   if (!srv->broker_up)
     snprintf(out, n, "broker down: reconnecting");
-  else if (srv->store_paused)
+  else if (srv->window.store_paused)
     snprintf(out, n, "database down: waiting for it");
   else if (srv->stopping)
     snprintf(out, n, "draining: %d job(s) left", srv->inflight.running);
-  else if (mqproc__fleet_holds_back(srv))
+  else if (mqproc__fleet_holds_back(srv->fleet))
     snprintf(out, n, "paused%s", srv->inflight.running > 0 ? ": finishing the jobs in hand" : "");
   else if (srv->inflight.running > 0)
     snprintf(out, n, "%d job(s) running", srv->inflight.running);
@@ -110,7 +110,8 @@ void mqproc__sd_update(mqproc__server_t *srv) {
     return;
   status_of(srv, status, sizeof(status));
   /* ready: connected with the topology declared, and the database answered */
-  ready = !srv->sd->ready && srv->broker_up && mqproc__fleet_store_seen(srv) && !srv->store_paused;
+  ready = !srv->sd->ready && srv->broker_up && mqproc__fleet_store_seen(srv->fleet) &&
+          !srv->window.store_paused;
   if (!ready && strcmp(status, srv->sd->status) == 0)
     return;
   snprintf(text, sizeof(text), "%sSTATUS=%s", ready ? "READY=1\n" : "", status);

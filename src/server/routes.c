@@ -85,7 +85,7 @@ static void readyz(mqproc__serve_t *s, mqproc__http_req_t *req) {
   r->reasons = json_array();
   if (!srv->broker_up)
     json_array_append_new(r->reasons, json_string("broker: not connected"));
-  if (mqproc__fleet_holds_back(srv))
+  if (mqproc__fleet_holds_back(srv->fleet))
     json_array_append_new(r->reasons, json_string("paused by an operator"));
   if (srv->stopping)
     json_array_append_new(r->reasons, json_string("stopping"));
@@ -125,7 +125,7 @@ static void metrics(mqproc__serve_t *s, mqproc__http_req_t *req) {
                               .broker_reconnects = srv->connections > 1 ? srv->connections - 1 : 0,
                               .in_flight = st.held,
                               .concurrency = srv->cfg->concurrency,
-                              .paused = mqproc__fleet_holds_back(srv),
+                              .paused = mqproc__fleet_holds_back(srv->fleet),
                               .draining = srv->stopping,
                               .broker_up = srv->broker_up,
                               .broker_blocked = srv->host.broker_blocked,

@@ -52,8 +52,9 @@ static void on_tick(mqproc__loop_t *loop, void *ud);
  * the AMQP heartbeat and the sweeps (every half lease). */
 static int64_t tick_every(const mqproc__server_t *srv) {
   int64_t ms = IDLE_TICK_MS;
-  if (!mqproc__inflight_empty(&srv->inflight) || srv->waiters != NULL || srv->sweeping ||
-      srv->stopping || srv->abandoned > 0 || !srv->broker_up || srv->store_paused)
+  if (!mqproc__inflight_empty(&srv->inflight) || srv->waiters != NULL ||
+      mqproc__sweeper_busy(&srv->sweeper) || srv->stopping || srv->abandoned > 0 ||
+      !srv->broker_up || srv->window.store_paused)
     return TICK_MS;
   if (srv->cfg->heartbeat_s > 0 && srv->cfg->heartbeat_s * 500LL < ms)
     ms = srv->cfg->heartbeat_s * 500LL;
@@ -68,6 +69,15 @@ static void rearm_tick(mqproc__server_t *srv) {
   srv->tick_timer = mqproc__loop_timer(srv->loop, srv->tick_every_ms, on_tick, srv);
 }
 
+/* The loop ends once the workers row says the server stopped (fleet.h), or at once while
+ * the store is unreachable. */
+static void finish(mqproc__server_t *srv) {
+  if (srv->fleet == NULL || srv->window.store_paused)
+    mqproc__loop_stop(srv->loop);
+  else
+    mqproc__fleet_finish(srv->fleet);
+}
+
 /* ---- broker events ------------------------------------------------------------------ */
 
 void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
@@ -76,7 +86,7 @@ void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
   if (was_idle) { /* work again: the busy tick, and a workers row that says so */
     srv->tick_every_ms = tick_every(srv);
     rearm_tick(srv);
-    mqproc__fleet_changed(srv);
+    mqproc__fleet_changed(srv->fleet);
   }
   mqproc__delivery_start(d);
 }
@@ -84,7 +94,7 @@ void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d) {
 static void on_message(void *ud, const mqproc__broker_msg_t *m) {
   mqproc__server_t *srv = ud;
   mqproc__delivery_t *d;
-  if (!srv->consuming || m->consumer != srv->consumer) {
+  if (!srv->window.consuming || m->consumer != srv->window.consumer) {
     /* pushed before our basic.cancel, to a consumer whose slots are gone: give it back */
     mqproc__broker_nack(srv->broker, m->epoch, m->tag, 1, NULL);
     return;
@@ -113,7 +123,7 @@ static void on_confirm(void *ud, uint64_t seq, int status) {
       if (w->d != NULL)
         mqproc__delivery_on_confirm(w->d, status);
       else
-        mqproc__sweeper_confirmed(srv, w->job_id, status);
+        mqproc__sweeper_confirmed(&srv->sweeper, w->job_id, status);
       free(w->job_id);
       free(w);
       return;
@@ -154,7 +164,7 @@ static void on_down(void *ud, const char *reason) {
   mqproc__metrics_down(&srv->metrics.broker_down_since, mqproc__now_ms());
   srv->broker_up = 0;
   srv->host.broker_blocked = 0;
-  srv->consuming = 0;
+  mqproc__window_no_consumer(&srv->window);
   clear_declared(srv);
   if (!srv->stopping)
     schedule_connect(srv);
@@ -171,7 +181,7 @@ static void on_blocked(void *ud, int blocked, const char *reason) {
     return;
   }
   MQPROC__INFO("the broker unblocked publishing: sending what waited");
-  mqproc__server_update_consuming(srv, 0);
+  mqproc__window_consume(&srv->window, 0);
   wake_publishers(srv);
 }
 
@@ -231,19 +241,19 @@ static void on_connect_timer(mqproc__loop_t *loop, void *ud) {
   srv->connections++;
   mqproc__metrics_up(&srv->metrics.broker_down_since, &srv->metrics.broker_down_ms,
                      mqproc__now_ms());
-  srv->consuming = 0;
+  mqproc__window_no_consumer(&srv->window);
   srv->broker_fd = mqproc__broker_fd(srv->broker);
   if (srv->broker_fd >= 0) /* (a table queue has none: its store's completions feed it) */
     mqproc__loop_io(srv->loop, srv->broker_fd, on_broker_fd, srv);
   MQPROC__INFO("connected to the broker (connection %d): queue '%s', exchange '%s', dead "
                "letters to '%s'",
                srv->connections, srv->processor, srv->cfg->exchange, srv->dead_where);
-  mqproc__server_update_consuming(srv, 0);
+  mqproc__window_consume(&srv->window, 0);
   mqproc__broker_pump(srv->broker, NULL);
   wake_publishers(srv);
   mqproc__sd_update(srv);
   if (srv->connections == 1)
-    mqproc__fleet_changed(srv); /* starting -> running */
+    mqproc__fleet_changed(srv->fleet); /* starting -> running */
 }
 
 static void schedule_connect(mqproc__server_t *srv) {
@@ -295,9 +305,60 @@ int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const m
   return publish_waiter(srv, d, NULL, p, err);
 }
 
-int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
-                               const mqproc__publish_t *p, char *err) {
-  return publish_waiter(srv, NULL, job_id, p, err);
+/* ---- what the sweeper asks of the server (sweeper.h) ---------------------------------- */
+
+static int sw_may_sweep(void *ud) {
+  const mqproc__server_t *srv = ud;
+  return srv->broker_up && !srv->host.broker_blocked && !srv->window.store_paused && !srv->stopping;
+}
+static int sw_publish_job(void *ud, const char *job_id, const mqproc__publish_t *p, char *err) {
+  return publish_waiter(ud, NULL, job_id, p, err);
+}
+static void sw_add_delivery(void *ud, mqproc__delivery_t *d) {
+  mqproc__server_add_delivery(ud, d);
+}
+static void sw_store_down(void *ud) {
+  mqproc__server_store_down(ud);
+}
+
+static const mqproc__sweeper_ops_t SWEEPER_OPS = {
+    .may_sweep = sw_may_sweep,
+    .publish_job = sw_publish_job,
+    .add_delivery = sw_add_delivery,
+    .store_down = sw_store_down,
+};
+
+/* ---- acks (batched by inflight.c) and the store's reachability ------------------------ */
+
+int mqproc__server_ack(mqproc__server_t *srv, mqproc__delivery_t *d, char *err) {
+  uint64_t epoch = 0, tag = 0;
+  mqproc__delivery_tag(d, &epoch, &tag);
+  if (!srv->broker_up || epoch != mqproc__broker_epoch(srv->broker))
+    return mqproc__err(err, MQPROC_EBROKER_CLOSED,
+                       "delivery belongs to a closed connection (epoch %llu)",
+                       (unsigned long long)epoch);
+  if (mqproc__inflight_queue_ack(&srv->inflight, d, tag) != 0) /* no room to wait: now */
+    return mqproc__broker_ack(srv->broker, epoch, tag, 0, err);
+  return MQPROC_OK;
+}
+
+void mqproc__server_flush_acks(mqproc__server_t *srv) {
+  mqproc__inflight_flush_acks(&srv->inflight, srv->broker_up ? srv->broker : NULL);
+}
+
+void mqproc__server_db_seen(mqproc__server_t *srv, int ok) {
+  if (ok && srv->metrics.db_down_since != 0) { /* it was down: reached again */
+    mqproc__metrics_up(&srv->metrics.db_down_since, &srv->metrics.db_down_ms, mqproc__now_ms());
+    mqproc__metrics_inc(&srv->metrics, MQPROC__M_DB_RECONNECTS);
+  } else if (!ok) {
+    mqproc__metrics_down(&srv->metrics.db_down_since, mqproc__now_ms());
+  }
+  srv->db_ok = ok;
+}
+
+void mqproc__server_store_down(mqproc__server_t *srv) {
+  mqproc__server_db_seen(srv, 0);
+  mqproc__window_store_down(&srv->window);
 }
 
 /* Result queues remembered as declared; past this many, the memo starts over (a sender
@@ -347,9 +408,9 @@ void mqproc__server_delivery_done(mqproc__server_t *srv, mqproc__delivery_t *d) 
     mqproc__server_drain(srv);
   }
   if (srv->stopping && mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
   else
-    mqproc__server_update_consuming(srv, 0); /* an early-acked job's slot may be free */
+    mqproc__window_consume(&srv->window, 0); /* an early-acked job's slot may be free */
 }
 
 void mqproc__server_abandoned_done(mqproc__server_t *srv, mqproc__delivery_t *d) {
@@ -372,13 +433,13 @@ static void on_tick(mqproc__loop_t *loop, void *ud) {
   if (srv->broker_up)
     mqproc__broker_pump(srv->broker, NULL);
   mqproc__inflight_tick(&srv->inflight);
-  mqproc__server_depth_tick(srv);
-  mqproc__sweeper_run(srv);
+  mqproc__window_tick(&srv->window);
+  mqproc__sweeper_run(&srv->sweeper);
   mqproc__sd_update(srv);
   srv->tick_every_ms = tick_every(srv); /* the refresh tells the interval coming */
-  mqproc__fleet_tick(srv);
+  mqproc__fleet_tick(srv->fleet);
   if (srv->stopping && mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
   rearm_tick(srv); /* in the interval the refresh above told */
 }
 
@@ -420,7 +481,7 @@ static void on_signal(mqproc__loop_t *loop, int signo, void *ud) {
   if (srv->signals > 2) /* the third: do not even wait for the workers row */
     mqproc__loop_stop(loop);
   else if (mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
 }
 
 void mqproc__server_drain(mqproc__server_t *srv) {
@@ -428,10 +489,10 @@ void mqproc__server_drain(mqproc__server_t *srv) {
     return;
   srv->stopping = 1; /* no grace timer here: the running jobs finish, however long they take */
   mqproc__sd_stopping(srv);
-  mqproc__server_update_consuming(srv, 0);
+  mqproc__window_consume(&srv->window, 0);
   stop_all(srv, 0);
   if (mqproc__inflight_empty(&srv->inflight))
-    mqproc__fleet_finish(srv);
+    finish(srv);
 }
 
 /* ---- what a delivery sees of the server (delivery/host.h) ---------------------------- */
@@ -465,16 +526,16 @@ static uint64_t h_epoch(mqproc__delivery_host_t *h) {
   return mqproc__broker_epoch(of(h)->broker);
 }
 static int h_take_slot(mqproc__delivery_host_t *h) {
-  return mqproc__server_take_slot(of(h));
+  return mqproc__window_take_slot(&of(h)->window);
 }
 static void h_give_slot(mqproc__delivery_host_t *h) {
-  mqproc__server_give_slot(of(h));
+  mqproc__window_give_slot(&of(h)->window);
 }
 static int h_take_pass(mqproc__delivery_host_t *h) {
-  return mqproc__server_take_pass(of(h));
+  return mqproc__window_take_pass(&of(h)->window);
 }
 static void h_give_pass(mqproc__delivery_host_t *h) {
-  mqproc__server_give_pass(of(h));
+  mqproc__window_give_pass(&of(h)->window);
 }
 static int h_result_queue(mqproc__delivery_host_t *h, const char *queue, char *err) {
   return mqproc__server_result_queue(of(h), queue, err);
@@ -483,7 +544,7 @@ static int h_result_queue_allowed(mqproc__delivery_host_t *h, const char *queue)
   return mqproc__server_result_queue_allowed(of(h), queue);
 }
 static void h_update_consuming(mqproc__delivery_host_t *h, int extra) {
-  mqproc__server_update_consuming(of(h), extra);
+  mqproc__window_consume(&of(h)->window, extra);
 }
 static mqproc__delivery_t *h_find_job(mqproc__delivery_host_t *h, const char *job_id, int attempt) {
   return mqproc__server_find_job(of(h), job_id, attempt);
@@ -544,6 +605,61 @@ static void fill_host(mqproc__server_t *srv) {
   h->ocrd_processor = srv->ocrd_processor;
 }
 
+/* ---- what the window asks of the server (flow.h) ------------------------------------- */
+
+static void wi_state(void *ud, mqproc__window_state_t *st) {
+  const mqproc__server_t *srv = ud;
+  *st = (mqproc__window_state_t){.broker_up = srv->broker_up,
+                                 .broker_blocked = srv->host.broker_blocked,
+                                 .stopping = srv->stopping,
+                                 .paused = mqproc__fleet_holds_back(srv->fleet)};
+}
+static void wi_store_back(void *ud) {
+  mqproc__server_t *srv = ud;
+  mqproc__sweeper_store_back(&srv->sweeper);
+  mqproc__server_db_seen(srv, 1);
+}
+
+static const mqproc__window_ops_t WINDOW_OPS = {.state = wi_state, .store_back = wi_store_back};
+
+/* ---- what the fleet asks of the server (fleet.h) ------------------------------------- */
+
+static void fl_status(void *ud, mqproc__fleet_status_t *st) {
+  const mqproc__server_t *srv = ud;
+  *st = (mqproc__fleet_status_t){
+      .stopping = srv->stopping, .connected = srv->connections > 0, .tick_ms = srv->tick_every_ms};
+}
+static void fl_refreshed(void *ud, int rc) {
+  mqproc__server_db_seen(ud, rc == MQPROC_OK || rc == MQPROC_ESTORE_FENCED);
+  if (rc == MQPROC_OK)
+    mqproc__sd_update(ud);
+}
+static void fl_paused(void *ud, int paused) {
+  mqproc__server_t *srv = ud;
+  if (paused)
+    mqproc__inflight_requeue_unclaimed(&srv->inflight); /* prefetched, not started */
+  mqproc__window_consume(&srv->window, 0);
+}
+static void fl_drain(void *ud) {
+  mqproc__server_drain(ud);
+}
+
+static const mqproc__fleet_ops_t FLEET_OPS = {
+    .status = fl_status, .refreshed = fl_refreshed, .paused = fl_paused, .drain = fl_drain};
+
+static int start_fleet(mqproc__server_t *srv, const char *version) {
+  mqproc__fleet_handles_t h = {.loop = srv->loop,
+                               .store = srv->store,
+                               .cfg = srv->cfg,
+                               .worker_id = srv->worker_id,
+                               .hostname = srv->hostname,
+                               .metrics = &srv->metrics,
+                               .inflight = &srv->inflight,
+                               .ops = &FLEET_OPS,
+                               .ud = srv};
+  return mqproc__fleet_start(&srv->fleet, &h, version);
+}
+
 /* ---- setup (the parts that open the store, make the runner and read the limits are in
  * setup.c) ---------------------------------------------------------------------------- */
 
@@ -553,7 +669,6 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
   int rc;
   srv->cfg = cfg;
   srv->processor = cfg->processor;
-  srv->prefetch = cfg->prefetch;
   if (gethostname(srv->hostname, sizeof(srv->hostname) - 1) != 0)
     snprintf(srv->hostname, sizeof(srv->hostname), "localhost");
   if (cfg->worker_id != NULL && getenv(MQPROC__INSTANCE_ENV) != NULL) /* one per instance */
@@ -605,8 +720,12 @@ static int setup(mqproc__server_t *srv, const mqproc__config_t *cfg, const mqpro
                         : mqproc__strdup(srv->dead_queue);
   if (srv->dead_where == NULL)
     return mqproc__err(err, MQPROC_ENOMEM, "out of memory");
+  mqproc__window_init(&srv->window, cfg, srv->loop, srv->broker, srv->store, &srv->inflight,
+                      &WINDOW_OPS, srv);
   mqproc__server_setup_window(srv);
   fill_host(srv);
+  mqproc__sweeper_init(&srv->sweeper, cfg, srv->store, &srv->metrics, &srv->host, &SWEEPER_OPS,
+                       srv);
   return MQPROC_OK;
 }
 
@@ -622,8 +741,8 @@ static void teardown(mqproc__server_t *srv) {
   mqproc__broker_destroy(srv->broker);
   mqproc__sd_free(srv);
   mqproc__on_failure_free(srv);
-  if (srv->store != NULL)
-    mqproc__fleet_free(srv);
+  mqproc__fleet_free(srv->fleet);
+  srv->fleet = NULL;
   mqproc__store_destroy(srv->store);
   mqproc__runner_destroy(srv->runner);
   mqproc__loop_free(srv->loop);
@@ -665,7 +784,7 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
   mqproc__loop_on_signal(srv.loop, on_signal, &srv);
   snprintf(version, sizeof(version), "%s %s (mqproc %s)", srv.processor,
            proc != NULL && proc->version != NULL ? proc->version : "-", MQPROC_VERSION);
-  if (mqproc__fleet_start(&srv, version) != MQPROC_OK) {
+  if (start_fleet(&srv, version) != MQPROC_OK) {
     MQPROC__ERROR("cannot start: out of memory");
     teardown(&srv);
     return 1;

@@ -1,6 +1,10 @@
-/* The processing server: wires config, loop, broker, store and runner together and
- * owns the deliveries in flight. delivery.c drives each delivery; this file gives it
- * the services it needs (publish with a confirm, result-queue declaration, the end). */
+/* The processing server: wires config, loop, broker, store and runner together with its
+ * parts, each an object of its own given the handles it needs and a small table of what
+ * it asks of the server: the deliveries in flight (inflight.h), the window (flow.h), the
+ * sweeper (sweeper.h) and the fleet (fleet.h). delivery.c drives each delivery; this file
+ * gives it the services it needs (publish with a confirm, result-queue declaration, the
+ * end). The smaller parts still take the whole server: setup.c fills it at start, and
+ * routes.c, notify.c, on_failure.c and tool.c read its state for what they show or start. */
 #ifndef MQPROC_SERVER_H
 #define MQPROC_SERVER_H
 
@@ -10,7 +14,9 @@
 #include "net/callback.h"
 #include "base/config.h"
 #include "delivery/host.h"
+#include "server/flow.h"
 #include "server/inflight.h"
+#include "server/sweeper.h"
 #include "loop/loop.h"
 #include "base/metrics.h"
 #include "mqproc/mqproc.h"
@@ -40,9 +46,8 @@ typedef struct mqproc__server {
   mqproc__topology_t topo;
   mqproc__inflight_t inflight; /* the deliveries in flight, their slots, passes and acks */
   int broker_up;
-  int reconnects;    /* consecutive failed connects, for the backoff */
-  int connections;   /* connections made so far (a test's "never reconnected") */
-  uint64_t consumer; /* the current consumer (mqproc__broker_consume) */
+  int reconnects;  /* consecutive failed connects, for the backoff */
+  int connections; /* connections made so far (a test's "never reconnected") */
   uint64_t reconnect_timer;
   uint64_t tick_timer;
   int64_t tick_every_ms; /* the tick's interval now: longer while nothing is in flight */
@@ -53,27 +58,15 @@ typedef struct mqproc__server {
   struct mqproc__waiter *waiters; /* publishes awaiting their confirm */
   int broker_fd;                  /* watched fd of the current connection, -1 when down */
   int signals;                    /* stop signals received */
-  int store_paused;               /* the store is unreachable: not consuming */
-  int consuming;                  /* a consumer is registered on this connection */
-  int consume_prefetch;           /* with this prefetch */
-  int64_t store_back_ms;          /* when the store last came back (sweeper grace) */
-  uint64_t ping_timer;            /* while paused: is the store back? */
   uint64_t grace_timer;           /* shutdown grace */
-  int64_t last_sweep_ms;          /* sweeper.c */
-  int sweeping;                   /* a sweep's requests are in flight (sweeper.c) */
-  int fatal;            /* the broker's connect will not succeed: the exit status (2: the queue's
-                           configuration, e.g. a queue directory that is a link; 1: a declare error) */
-  int stopped_at_start; /* SIGTERM/SIGINT while the start waited for the database */
-  int abandoned;        /* deliveries released while their thread still runs */
-  int claim_ahead;      /* claim passes at most beside the window's (mqproc__server_setup_window) */
-  int depth_auto;       /* the window adapts to the jobs: neither --prefetch nor --claim-ahead
-                           given, and the backend can resize its consumer in place */
-  int declare_results;  /* result queues are declared (--declare-result-queues, and a
-                           pattern where the backend needs one) */
-  int prefetch;         /* deliveries in flight at most: --prefetch, or the
-                           automatic window (depth_auto, server/flow.c) */
-  int starved;          /* a slot starved with the window full since the tick */
-  uint64_t slot_timer;  /* wakes the oldest delivery waiting for a slot */
+  mqproc__sweeper_t sweeper;      /* sweeper.c: republishes, the outbox */
+  int fatal;               /* the broker's connect will not succeed: the exit status (2: the queue's
+                              configuration, e.g. a queue directory that is a link; 1: a declare error) */
+  int stopped_at_start;    /* SIGTERM/SIGINT while the start waited for the database */
+  int abandoned;           /* deliveries released while their thread still runs */
+  int declare_results;     /* result queues are declared (--declare-result-queues, and a
+                              pattern where the backend needs one) */
+  mqproc__window_t window; /* flow.c: the consumer, run slots, claim passes, store outages */
   struct mqproc__fleet *fleet; /* fleet.c: the workers row, the operators' wishes */
   struct mqproc__sd *sd;       /* notify.c: what systemd was told; NULL when not under it */
   struct mqproc__on_failure *on_failure; /* on_failure.c: --on-failure; NULL without it */
@@ -89,9 +82,6 @@ int mqproc__server_run(const mqproc__config_t *cfg, const mqproc_processor_t *pr
 /* Publishes p and routes its confirm to mqproc__delivery_on_confirm(d, …). */
 int mqproc__server_publish(mqproc__server_t *srv, mqproc__delivery_t *d, const mqproc__publish_t *p,
                            char *err);
-/* Publishes p for the sweeper (the confirm goes to mqproc__sweeper_confirmed). */
-int mqproc__server_publish_job(mqproc__server_t *srv, const char *job_id,
-                               const mqproc__publish_t *p, char *err);
 /* d stops waiting for the confirm of its publish (a late confirm is then ignored). */
 void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d);
 /* Acks d's delivery at the next flush, before the loop sleeps: the acks of deliveries
@@ -100,15 +90,6 @@ void mqproc__server_forget_publish(mqproc__server_t *srv, mqproc__delivery_t *d)
 int mqproc__server_ack(mqproc__server_t *srv, mqproc__delivery_t *d, char *err);
 /* Sends the acks waiting for a flush. */
 void mqproc__server_flush_acks(mqproc__server_t *srv);
-/* A run slot for a try (1), or none free (0: the delivery waits in SLOT_WAIT until
- * mqproc__delivery_slot_free); give_slot returns one (the oldest waiter gets it). */
-int mqproc__server_take_slot(mqproc__server_t *srv);
-void mqproc__server_give_slot(mqproc__server_t *srv);
-/* A claim pass (--claim-ahead, or the automatic window's): a job may be claimed without a run slot
- * (1), or none is free (0); give_pass returns one (the oldest delivery waiting to claim gets it).
- */
-int mqproc__server_take_pass(mqproc__server_t *srv);
-void mqproc__server_give_pass(mqproc__server_t *srv);
 /* Takes d into the list of deliveries in flight and starts it. */
 void mqproc__server_add_delivery(mqproc__server_t *srv, mqproc__delivery_t *d);
 /* Declares and binds a result queue once per connection (when configured to). */
@@ -117,13 +98,6 @@ int mqproc__server_result_queue(mqproc__server_t *srv, const char *queue, char *
 int mqproc__server_result_queue_allowed(const mqproc__server_t *srv, const char *queue);
 /* The delivery in flight running attempt `attempt` of job_id, or NULL. */
 mqproc__delivery_t *mqproc__server_find_job(mqproc__server_t *srv, const char *job_id, int attempt);
-/* Consumes only when connected, not stopping, with a reachable store and a free slot:
- * --prefetch bounds the jobs running at once, early-acked ones included (the broker's
- * prefetch only counts unacked deliveries). extra: early acks about to be sent. */
-void mqproc__server_update_consuming(mqproc__server_t *srv, int extra);
-/* The automatic window at a busy tick: shrunk unless a slot starved since the last one;
- * back at its start when idle (depth_auto only). */
-void mqproc__server_depth_tick(mqproc__server_t *srv);
 /* Stop taking jobs, let the running ones finish however long they take, then exit 0
  * (an operator's `mqproc drain`). */
 void mqproc__server_drain(mqproc__server_t *srv);
@@ -139,8 +113,8 @@ int mqproc__server_make_broker(mqproc__server_t *srv, const mqproc__broker_event
 /* The runner of proc (a C processor: threads or worker processes), else of --exec. */
 int mqproc__server_make_runner(mqproc__server_t *srv, const mqproc_processor_t *proc, char *err);
 /* What the queue's backend makes of the window options left unset (--claim-ahead,
- * --prefetch) and of --declare-result-queues: srv->claim_ahead, depth_auto and
- * declare_results, asked of the broker (broker.h), not read off its URL. */
+ * --prefetch) and of --declare-result-queues: srv->window's claim_ahead and depth_auto,
+ * and srv->declare_results, asked of the broker (broker.h), not read off its URL. */
 void mqproc__server_setup_window(mqproc__server_t *srv);
 /* --callback-allow, --callback-deny and --result-queue-pattern. */
 int mqproc__server_setup_limits(mqproc__server_t *srv, const mqproc__config_t *cfg, char *err);

@@ -21,12 +21,12 @@
 
 void mqproc__server_setup_window(mqproc__server_t *srv) {
   const mqproc__config_t *cfg = srv->cfg;
-  srv->claim_ahead = cfg->claim_ahead >= 0             ? cfg->claim_ahead
-                     : srv->broker->klass->claim_ahead ? cfg->concurrency
-                                                       : 0;
+  srv->window.claim_ahead = cfg->claim_ahead >= 0             ? cfg->claim_ahead
+                            : srv->broker->klass->claim_ahead ? cfg->concurrency
+                                                              : 0;
   /* (not with --max-jobs-per-child: a window deeper than the jobs left would run more) */
-  srv->depth_auto = mqproc__broker_can_resize(srv->broker) && !cfg->prefetch_given &&
-                    cfg->claim_ahead < 0 && cfg->max_jobs_per_child == 0;
+  srv->window.depth_auto = mqproc__broker_can_resize(srv->broker) && !cfg->prefetch_given &&
+                           cfg->claim_ahead < 0 && cfg->max_jobs_per_child == 0;
   /* a backend whose queues are directories: a message makes one only where the operator
    * said which names may be made; else results go to queues that exist */
   srv->declare_results =

@@ -1,8 +1,8 @@
 /* The sweeper: every half lease, any server republishes the jobs whose early-acked holder
  * died (their broker message is gone, the row alone carries them) and sends the outcome
  * of final jobs whose holder died before sending it (the outbox). Runs from the server's
- * tick; publishes through the server (mqproc__server_publish_job), whose confirm comes
- * back to mqproc__sweeper_confirmed. Nothing is swept while the broker blocks publishing.
+ * tick; publishes through the server (ops->publish_job), whose confirm comes back to
+ * mqproc__sweeper_confirmed. Nothing is swept while the broker blocks publishing.
  *
  * A republish sends the original message bytes kept in the row (schema 4), so the job is
  * decoded again exactly as the first time; a row that can never be published again (an
@@ -46,13 +46,13 @@ static void logged(void *ud, int rc, const char *err) {
     MQPROC__WARN("sweeper: %s", err);
 }
 
-static void republish_refused(mqproc__server_t *srv, const mqproc__sweep_row_t *r,
+static void republish_refused(mqproc__sweeper_t *sw, const mqproc__sweep_row_t *r,
                               const char *why) {
   char reason[MQPROC_ERR_LEN];
   mqproc__store_give_up_t give_up = {.job_id = r->job_id, .attempt = r->attempt, .why = reason};
   snprintf(reason, sizeof(reason), "cannot republish the stored request: %.400s", why);
   MQPROC__ERROR("job %s: %s; FAILED", r->job_id, reason);
-  mqproc__store_give_up(srv->store, &give_up, logged, srv);
+  mqproc__store_give_up(sw->store, &give_up, logged, sw);
 }
 
 /* The stored headers of a job (a JSON object) as publish headers, values as text (as
@@ -79,28 +79,28 @@ static size_t stored_headers(const char *json, json_t **doc, mqproc__broker_head
 }
 
 static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
-  mqproc__server_t *srv = ud;
+  mqproc__sweeper_t *sw = ud;
   char err[MQPROC_ERR_LEN], *copy, *texts[SWEEP_HEADERS] = {0};
   mqproc__broker_header_t h[SWEEP_HEADERS];
   json_t *doc;
   /* the message as it came: its bytes, priority and headers */
-  mqproc__publish_t p = {.exchange = srv->cfg->exchange,
-                         .routing_key = srv->processor,
+  mqproc__publish_t p = {.exchange = sw->cfg->exchange,
+                         .routing_key = sw->cfg->processor,
                          .content_type = "application/json", /* as OCR-D labels both */
                          .message_id = r->job_id,
-                         .persistent = srv->cfg->queue_durable,
+                         .persistent = sw->cfg->queue_durable,
                          .mandatory = 1,
                          .priority = r->priority > 0 ? r->priority : 0,
                          .headers = h,
                          .n_headers = stored_headers(r->headers_json, &doc, h, texts)};
   int rc = republish_body(r, &copy, &p.body, &p.len, err);
   if (rc == MQPROC_OK)
-    rc = mqproc__server_publish_job(srv, r->job_id, &p, err);
+    rc = sw->ops->publish_job(sw->ud, r->job_id, &p, err);
   if (rc == MQPROC_OK) {
-    mqproc__metrics_inc(&srv->metrics, MQPROC__M_TAKEOVERS);
+    mqproc__metrics_inc(sw->metrics, MQPROC__M_TAKEOVERS);
     MQPROC__INFO("job %s: its holder is gone; republished the stored request", r->job_id);
   } else if (rc == MQPROC_EINVAL) {
-    republish_refused(srv, r, err);
+    republish_refused(sw, r, err);
   } else {
     MQPROC__WARN("job %s: republish failed (%s); the next sweep retries", r->job_id, err);
   }
@@ -110,7 +110,7 @@ static void republish_row(void *ud, const mqproc__sweep_row_t *r) {
   json_decref(doc);
 }
 
-void mqproc__sweeper_confirmed(mqproc__server_t *srv, const char *job_id, int status) {
+void mqproc__sweeper_confirmed(mqproc__sweeper_t *sw, const char *job_id, int status) {
   mqproc__store_republished_t republished = {.job_id = job_id};
   if (status != MQPROC_OK) {
     MQPROC__WARN("job %s: republished request not confirmed (%s); the next sweep retries", job_id,
@@ -118,16 +118,16 @@ void mqproc__sweeper_confirmed(mqproc__server_t *srv, const char *job_id, int st
     return;
   }
   /* if this write fails, a later sweep may send a duplicate: the claim absorbs it */
-  mqproc__store_republished(srv->store, &republished, logged, srv);
+  mqproc__store_republished(sw->store, &republished, logged, sw);
 }
 
 /* A final job's outcome its dead holder never sent: a delivery without a broker message
  * sends it (result, callbacks) like any other. */
 static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
-  mqproc__server_t *srv = ud;
-  mqproc__delivery_t *d = mqproc__delivery_new_outbox(&srv->host, r);
+  mqproc__sweeper_t *sw = ud;
+  mqproc__delivery_t *d = mqproc__delivery_new_outbox(sw->host, r);
   if (d != NULL) /* else logged; its grace lease runs out and a later sweep tries again */
-    mqproc__server_add_delivery(srv, d);
+    sw->ops->add_delivery(sw->ud, d);
 }
 
 /* An idle server learns of a database outage here: pausing makes it wait the two leases
@@ -135,18 +135,19 @@ static void send_outbox_row(void *ud, const mqproc__outbox_row_t *r) {
  * dropped while the database stays up (idle timeout, a proxy) is not an outage: the ping
  * reconnects and the next sweep runs as usual. */
 static void pinged(void *ud, int rc, const char *err) {
+  mqproc__sweeper_t *sw = ud;
   (void)err;
   if (rc != MQPROC_OK)
-    mqproc__server_store_down(ud);
+    sw->ops->store_down(sw->ud);
 }
 
-static void sweep_ended(mqproc__server_t *srv, int rc, const char *err) {
-  srv->sweeping = 0;
+static void sweep_ended(mqproc__sweeper_t *sw, int rc, const char *err) {
+  sw->sweeping = 0;
   if (rc == MQPROC_OK)
     return;
   MQPROC__WARN("sweep failed: %s", err);
-  if (rc == MQPROC_ESTORE_CONNECT && mqproc__store_ping(srv->store, pinged, srv) != MQPROC_OK)
-    mqproc__server_store_down(srv);
+  if (rc == MQPROC_ESTORE_CONNECT && mqproc__store_ping(sw->store, pinged, sw) != MQPROC_OK)
+    sw->ops->store_down(sw->ud);
 }
 
 static void outbox_swept(void *ud, int rc, const char *err) {
@@ -154,33 +155,44 @@ static void outbox_swept(void *ud, int rc, const char *err) {
 }
 
 static void swept(void *ud, int rc, const char *err) {
-  mqproc__server_t *srv = ud;
-  mqproc__store_sweep_outbox_t sweep = {.processor = srv->processor,
-                                        .lease_ms = srv->cfg->lease_s * 1000,
+  mqproc__sweeper_t *sw = ud;
+  mqproc__store_sweep_outbox_t sweep = {.processor = sw->cfg->processor,
+                                        .lease_ms = sw->cfg->lease_s * 1000,
                                         .limit = 50,
                                         .row = send_outbox_row};
   if (rc == MQPROC_OK)
-    rc = mqproc__store_sweep_outbox(srv->store, &sweep, outbox_swept, srv);
+    rc = mqproc__store_sweep_outbox(sw->store, &sweep, outbox_swept, sw);
   if (rc != MQPROC_OK)
-    sweep_ended(srv, rc, err != NULL ? err : mqproc_strerror(rc));
+    sweep_ended(sw, rc, err != NULL ? err : mqproc_strerror(rc));
 }
 
-void mqproc__sweeper_run(mqproc__server_t *srv) {
+void mqproc__sweeper_init(mqproc__sweeper_t *sw, const mqproc__config_t *cfg,
+                          mqproc__store_t *store, mqproc__metrics_t *metrics,
+                          mqproc__delivery_host_t *host, const mqproc__sweeper_ops_t *ops,
+                          void *ud) {
+  *sw = (mqproc__sweeper_t){
+      .cfg = cfg, .store = store, .metrics = metrics, .host = host, .ops = ops, .ud = ud};
+}
+
+void mqproc__sweeper_store_back(mqproc__sweeper_t *sw) {
+  sw->store_back_ms = mqproc__now_ms();
+}
+
+void mqproc__sweeper_run(mqproc__sweeper_t *sw) {
   int64_t now = mqproc__now_ms();
-  int every_ms = srv->cfg->lease_s * 500;
-  mqproc__store_sweep_t sweep = {.processor = srv->processor,
-                                 .lease_ms = srv->cfg->lease_s * 1000,
+  int every_ms = sw->cfg->lease_s * 500;
+  mqproc__store_sweep_t sweep = {.processor = sw->cfg->processor,
+                                 .lease_ms = sw->cfg->lease_s * 1000,
                                  .limit = 50,
                                  .row = republish_row};
-  if (!srv->broker_up || srv->host.broker_blocked || srv->store_paused || srv->stopping ||
-      srv->sweeping || now - srv->last_sweep_ms < every_ms)
+  if (!sw->ops->may_sweep(sw->ud) || sw->sweeping || now - sw->last_sweep_ms < every_ms)
     return;
   /* Right after a database outage every holder's lease may have run out only because it
    * could not renew: give the holders two leases to renew before judging them dead. */
-  if (srv->store_back_ms != 0 && now - srv->store_back_ms < srv->cfg->lease_s * 2000LL)
+  if (sw->store_back_ms != 0 && now - sw->store_back_ms < sw->cfg->lease_s * 2000LL)
     return;
-  srv->last_sweep_ms = now;
-  srv->sweeping = 1;
-  if (mqproc__store_sweep(srv->store, &sweep, swept, srv) != MQPROC_OK)
-    srv->sweeping = 0;
+  sw->last_sweep_ms = now;
+  sw->sweeping = 1;
+  if (mqproc__store_sweep(sw->store, &sweep, swept, sw) != MQPROC_OK)
+    sw->sweeping = 0;
 }
