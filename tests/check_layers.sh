@@ -12,26 +12,21 @@ SRC=${1:?usage: check_layers.sh <srcdir> <builddir>}
 cd "$SRC/src"
 
 LAYERS=(base net loop codec broker store runner delivery ops http server entry cli)
-rank() { # rank LAYER -> its index, or nothing
-  local i
-  for i in "${!LAYERS[@]}"; do
-    [ "${LAYERS[$i]}" = "$1" ] && { echo "$i"; return; }
-  done
-}
-layer_of() { # layer_of PATH (relative to src/) -> its layer's name
-  case $1 in
-  */*) echo "${1%%/*}" ;;
-  *) echo "" ;;
-  esac
-}
+# (no command substitutions per include: a subshell each made this 12 s of CPU)
+declare -A RANK
+for i in "${!LAYERS[@]}"; do
+  RANK[${LAYERS[$i]}]=$i
+done
 
 bad=0
 files=0
 while IFS= read -r -d '' f; do
   f=${f#./}
   files=$((files + 1))
-  own=$(layer_of "$f")
-  own_rank=$(rank "$own")
+  own=""
+  [[ $f == */* ]] && own=${f%%/*}
+  own_rank=""
+  [ -n "$own" ] && own_rank=${RANK[$own]:-}
   if [ -z "$own_rank" ]; then
     echo "check_layers: FAIL: $f is in no layer's folder" >&2
     bad=1
@@ -39,12 +34,14 @@ while IFS= read -r -d '' f; do
   fi
   while IFS= read -r inc; do
     # a header beside the file (its own folder's, by a bare name) is its own layer's
-    if [ -e "$(dirname "$f")/$inc" ] && [[ $inc != */* ]]; then
+    if [[ $inc != */* ]] && [ -e "${f%/*}/$inc" ]; then
       continue
     fi
     [ -e "$inc" ] || continue # not one of src/'s (the public header, a system one)
-    dep=$(layer_of "$inc")
-    dep_rank=$(rank "$dep")
+    dep=""
+    [[ $inc == */* ]] && dep=${inc%%/*}
+    dep_rank=""
+    [ -n "$dep" ] && dep_rank=${RANK[$dep]:-}
     if [ -z "$dep_rank" ]; then
       echo "check_layers: FAIL: $f includes $inc, which is in no layer" >&2
       bad=1
