@@ -59,9 +59,9 @@ static size_t stored_headers(const char *text, char *kv[32]) {
 }
 
 /* A job of OCR-D's processing API (it has a row in mqproc_ocrd_jobs): its dependencies and
- * its workspace's page locks decide when it runs, not the retry. */
-#define OCRD_JOB_PG "EXISTS (SELECT 1 FROM mqproc_ocrd_jobs o WHERE o.job_id = mqproc_jobs.job_id)"
-#define OCRD_JOB_SQ OCRD_JOB_PG
+ * its workspace's page locks decide when it runs, not the retry. (The same text in both
+ * dialects.) */
+#define OCRD_JOB "EXISTS (SELECT 1 FROM mqproc_ocrd_jobs o WHERE o.job_id = mqproc_jobs.job_id)"
 
 /* Puts one batch of jobs (ids, or the filter) back to QUEUED and publishes their stored
  * requests, each appended to jobs as {job_id, published}; returns how many, or -1. The
@@ -77,11 +77,11 @@ static long long retry_batch(mqproc__odb_t *c, mqproc__qclient_t *amqp, const ch
   const char *vals[3] = {ids, state, proc};
   mqproc__ores_t *r = mqproc__odb_q(
       c,
-      "UPDATE mqproc_jobs SET state = CASE WHEN " OCRD_JOB_PG " THEN 'CACHED' ELSE 'QUEUED' END,"
+      "UPDATE mqproc_jobs SET state = CASE WHEN " OCRD_JOB " THEN 'CACHED' ELSE 'QUEUED' END,"
       " attempt_base = attempt, requeues = 0,"
       " end_time = NULL, start_time = NULL, worker_id = NULL, result_published = false,"
-      " delivery_acked = false, cancel_requested = false, republish = NOT " OCRD_JOB_PG ","
-      " lease_until = CASE WHEN NOT " OCRD_JOB_PG " THEN now() + interval '60 seconds' END,"
+      " delivery_acked = false, cancel_requested = false, republish = NOT " OCRD_JOB ","
+      " lease_until = CASE WHEN NOT " OCRD_JOB " THEN now() + interval '60 seconds' END,"
       " updated_at = now()"
       " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE"
       "   ($1::jsonb IS NULL OR job_id = ANY(" IDS "))"
@@ -90,11 +90,11 @@ static long long retry_batch(mqproc__odb_t *c, mqproc__qclient_t *amqp, const ch
       "   LIMIT 1000 FOR UPDATE SKIP LOCKED)"
       " RETURNING job_id, processor_name, request_body, request_format, coalesce(priority, -1),"
       "   coalesce(headers, '{}')::text, state",
-      "UPDATE mqproc_jobs SET state = CASE WHEN " OCRD_JOB_SQ " THEN 'CACHED' ELSE 'QUEUED' END,"
+      "UPDATE mqproc_jobs SET state = CASE WHEN " OCRD_JOB " THEN 'CACHED' ELSE 'QUEUED' END,"
       " attempt_base = attempt, requeues = 0,"
       " end_time = NULL, start_time = NULL, worker_id = NULL, result_published = 0,"
-      " delivery_acked = 0, cancel_requested = 0, republish = NOT " OCRD_JOB_SQ ","
-      " lease_until = CASE WHEN NOT " OCRD_JOB_SQ " THEN mq_now() + 60000 END,"
+      " delivery_acked = 0, cancel_requested = 0, republish = NOT " OCRD_JOB ","
+      " lease_until = CASE WHEN NOT " OCRD_JOB " THEN mq_now() + 60000 END,"
       " updated_at = mq_now()"
       " WHERE job_id IN (SELECT job_id FROM mqproc_jobs WHERE"
       "   (?1 IS NULL OR job_id IN " SQ_IDS ")"

@@ -300,14 +300,17 @@ int mqproc__ocrd_outside_root(const mqproc__ocrd_env_t *e, const char *path) {
   int out;
   if (e->ws_root == NULL)
     return 0;
-  if (!under(e->ws_root, path) &&
-      ((root = realpath(e->ws_root, NULL)) == NULL || (out = !under(root, path), free(root), out)))
-    return 1;
-  if ((real = realpath(path, NULL)) == NULL)
-    return 0; /* not there: inside by its text (404 follows) */
-  out = (root = realpath(e->ws_root, NULL)) == NULL || !under(root, real);
+  if ((root = realpath(e->ws_root, NULL)) == NULL)
+    return 1; /* no root to be inside of */
+  if (!under(e->ws_root, path) && !under(root, path))
+    out = 1; /* by its text, before it is looked up */
+  else if ((real = realpath(path, NULL)) == NULL)
+    out = 0; /* not there: inside by its text (404 follows) */
+  else {
+    out = !under(root, real); /* a link out */
+    free(real);
+  }
   free(root);
-  free(real);
   return out;
 }
 

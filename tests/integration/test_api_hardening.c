@@ -121,6 +121,18 @@ static int still_held(int cfd) {
   return poll(&p, 1, 0) == 0;
 }
 
+/* Workflow run wf's callback ends FAILED, its callback_error holding why. */
+static void expect_callback_failed(const char *wf, const char *why) {
+  char *err;
+  cr_expect(it_sql_becomes(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs"
+                                  " WHERE job_id = '%s'",
+                                  wf),
+                           "FAILED"));
+  err =
+      it_sql(it_fmt("SELECT callback_error FROM mqproc_workflow_jobs WHERE job_id = '%s'", wf), 0);
+  cr_expect(err != NULL && strstr(err, why) != NULL, "callback_error: %s", err);
+}
+
 /* ---- F5: the workflow callback ------------------------------------------------------------ */
 
 /* The run ends and its callback goes to a tarpit: while the tarpit holds that connection
@@ -175,13 +187,7 @@ Test(api_hardening, a_callback_to_the_api_itself_is_refused) {
                       it_fmt("%s -I OCR-D-IMG -O SELF1\n", proc + 5), &out),
                200, "%s", out);
   wf = it_fmt("%s", field(out, "job_id"));
-  cr_expect(it_sql_becomes(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs"
-                                  " WHERE job_id = '%s'",
-                                  wf),
-                           "FAILED"));
-  out =
-      it_sql(it_fmt("SELECT callback_error FROM mqproc_workflow_jobs WHERE job_id = '%s'", wf), 0);
-  cr_expect(out != NULL && strstr(out, "own") != NULL, "callback_error: %s", out);
+  expect_callback_failed(wf, "own");
   cr_expect_eq(it_http_get(a.port, "/readyz", &out), 200, "/readyz: %s", out);
   it_server_stop(a.proc);
   it_server_stop(srv);
@@ -438,13 +444,7 @@ Test(api_hardening, a_workflow_callback_to_a_denied_address_is_refused) {
                       it_fmt("%s -I OCR-D-IMG -O DENY1\n", proc + 5), &out),
                200, "%s", out);
   wf = it_fmt("%s", field(out, "job_id"));
-  cr_expect(it_sql_becomes(it_fmt("SELECT callback_state FROM mqproc_workflow_jobs"
-                                  " WHERE job_id = '%s'",
-                                  wf),
-                           "FAILED"));
-  out =
-      it_sql(it_fmt("SELECT callback_error FROM mqproc_workflow_jobs WHERE job_id = '%s'", wf), 0);
-  cr_expect(out != NULL && strstr(out, "refused") != NULL, "callback_error: %s", out);
+  expect_callback_failed(wf, "refused");
   cr_expect_eq(tarpit_accept(lfd, 0), -1, "a connection reached the denied address");
   close(lfd);
   it_server_stop(a.proc);
